@@ -1,0 +1,431 @@
+//! This node's view of the cluster: identity, Metadata and FindCoordinator.
+//!
+//! kcoord is a one-node cluster: it is the controller, the coordinator of
+//! every group and the leader of every topic in its catalog. Clients rely on
+//! all three being the same listed broker (librdkafka ≥ 2.10 drops brokers
+//! missing from Metadata, kafkajs looks the coordinator up by node id, and
+//! kafkajs sends InitProducerId to the controller).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error_code::ErrorCode;
+use crate::storage::fsutil;
+use crate::topics::{Catalog, TopicInfo};
+
+/// Who this node is, as advertised to clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub cluster_id: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ClusterFile {
+    cluster_id: String,
+}
+
+/// Reads the cluster id from the data dir, generating and persisting it on
+/// first start. The format is Kafka's: a random UUID in URL-safe base64
+/// without padding (22 characters).
+pub fn load_or_create_cluster_id(data_dir: &Path) -> std::io::Result<String> {
+    let path = data_dir.join("cluster.json");
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let f: ClusterFile = serde_json::from_slice(&bytes).map_err(|e| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
+            })?;
+            Ok(f.cluster_id)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let id = base64_url(Uuid::new_v4().as_bytes());
+            let bytes = serde_json::to_vec_pretty(&ClusterFile { cluster_id: id.clone() }).map_err(std::io::Error::other)?;
+            fsutil::write_atomically(&path, &bytes)?;
+            Ok(id)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// URL-safe base64 without padding, as Kafka's `Uuid.toString()`.
+pub fn base64_url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = ((b[0] as u32) << 16) | ((b[1] as u32) << 8) | b[2] as u32;
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Metadata
+
+/// Which topics a Metadata request asks about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopicSelector {
+    /// Every topic.
+    All,
+    /// Only these (possibly none: librdkafka's "brokers only" request).
+    Only(Vec<TopicRef>),
+}
+
+/// A topic named in a Metadata request, by name or (v10+) by id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicRef {
+    pub name: Option<String>,
+    pub id: Uuid,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataRequest {
+    pub topics: TopicSelector,
+    pub allow_auto_topic_creation: bool,
+    pub include_cluster_authorized_operations: bool,
+    pub include_topic_authorized_operations: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerMetadata {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionMetadata {
+    pub error: ErrorCode,
+    pub index: i32,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicMetadata {
+    pub error: ErrorCode,
+    pub name: Option<String>,
+    pub id: Uuid,
+    pub is_internal: bool,
+    pub partitions: Vec<PartitionMetadata>,
+    /// Bit field of allowed ACL operations, when requested.
+    pub authorized_operations: Option<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataResponse {
+    pub brokers: Vec<BrokerMetadata>,
+    pub cluster_id: String,
+    pub controller_id: i32,
+    pub topics: Vec<TopicMetadata>,
+    pub cluster_authorized_operations: Option<i32>,
+}
+
+/// Kafka's `AclOperation` codes, used to answer "authorized operations"
+/// requests the way Kafka does without an authorizer: every operation the
+/// resource type supports.
+mod acl {
+    const READ: u8 = 3;
+    const WRITE: u8 = 4;
+    const CREATE: u8 = 5;
+    const DELETE: u8 = 6;
+    const ALTER: u8 = 7;
+    const DESCRIBE: u8 = 8;
+    const CLUSTER_ACTION: u8 = 9;
+    const DESCRIBE_CONFIGS: u8 = 10;
+    const ALTER_CONFIGS: u8 = 11;
+    const IDEMPOTENT_WRITE: u8 = 12;
+
+    const fn bits(ops: &[u8]) -> i32 {
+        let mut v = 0i32;
+        let mut i = 0;
+        while i < ops.len() {
+            v |= 1 << ops[i];
+            i += 1;
+        }
+        v
+    }
+
+    pub const TOPIC: i32 = bits(&[READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS]);
+    pub const CLUSTER: i32 = bits(&[CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE]);
+    pub const GROUP: i32 = bits(&[READ, DESCRIBE, DELETE]);
+}
+
+/// The authorized-operations bit field Kafka reports for a group when no
+/// authorizer is configured.
+pub const GROUP_AUTHORIZED_OPERATIONS: i32 = acl::GROUP;
+
+/// Answers Metadata and FindCoordinator from the node identity and catalog.
+#[derive(Debug)]
+pub struct Cluster {
+    pub node: NodeInfo,
+    auto_create: bool,
+    default_partitions: i32,
+}
+
+/// Creates topics on behalf of Metadata auto-creation (implemented by the
+/// data plane, which also creates the partition logs).
+pub trait TopicCreator: Send + Sync {
+    fn create_topic(&self, name: &str, partitions: i32) -> Result<TopicInfo, crate::topics::catalog::CatalogError>;
+}
+
+impl Cluster {
+    pub fn new(node: NodeInfo, auto_create: bool, default_partitions: i32) -> Self {
+        Cluster { node, auto_create, default_partitions }
+    }
+
+    fn broker(&self) -> BrokerMetadata {
+        BrokerMetadata { node_id: self.node.node_id, host: self.node.host.clone(), port: self.node.port }
+    }
+
+    fn topic_metadata(&self, t: &TopicInfo, include_ops: bool) -> TopicMetadata {
+        let me = self.node.node_id;
+        TopicMetadata {
+            error: ErrorCode::NONE,
+            name: Some(t.name.clone()),
+            id: t.id,
+            is_internal: false,
+            partitions: (0..t.partitions)
+                .map(|p| PartitionMetadata {
+                    error: ErrorCode::NONE,
+                    index: p,
+                    leader: me,
+                    leader_epoch: 0,
+                    replicas: vec![me],
+                    isr: vec![me],
+                })
+                .collect(),
+            authorized_operations: include_ops.then_some(acl::TOPIC),
+        }
+    }
+
+    fn error_topic(error: ErrorCode, name: Option<String>, id: Uuid) -> TopicMetadata {
+        TopicMetadata { error, name, id, is_internal: false, partitions: vec![], authorized_operations: None }
+    }
+
+    /// Answers a Metadata request, auto-creating topics when allowed.
+    pub fn metadata(&self, req: &MetadataRequest, catalog: &Catalog, creator: &dyn TopicCreator) -> MetadataResponse {
+        let ops = req.include_topic_authorized_operations;
+        let topics = match &req.topics {
+            TopicSelector::All => catalog.list().iter().map(|t| self.topic_metadata(t, ops)).collect(),
+            TopicSelector::Only(refs) => {
+                let mut out = Vec::with_capacity(refs.len());
+                for r in refs {
+                    out.push(self.lookup_topic(r, req.allow_auto_topic_creation, ops, catalog, creator));
+                }
+                out
+            }
+        };
+        MetadataResponse {
+            brokers: vec![self.broker()],
+            cluster_id: self.node.cluster_id.clone(),
+            controller_id: self.node.node_id,
+            topics,
+            cluster_authorized_operations: req.include_cluster_authorized_operations.then_some(acl::CLUSTER),
+        }
+    }
+
+    fn lookup_topic(
+        &self,
+        r: &TopicRef,
+        allow_auto_create: bool,
+        ops: bool,
+        catalog: &Catalog,
+        creator: &dyn TopicCreator,
+    ) -> TopicMetadata {
+        match &r.name {
+            None => match catalog.get_by_id(&r.id) {
+                Some(t) => self.topic_metadata(&t, ops),
+                None => Self::error_topic(ErrorCode::UNKNOWN_TOPIC_ID, None, r.id),
+            },
+            Some(name) => {
+                if let Some(t) = catalog.get(name) {
+                    return self.topic_metadata(&t, ops);
+                }
+                if crate::config::validate_topic_name(name).is_err() {
+                    return Self::error_topic(ErrorCode::INVALID_TOPIC_EXCEPTION, Some(name.clone()), Uuid::nil());
+                }
+                if allow_auto_create && self.auto_create {
+                    match creator.create_topic(name, self.default_partitions) {
+                        Ok(t) => return self.topic_metadata(&t, ops),
+                        // Raced with another creator: answer with what exists.
+                        Err(e) if e.code == ErrorCode::TOPIC_ALREADY_EXISTS => {
+                            if let Some(t) = catalog.get(name) {
+                                return self.topic_metadata(&t, ops);
+                            }
+                        }
+                        Err(e) => return Self::error_topic(e.code, Some(name.clone()), Uuid::nil()),
+                    }
+                }
+                Self::error_topic(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, Some(name.clone()), Uuid::nil())
+            }
+        }
+    }
+
+    /// Answers FindCoordinator for each key. `share_allowed` is false below
+    /// v6, where Kafka rejects the SHARE key type as an invalid request.
+    pub fn find_coordinator(&self, key_type: i8, keys: &[String], share_allowed: bool) -> Vec<CoordinatorAnswer> {
+        keys.iter()
+            .map(|key| match key_type {
+                KEY_TYPE_GROUP => CoordinatorAnswer {
+                    key: key.clone(),
+                    node_id: self.node.node_id,
+                    host: self.node.host.clone(),
+                    port: self.node.port,
+                    error: ErrorCode::NONE,
+                    // Kafka sends `Errors.NONE.message()`, which is "NONE".
+                    error_message: Some("NONE".into()),
+                },
+                KEY_TYPE_TRANSACTION => CoordinatorAnswer::error(
+                    key,
+                    ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                    "kcoord does not coordinate transactions",
+                ),
+                KEY_TYPE_SHARE if !share_allowed => CoordinatorAnswer::error(
+                    key,
+                    ErrorCode::INVALID_REQUEST,
+                    "Requesting SHARE coordinator is not supported for version < 6",
+                ),
+                KEY_TYPE_SHARE => {
+                    CoordinatorAnswer::error(key, ErrorCode::INVALID_REQUEST, "kcoord does not coordinate share groups")
+                }
+                other => CoordinatorAnswer::error(
+                    key,
+                    ErrorCode::INVALID_REQUEST,
+                    &format!("Unknown coordinator type {other} in FindCoordinator request"),
+                ),
+            })
+            .collect()
+    }
+}
+
+pub const KEY_TYPE_GROUP: i8 = 0;
+pub const KEY_TYPE_TRANSACTION: i8 = 1;
+pub const KEY_TYPE_SHARE: i8 = 2;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FindCoordinatorRequest {
+    pub key_type: i8,
+    pub keys: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoordinatorAnswer {
+    pub key: String,
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub error: ErrorCode,
+    pub error_message: Option<String>,
+}
+
+impl CoordinatorAnswer {
+    /// Kafka's error layout: no node (-1, "", -1).
+    pub fn error(key: &str, error: ErrorCode, message: &str) -> Self {
+        CoordinatorAnswer {
+            key: key.to_string(),
+            node_id: -1,
+            host: String::new(),
+            port: -1,
+            error,
+            error_message: Some(message.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoCreate;
+    impl TopicCreator for NoCreate {
+        fn create_topic(&self, _: &str, _: i32) -> Result<TopicInfo, crate::topics::catalog::CatalogError> {
+            Err(crate::topics::catalog::CatalogError { code: ErrorCode::INVALID_REQUEST, message: String::new() })
+        }
+    }
+
+    fn cluster() -> Cluster {
+        Cluster::new(
+            NodeInfo { node_id: 3, host: "127.0.0.1".into(), port: 9092, cluster_id: "c".into() },
+            false,
+            1,
+        )
+    }
+
+    #[test]
+    fn base64_url_matches_kafka_uuid_format() {
+        assert_eq!(base64_url(&[0u8; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
+        assert_eq!(base64_url(&[0xfb, 0xff]), "-_8");
+        assert_eq!(base64_url(Uuid::new_v4().as_bytes()).len(), 22);
+    }
+
+    #[test]
+    fn cluster_id_is_generated_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = load_or_create_cluster_id(dir.path()).unwrap();
+        let b = load_or_create_cluster_id(dir.path()).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 22);
+    }
+
+    #[test]
+    fn metadata_lists_this_node_as_leader_and_controller() {
+        let catalog = Catalog::in_memory(&[("t", 2)]);
+        let r = cluster().metadata(
+            &MetadataRequest {
+                topics: TopicSelector::All,
+                allow_auto_topic_creation: false,
+                include_cluster_authorized_operations: false,
+                include_topic_authorized_operations: false,
+            },
+            &catalog,
+            &NoCreate,
+        );
+        assert_eq!(r.controller_id, 3);
+        assert_eq!(r.brokers, vec![BrokerMetadata { node_id: 3, host: "127.0.0.1".into(), port: 9092 }]);
+        assert_eq!(r.topics.len(), 1);
+        let t = &r.topics[0];
+        assert_eq!(t.partitions.len(), 2);
+        assert!(t.partitions.iter().all(|p| p.leader == 3 && p.replicas == vec![3] && p.isr == vec![3]));
+    }
+
+    #[test]
+    fn unknown_topics_get_unknown_topic_or_partition() {
+        let catalog = Catalog::in_memory(&[]);
+        let r = cluster().metadata(
+            &MetadataRequest {
+                topics: TopicSelector::Only(vec![
+                    TopicRef { name: Some("nope".into()), id: Uuid::nil() },
+                    TopicRef { name: None, id: Uuid::new_v4() },
+                ]),
+                allow_auto_topic_creation: true,
+                include_cluster_authorized_operations: false,
+                include_topic_authorized_operations: false,
+            },
+            &catalog,
+            &NoCreate,
+        );
+        assert_eq!(r.topics[0].error, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+        assert_eq!(r.topics[1].error, ErrorCode::UNKNOWN_TOPIC_ID);
+    }
+
+    #[test]
+    fn find_coordinator_answers_groups_with_this_node() {
+        let a = cluster().find_coordinator(KEY_TYPE_GROUP, &["g".into()], false);
+        assert_eq!(a[0].node_id, 3);
+        assert_eq!(a[0].error, ErrorCode::NONE);
+        let a = cluster().find_coordinator(KEY_TYPE_SHARE, &["g".into()], false);
+        assert_eq!((a[0].error, a[0].node_id, a[0].port), (ErrorCode::INVALID_REQUEST, -1, -1));
+        let a = cluster().find_coordinator(KEY_TYPE_TRANSACTION, &["t".into()], true);
+        assert_eq!(a[0].error, ErrorCode::COORDINATOR_NOT_AVAILABLE);
+    }
+}

@@ -1,0 +1,619 @@
+//! Configuration: serde structs with Kafka's defaults, loaded from TOML and
+//! command-line overrides.
+//!
+//! Every value has a dotted path (`group.initial_rebalance_delay_ms`) that is
+//! the same in the TOML file, in `--set KEY=VALUE` and in `kcoord config`'s
+//! output. Unknown keys are rejected with the key's name, so a typo never
+//! silently falls back to a default. `config/kcoord.toml` documents every key
+//! with Kafka's name beside ours.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Kafka's topic-name rule: ASCII letters, digits, `.`, `_`, `-`; at most 249
+/// characters; not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("topic name is empty".into());
+    }
+    if name == "." || name == ".." {
+        return Err(format!("topic name {name:?} is not allowed"));
+    }
+    if name.len() > 249 {
+        return Err(format!("topic name {name:?} is longer than 249 characters"));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '.' || *c == '_' || *c == '-'))
+    {
+        return Err(format!(
+            "topic name {name:?} contains {c:?}; only ASCII letters, digits, '.', '_' and '-' are allowed"
+        ));
+    }
+    Ok(())
+}
+
+/// How the logs make appended records durable before they are acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsyncPolicy {
+    /// fdatasync before acknowledging; one fsync covers every record appended
+    /// since the previous one (group commit).
+    Always,
+    /// fdatasync every `storage.fsync_interval_ms`; acknowledged writes of the
+    /// last interval can be lost in a machine crash (not in a process crash).
+    Interval,
+    /// Never fsync; the OS writes back when it likes.
+    Never,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub storage: StorageConfig,
+    pub group: GroupConfig,
+    pub offsets: OffsetsConfig,
+    pub topics: TopicsConfig,
+    pub log: LogConfig,
+    pub metrics: MetricsConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address the Kafka listener binds to.
+    pub listen: String,
+    /// host:port given to clients in Metadata and FindCoordinator; empty
+    /// means the listen address.
+    pub advertised_listener: String,
+    /// This node's broker id.
+    pub node_id: i32,
+    /// Largest request frame accepted (Kafka: socket.request.max.bytes).
+    pub max_request_bytes: u32,
+    /// Requests read from one connection before its responses are written.
+    pub max_inflight_per_connection: u32,
+    /// Open client connections at most (Kafka: max.connections).
+    pub max_connections: u32,
+    /// How long a shutdown waits for in-flight requests to finish.
+    pub shutdown_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// Directory holding the cluster id, the coordinator logs and topic data.
+    pub data_dir: PathBuf,
+    /// always | interval | never.
+    pub fsync: FsyncPolicy,
+    /// Period of the background fsync when `fsync = "interval"`.
+    pub fsync_interval_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GroupConfig {
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub initial_rebalance_delay_ms: i32,
+    pub max_size: i32,
+    /// Session timeout of a member that joined but has not completed a join
+    /// phase yet (Kafka hard-codes 300000).
+    pub new_member_join_timeout_ms: i32,
+    /// Rebalances remembered per group for the HTTP API and logs.
+    pub rebalance_history: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OffsetsConfig {
+    /// Number of coordinator shards (Kafka: offsets.topic.num.partitions).
+    pub partitions: u32,
+    pub retention_minutes: i64,
+    pub retention_check_interval_ms: i64,
+    pub metadata_max_bytes: i32,
+    /// Segment size of each shard's log (Kafka: offsets.topic.segment.bytes).
+    pub segment_bytes: u64,
+    /// How long a tombstone survives compaction (Kafka: delete.retention.ms
+    /// of __consumer_offsets).
+    pub tombstone_retention_ms: i64,
+    /// A shard compacts its log once this many bytes were appended since its
+    /// last snapshot and they outweigh the live state.
+    pub compaction_trigger_bytes: u64,
+    /// Maximum requests queued at one shard before callers wait.
+    pub shard_mailbox: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TopicsConfig {
+    /// Create unknown topics named in Metadata requests that allow it
+    /// (Kafka: auto.create.topics.enable).
+    pub auto_create: bool,
+    /// Partitions of an auto-created topic (Kafka: num.partitions).
+    pub default_partitions: i32,
+    /// Topics to create at start-up, as "name:partitions".
+    pub define: Vec<String>,
+    /// Time-based retention of partition data (Kafka: retention.ms / log.retention.ms); -1 keeps everything.
+    pub retention_ms: i64,
+    /// Size-based retention per partition (Kafka: retention.bytes); -1 is unlimited.
+    pub retention_bytes: i64,
+    /// Segment size of partition logs (Kafka: log.segment.bytes).
+    pub segment_bytes: u64,
+    /// How often retention runs (Kafka: log.retention.check.interval.ms).
+    pub retention_check_interval_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// trace | debug | info | warn | error, or a tracing filter directive.
+    pub level: String,
+    pub format: LogFormat,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// host:port of the Prometheus and JSON HTTP listener; empty disables it.
+    pub listen: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:9092".into(),
+            advertised_listener: String::new(),
+            node_id: 0,
+            max_request_bytes: 104_857_600,
+            max_inflight_per_connection: 128,
+            max_connections: 10_000,
+            shutdown_timeout_ms: 10_000,
+        }
+    }
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            data_dir: PathBuf::from("./kcoord-data"),
+            fsync: FsyncPolicy::Always,
+            fsync_interval_ms: 1000,
+        }
+    }
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            min_session_timeout_ms: 6000,
+            max_session_timeout_ms: 1_800_000,
+            initial_rebalance_delay_ms: 3000,
+            max_size: i32::MAX,
+            new_member_join_timeout_ms: 300_000,
+            rebalance_history: 32,
+        }
+    }
+}
+
+impl Default for OffsetsConfig {
+    fn default() -> Self {
+        OffsetsConfig {
+            partitions: 50,
+            retention_minutes: 10080,
+            retention_check_interval_ms: 600_000,
+            metadata_max_bytes: 4096,
+            segment_bytes: 104_857_600,
+            tombstone_retention_ms: 86_400_000,
+            compaction_trigger_bytes: 64 * 1024 * 1024,
+            shard_mailbox: 4096,
+        }
+    }
+}
+
+impl Default for TopicsConfig {
+    fn default() -> Self {
+        TopicsConfig {
+            auto_create: true,
+            default_partitions: 1,
+            define: Vec::new(),
+            retention_ms: 604_800_000,
+            retention_bytes: -1,
+            segment_bytes: 1_073_741_824,
+            retention_check_interval_ms: 300_000,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig { level: "info".into(), format: LogFormat::Text }
+    }
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { listen: String::new() }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            server: ServerConfig::default(),
+            storage: StorageConfig::default(),
+            group: GroupConfig::default(),
+            offsets: OffsetsConfig::default(),
+            topics: TopicsConfig::default(),
+            log: LogConfig::default(),
+            metrics: MetricsConfig::default(),
+        }
+    }
+}
+
+/// Errors while building the configuration; each names the offending key or file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("unknown configuration key `{0}`")]
+    UnknownKey(String),
+    #[error("invalid --set argument {0:?}: expected KEY=VALUE")]
+    BadSet(String),
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// Builds a [`Config`] from layers: defaults, an optional TOML file, then
+/// dotted-path overrides in order.
+#[derive(Debug, Default)]
+pub struct ConfigBuilder {
+    table: toml::Table,
+}
+
+impl ConfigBuilder {
+    pub fn new() -> Self {
+        ConfigBuilder { table: toml::Table::new() }
+    }
+
+    /// Merges a TOML file. Unknown keys are reported with their dotted path.
+    pub fn file(mut self, path: &std::path::Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let parsed: toml::Table = toml::from_str(&text)
+            .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })?;
+        let mut flat = Vec::new();
+        flatten("", &toml::Value::Table(parsed), &mut flat);
+        for (key, value) in flat {
+            self = self.set_value(&key, value)?;
+        }
+        Ok(self)
+    }
+
+    /// Applies `KEY=VALUE`. VALUE is read as a TOML literal (number, bool,
+    /// array, quoted string) and otherwise taken as a bare string.
+    pub fn set(self, assignment: &str) -> Result<Self, ConfigError> {
+        let (key, raw) = assignment
+            .split_once('=')
+            .ok_or_else(|| ConfigError::BadSet(assignment.to_string()))?;
+        let key = key.trim();
+        if key.is_empty() {
+            return Err(ConfigError::BadSet(assignment.to_string()));
+        }
+        let value = parse_literal(raw.trim());
+        self.set_value(key, value)
+    }
+
+    /// Sets one dotted key to a value, checking that the key exists.
+    pub fn set_value(mut self, key: &str, value: toml::Value) -> Result<Self, ConfigError> {
+        let defaults = default_table();
+        let parts: Vec<&str> = key.split('.').collect();
+        // The key must name a leaf of the default configuration.
+        let mut cursor = &defaults;
+        for (i, part) in parts.iter().enumerate() {
+            match cursor.get(*part) {
+                Some(toml::Value::Table(t)) if i + 1 < parts.len() => cursor = t,
+                Some(v) if i + 1 == parts.len() && !v.is_table() => {}
+                _ => return Err(ConfigError::UnknownKey(key.to_string())),
+            }
+        }
+        let mut table = &mut self.table;
+        for part in &parts[..parts.len() - 1] {
+            let entry = table
+                .entry(part.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            table = match entry {
+                toml::Value::Table(t) => t,
+                _ => return Err(ConfigError::UnknownKey(key.to_string())),
+            };
+        }
+        // A string given for a numeric or boolean key is still tried as that
+        // type by serde below; keep the value as parsed.
+        table.insert(parts[parts.len() - 1].to_string(), value);
+        Ok(self)
+    }
+
+    /// Appends to an array-valued key (e.g. `topics.define`).
+    pub fn push(mut self, key: &str, value: toml::Value) -> Result<Self, ConfigError> {
+        let current = lookup(&self.table, key)
+            .cloned()
+            .or_else(|| lookup(&default_table(), key).cloned());
+        let mut items = match current {
+            Some(toml::Value::Array(a)) => a,
+            _ => return Err(ConfigError::UnknownKey(key.to_string())),
+        };
+        items.push(value);
+        self = self.set_value(key, toml::Value::Array(items))?;
+        Ok(self)
+    }
+
+    /// Produces the validated configuration.
+    pub fn build(self) -> Result<Config, ConfigError> {
+        let config: Config = toml::Value::Table(self.table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.message().to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+fn lookup<'a>(table: &'a toml::Table, key: &str) -> Option<&'a toml::Value> {
+    let mut parts = key.split('.').peekable();
+    let mut cursor = table;
+    while let Some(part) = parts.next() {
+        let v = cursor.get(part)?;
+        if parts.peek().is_none() {
+            return Some(v);
+        }
+        cursor = v.as_table()?;
+    }
+    None
+}
+
+fn default_table() -> toml::Table {
+    match toml::Value::try_from(Config::default()) {
+        Ok(toml::Value::Table(t)) => t,
+        _ => toml::Table::new(),
+    }
+}
+
+fn flatten(prefix: &str, value: &toml::Value, out: &mut Vec<(String, toml::Value)>) {
+    match value {
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                flatten(&key, v, out);
+            }
+        }
+        other => out.push((prefix.to_string(), other.clone())),
+    }
+}
+
+fn parse_literal(raw: &str) -> toml::Value {
+    let doc = format!("v = {raw}");
+    match toml::from_str::<toml::Table>(&doc) {
+        Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.to_string())),
+        Err(_) => toml::Value::String(raw.to_string()),
+    }
+}
+
+/// A topic named in `topics.define` / `--topic`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSpec {
+    pub name: String,
+    pub partitions: i32,
+}
+
+impl TopicSpec {
+    /// Parses "name:partitions".
+    pub fn parse(spec: &str) -> Result<TopicSpec, String> {
+        let (name, partitions) = spec
+            .rsplit_once(':')
+            .ok_or_else(|| format!("topic {spec:?}: expected NAME:PARTITIONS"))?;
+        validate_topic_name(name)?;
+        let partitions: i32 = partitions
+            .parse()
+            .map_err(|_| format!("topic {spec:?}: partitions must be a number"))?;
+        if partitions < 1 {
+            return Err(format!("topic {spec:?}: partitions must be at least 1"));
+        }
+        Ok(TopicSpec { name: name.to_string(), partitions })
+    }
+}
+
+/// The address clients are told to connect to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Endpoint {
+    pub fn parse(s: &str) -> Result<Endpoint, String> {
+        let (host, port) = s
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{s:?}: expected HOST:PORT"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(format!("{s:?}: host is empty"));
+        }
+        let port: u16 = port.parse().map_err(|_| format!("{s:?}: invalid port"))?;
+        Ok(Endpoint { host: host.to_string(), port })
+    }
+}
+
+impl Config {
+    /// Checks cross-field rules Kafka enforces at start-up.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        Endpoint::parse(&self.server.listen).map_err(|e| ConfigError::Invalid(format!("server.listen: {e}")))?;
+        if !self.server.advertised_listener.is_empty() {
+            Endpoint::parse(&self.server.advertised_listener)
+                .map_err(|e| ConfigError::Invalid(format!("server.advertised_listener: {e}")))?;
+        }
+        if self.server.node_id < 0 {
+            return bad("server.node_id must be >= 0".into());
+        }
+        if self.server.max_request_bytes < 64 {
+            return bad("server.max_request_bytes must be at least 64".into());
+        }
+        if self.server.max_inflight_per_connection == 0 || self.server.max_connections == 0 {
+            return bad("server.max_inflight_per_connection and server.max_connections must be >= 1".into());
+        }
+        let g = &self.group;
+        if g.min_session_timeout_ms < 0 || g.max_session_timeout_ms < g.min_session_timeout_ms {
+            return bad("group.min_session_timeout_ms must be >= 0 and <= group.max_session_timeout_ms".into());
+        }
+        if g.initial_rebalance_delay_ms < 0 {
+            return bad("group.initial_rebalance_delay_ms must be >= 0".into());
+        }
+        if g.max_size < 1 {
+            return bad("group.max_size must be >= 1".into());
+        }
+        if g.new_member_join_timeout_ms < 1 {
+            return bad("group.new_member_join_timeout_ms must be >= 1".into());
+        }
+        let o = &self.offsets;
+        if o.partitions < 1 || o.partitions > 10_000 {
+            return bad("offsets.partitions must be between 1 and 10000".into());
+        }
+        if o.retention_minutes < 1 || o.retention_check_interval_ms < 1 {
+            return bad("offsets.retention_minutes and offsets.retention_check_interval_ms must be >= 1".into());
+        }
+        if o.metadata_max_bytes < 0 {
+            return bad("offsets.metadata_max_bytes must be >= 0".into());
+        }
+        if o.segment_bytes < 1024 || self.topics.segment_bytes < 1024 {
+            return bad("offsets.segment_bytes and topics.segment_bytes must be at least 1024".into());
+        }
+        if o.shard_mailbox == 0 {
+            return bad("offsets.shard_mailbox must be >= 1".into());
+        }
+        if self.storage.fsync_interval_ms == 0 {
+            return bad("storage.fsync_interval_ms must be >= 1".into());
+        }
+        if self.topics.default_partitions < 1 {
+            return bad("topics.default_partitions must be >= 1".into());
+        }
+        for spec in &self.topics.define {
+            TopicSpec::parse(spec).map_err(|e| ConfigError::Invalid(format!("topics.define: {e}")))?;
+        }
+        if !self.metrics.listen.is_empty() {
+            self.metrics
+                .listen
+                .parse::<SocketAddr>()
+                .map_err(|_| ConfigError::Invalid(format!("metrics.listen: {:?} is not IP:PORT", self.metrics.listen)))?;
+        }
+        Ok(())
+    }
+
+    /// The endpoint advertised to clients.
+    pub fn advertised(&self) -> Endpoint {
+        let s = if self.server.advertised_listener.is_empty() {
+            &self.server.listen
+        } else {
+            &self.server.advertised_listener
+        };
+        Endpoint::parse(s).unwrap_or(Endpoint { host: "127.0.0.1".into(), port: 9092 })
+    }
+
+    /// Topics defined by configuration, parsed.
+    pub fn defined_topics(&self) -> Vec<TopicSpec> {
+        self.topics.define.iter().filter_map(|s| TopicSpec::parse(s).ok()).collect()
+    }
+
+    /// The effective configuration as TOML (what `kcoord config` prints).
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_kafkas() {
+        let c = Config::default();
+        assert_eq!(c.group.min_session_timeout_ms, 6000);
+        assert_eq!(c.group.max_session_timeout_ms, 1_800_000);
+        assert_eq!(c.group.initial_rebalance_delay_ms, 3000);
+        assert_eq!(c.group.max_size, i32::MAX);
+        assert_eq!(c.offsets.partitions, 50);
+        assert_eq!(c.offsets.retention_minutes, 10080);
+        assert_eq!(c.offsets.retention_check_interval_ms, 600_000);
+        assert_eq!(c.offsets.metadata_max_bytes, 4096);
+        assert_eq!(c.server.max_request_bytes, 104_857_600);
+        assert_eq!(c.storage.fsync, FsyncPolicy::Always);
+        assert_eq!(c.server.listen, "127.0.0.1:9092");
+    }
+
+    #[test]
+    fn set_overrides_a_dotted_key() {
+        let c = ConfigBuilder::new()
+            .set("group.initial_rebalance_delay_ms=0")
+            .unwrap()
+            .set("storage.fsync=never")
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(c.group.initial_rebalance_delay_ms, 0);
+        assert_eq!(c.storage.fsync, FsyncPolicy::Never);
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_naming_the_key() {
+        let err = ConfigBuilder::new().set("group.initial_delay=0").unwrap_err();
+        assert!(err.to_string().contains("group.initial_delay"), "{err}");
+        let err = ConfigBuilder::new().set("nosuch=1").unwrap_err();
+        assert!(err.to_string().contains("nosuch"), "{err}");
+    }
+
+    #[test]
+    fn unknown_key_in_file_is_an_error_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.toml");
+        std::fs::write(&path, "[group]\nmin_session_timeout_ms = 10\nbogus = 3\n").unwrap();
+        let err = ConfigBuilder::new().file(&path).unwrap_err();
+        assert!(err.to_string().contains("group.bogus"), "{err}");
+    }
+
+    #[test]
+    fn printed_config_parses_back_to_the_same_config() {
+        let c = Config::default();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.toml");
+        std::fs::write(&path, c.to_toml()).unwrap();
+        let back = ConfigBuilder::new().file(&path).unwrap().build().unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn topic_specs_are_validated() {
+        assert_eq!(TopicSpec::parse("orders:6").unwrap(), TopicSpec { name: "orders".into(), partitions: 6 });
+        assert!(TopicSpec::parse("orders").is_err());
+        assert!(TopicSpec::parse("bad name:1").is_err());
+        assert!(TopicSpec::parse("t:0").is_err());
+        let c = ConfigBuilder::new().push("topics.define", toml::Value::String("a:2".into())).unwrap();
+        assert_eq!(c.build().unwrap().defined_topics().len(), 1);
+    }
+
+    #[test]
+    fn invalid_values_are_rejected() {
+        assert!(ConfigBuilder::new().set("group.max_size=0").unwrap().build().is_err());
+        assert!(ConfigBuilder::new().set("server.listen=nonsense").unwrap().build().is_err());
+        assert!(ConfigBuilder::new().set("storage.fsync=sometimes").unwrap().build().is_err());
+    }
+}

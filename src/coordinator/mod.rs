@@ -1,0 +1,3 @@
+//! The group coordinator: routes each group to its shard.
+
+pub mod routing;

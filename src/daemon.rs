@@ -1,0 +1,133 @@
+//! Start-up and shutdown of the whole daemon.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::cluster::{self, Cluster, NodeInfo, TopicCreator};
+use crate::config::{Config, Endpoint};
+use crate::server::{listener, Services};
+use crate::storage::fsutil::DirLock;
+use crate::topics::catalog::CatalogError;
+use crate::topics::{Catalog, TopicInfo};
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("data directory {path}: {source}")]
+    DataDir { path: String, source: std::io::Error },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("topic {name}: {message}")]
+    Topic { name: String, message: String },
+}
+
+/// Entry point for starting kcoord.
+pub struct Daemon;
+
+/// A started daemon.
+pub struct RunningDaemon {
+    addr: SocketAddr,
+    node: NodeInfo,
+    shutdown: watch::Sender<bool>,
+    listener: JoinHandle<()>,
+    shutdown_timeout: Duration,
+    _lock: DirLock,
+}
+
+/// Auto-creation through the catalog alone (no partition data).
+struct CatalogCreator(Arc<Catalog>);
+
+impl TopicCreator for CatalogCreator {
+    fn create_topic(&self, name: &str, partitions: i32) -> Result<TopicInfo, CatalogError> {
+        self.0.create(name, partitions, false)
+    }
+}
+
+impl Daemon {
+    /// Opens the data dir, binds the listener and starts serving.
+    pub async fn start(config: Config) -> Result<RunningDaemon, StartError> {
+        let data_dir = config.storage.data_dir.clone();
+        let dd_err = |source| StartError::DataDir { path: data_dir.display().to_string(), source };
+        std::fs::create_dir_all(&data_dir).map_err(dd_err)?;
+        let lock = DirLock::acquire(&data_dir).map_err(dd_err)?;
+        let cluster_id = cluster::load_or_create_cluster_id(&data_dir).map_err(dd_err)?;
+        let catalog = Arc::new(Catalog::open(&data_dir).map_err(dd_err)?);
+        for spec in config.defined_topics() {
+            catalog
+                .ensure(&spec.name, spec.partitions)
+                .map_err(|e| StartError::Topic { name: spec.name.clone(), message: e.message })?;
+        }
+
+        let listener = TcpListener::bind(&config.server.listen)
+            .await
+            .map_err(|source| StartError::Bind { addr: config.server.listen.clone(), source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| StartError::Bind { addr: config.server.listen.clone(), source })?;
+        // With an ephemeral port (tests), advertise the port actually bound.
+        let advertised = if config.server.advertised_listener.is_empty() {
+            Endpoint { host: addr.ip().to_string(), port: addr.port() }
+        } else {
+            config.advertised()
+        };
+        let node = NodeInfo {
+            node_id: config.server.node_id,
+            host: advertised.host,
+            port: advertised.port as i32,
+            cluster_id,
+        };
+        if crate::alloc_guard::overcommit_mode() == Some(2) {
+            tracing::warn!(
+                "vm.overcommit_memory is 2: hostile array lengths in requests can abort the process; see docs/operations.md"
+            );
+        }
+
+        let config = Arc::new(config);
+        let svc = Arc::new(Services {
+            cluster: Cluster::new(node.clone(), config.topics.auto_create, config.topics.default_partitions),
+            topic_creator: Arc::new(CatalogCreator(catalog.clone())),
+            catalog,
+            config: config.clone(),
+        });
+        let (tx, rx) = watch::channel(false);
+        let task = tokio::spawn(listener::run(listener, svc, rx));
+        tracing::info!(%addr, node_id = node.node_id, cluster_id = %node.cluster_id, "kcoord started");
+        Ok(RunningDaemon {
+            addr,
+            node,
+            shutdown: tx,
+            listener: task,
+            shutdown_timeout: Duration::from_millis(config.server.shutdown_timeout_ms),
+            _lock: lock,
+        })
+    }
+}
+
+impl RunningDaemon {
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The identity advertised to clients.
+    pub fn node(&self) -> &NodeInfo {
+        &self.node
+    }
+
+    /// Stops accepting, lets connections finish their in-flight requests
+    /// (bounded by `server.shutdown_timeout_ms`), and flushes the logs.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let mut listener = self.listener;
+        if tokio::time::timeout(self.shutdown_timeout, &mut listener).await.is_err() {
+            tracing::warn!("connections did not finish within server.shutdown_timeout_ms; closing them");
+            listener.abort();
+        }
+        tracing::info!("kcoord stopped");
+    }
+}

@@ -1,0 +1,21 @@
+//! kcoord: a Kafka-wire-compatible group coordinator.
+//!
+//! The daemon is a library first so it can be embedded in a Rust broker or
+//! started in-process by tests: [`Daemon::start`] binds the listener and
+//! returns a handle whose [`RunningDaemon::shutdown`] stops it cleanly.
+
+pub mod alloc_guard;
+pub mod cluster;
+pub mod config;
+pub mod coordinator;
+pub mod error_code;
+pub mod protocol;
+pub mod server;
+pub mod storage;
+pub mod topics;
+
+mod daemon;
+
+pub use config::Config;
+pub use daemon::{Daemon, RunningDaemon, StartError};
+pub use error_code::ErrorCode;

@@ -1,0 +1,176 @@
+//! The `kcoord` command line. `kcoord` alone is `kcoord serve`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use kcoord::config::{ConfigBuilder, LogFormat};
+use kcoord::{Config, Daemon};
+
+#[global_allocator]
+static ALLOC: kcoord::alloc_guard::GuardedAllocator = kcoord::alloc_guard::GuardedAllocator;
+
+#[derive(Parser, Debug)]
+#[command(name = "kcoord", version, about = "A Kafka-wire-compatible group coordinator", args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the daemon (the default).
+    Serve(ServeArgs),
+    /// Print the effective configuration as TOML and exit.
+    Config(ServeArgs),
+}
+
+#[derive(Args, Debug, Default, Clone)]
+struct ServeArgs {
+    /// TOML configuration file.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address to listen on (server.listen).
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// Address advertised to clients (server.advertised_listener); defaults to the listen address.
+    #[arg(long, value_name = "HOST:PORT")]
+    advertised_listener: Option<String>,
+    /// Broker id of this node (server.node_id).
+    #[arg(long, value_name = "N")]
+    node_id: Option<i32>,
+    /// Data directory (storage.data_dir).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Define a topic; repeatable (topics.define).
+    #[arg(long = "topic", value_name = "NAME:PARTITIONS")]
+    topics: Vec<String>,
+    /// Set any configuration value by its dotted path; repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// Log level or tracing filter (log.level).
+    #[arg(long, value_name = "LEVEL")]
+    log_level: Option<String>,
+    /// Log format (log.format).
+    #[arg(long, value_enum)]
+    log_format: Option<LogFormat>,
+    /// Truncate a coordinator log at the first corrupt record instead of refusing to start.
+    #[arg(long)]
+    repair: bool,
+}
+
+impl ServeArgs {
+    fn build(&self) -> Result<Config, kcoord::config::ConfigError> {
+        let mut b = ConfigBuilder::new();
+        if let Some(path) = &self.config {
+            b = b.file(path)?;
+        }
+        for s in &self.sets {
+            b = b.set(s)?;
+        }
+        let s = |v: &str| toml::Value::String(v.to_string());
+        if let Some(v) = &self.listen {
+            b = b.set_value("server.listen", s(v))?;
+        }
+        if let Some(v) = &self.advertised_listener {
+            b = b.set_value("server.advertised_listener", s(v))?;
+        }
+        if let Some(v) = self.node_id {
+            b = b.set_value("server.node_id", toml::Value::Integer(v as i64))?;
+        }
+        if let Some(v) = &self.data_dir {
+            b = b.set_value("storage.data_dir", s(&v.display().to_string()))?;
+        }
+        for t in &self.topics {
+            b = b.push("topics.define", s(t))?;
+        }
+        if let Some(v) = &self.log_level {
+            b = b.set_value("log.level", s(v))?;
+        }
+        if let Some(v) = self.log_format {
+            b = b.set_value("log.format", s(if v == LogFormat::Json { "json" } else { "text" }))?;
+        }
+        b.build()
+    }
+}
+
+fn init_logging(config: &Config) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_new(&config.log.level).unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match config.log.format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (args, print_config) = match cli.command {
+        Some(Command::Serve(a)) => (a, false),
+        Some(Command::Config(a)) => (a, true),
+        None => (cli.serve, false),
+    };
+    let config = match args.build() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kcoord: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if print_config {
+        print!("{}", config.to_toml());
+        return ExitCode::SUCCESS;
+    }
+    init_logging(&config);
+    let _ = args.repair;
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kcoord: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: Config) -> ExitCode {
+    let data_dir = config.storage.data_dir.clone();
+    let daemon = match Daemon::start(config).await {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("kcoord: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "kcoord {} serving on {} (node {}, cluster {}, data {})",
+        env!("CARGO_PKG_VERSION"),
+        daemon.local_addr(),
+        daemon.node().node_id,
+        daemon.node().cluster_id,
+        data_dir.display()
+    );
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    daemon.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+/// Waits for SIGINT (Ctrl-C) or SIGTERM.
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,66 @@
+//! Decoding and encoding message bodies with kafka-protocol, safely.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+/// A request body that could not be decoded. The connection is closed, as
+/// Kafka does for unparseable requests.
+#[derive(Debug, thiserror::Error)]
+#[error("malformed {api} v{version} request: {reason}")]
+pub struct DecodeError {
+    pub api: &'static str,
+    pub version: i16,
+    pub reason: String,
+}
+
+/// A response that could not be encoded (a bug: a field set that the
+/// negotiated version cannot carry).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot encode {api} v{version} response: {reason}")]
+pub struct EncodeError {
+    pub api: &'static str,
+    pub version: i16,
+    pub reason: String,
+}
+
+/// Decodes a body. Panics inside the codec are caught and reported as a
+/// malformed request; oversized array reservations are defused by
+/// [`crate::alloc_guard`].
+pub fn decode<T: Decodable>(api: &'static str, body: &mut Bytes, version: i16) -> Result<T, DecodeError> {
+    match catch_unwind(AssertUnwindSafe(|| T::decode(body, version))) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(DecodeError { api, version, reason: e.to_string() }),
+        Err(_) => Err(DecodeError { api, version, reason: "decoder panicked".into() }),
+    }
+}
+
+/// Encodes a body onto `out`.
+pub fn encode<T: Encodable>(api: &'static str, msg: &T, version: i16, out: &mut BytesMut) -> Result<(), EncodeError> {
+    let err = |e: anyhow_like::Error| EncodeError { api, version, reason: e.0 };
+    let size = msg.compute_size(version).map_err(|e| err(anyhow_like::Error(e.to_string())))?;
+    out.reserve(size);
+    msg.encode(out, version).map_err(|e| err(anyhow_like::Error(e.to_string())))
+}
+
+mod anyhow_like {
+    /// The codec's errors are `anyhow::Error`; we only keep their text so the
+    /// rest of kcoord does not depend on anyhow.
+    pub struct Error(pub String);
+}
+
+/// Converts a string to kafka-protocol's string type.
+pub fn sb(s: impl Into<String>) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(s.into())
+}
+
+/// Converts an optional string.
+pub fn osb(s: Option<impl Into<String>>) -> Option<kafka_protocol::protocol::StrBytes> {
+    s.map(sb)
+}
+
+/// Converts kafka-protocol's string type to an owned String.
+pub fn st(s: &kafka_protocol::protocol::StrBytes) -> String {
+    s.as_str().to_string()
+}

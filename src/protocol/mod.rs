@@ -1,0 +1,15 @@
+//! Everything that touches the Kafka wire format.
+//!
+//! This is the only module that uses the `kafka-protocol` crate: it parses
+//! headers, keeps the table of API versions we advertise, converts each API's
+//! wire structs to and from kcoord's own request/response types (handling
+//! per-version differences in one place), and shields the daemon from hostile
+//! input. Swapping the codec crate touches only this module.
+
+pub mod api;
+pub mod codec;
+pub mod header;
+pub mod versions;
+
+pub use codec::{DecodeError, EncodeError};
+pub use versions::ApiSupport;

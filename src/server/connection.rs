@@ -1,0 +1,99 @@
+//! One client connection: read frames, serve them concurrently, write the
+//! responses strictly in request order.
+//!
+//! Requests are served as futures in a `FuturesOrdered`: they make progress
+//! concurrently (a parked JoinGroup does not stop a later Metadata from being
+//! computed), but responses leave in the order requests arrived, which every
+//! client checks through correlation ids. At most
+//! `server.max_inflight_per_connection` requests are in flight; beyond that
+//! we stop reading, and TCP pushes back on the client.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::stream::{FuturesOrdered, StreamExt};
+use futures_util::FutureExt;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio_util::codec::FramedRead;
+
+use super::dispatch::{self, Outcome};
+use super::frame::FrameCodec;
+use super::Services;
+
+type Pending = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+
+/// Serves `stream` until the client goes away, a frame is malformed, or the
+/// daemon shuts down (then in-flight requests are finished first).
+pub async fn serve(stream: TcpStream, peer: SocketAddr, svc: Arc<Services>, mut shutdown: watch::Receiver<bool>) {
+    let _ = stream.set_nodelay(true);
+    let (rd, wr) = stream.into_split();
+    let mut frames = FramedRead::new(rd, FrameCodec::new(svc.config.server.max_request_bytes));
+    let mut writer = BufWriter::with_capacity(64 * 1024, wr);
+    let mut inflight: FuturesOrdered<Pending> = FuturesOrdered::new();
+    let max_inflight = svc.config.server.max_inflight_per_connection as usize;
+    let mut reading = !*shutdown.borrow();
+
+    loop {
+        if !reading && inflight.is_empty() {
+            break;
+        }
+        tokio::select! {
+            biased;
+            Some(outcome) = inflight.next(), if !inflight.is_empty() => {
+                if !write_outcome(&mut writer, outcome, peer).await {
+                    return;
+                }
+                // Write every response that is already done, then flush once.
+                while let Some(Some(outcome)) = inflight.next().now_or_never() {
+                    if !write_outcome(&mut writer, outcome, peer).await {
+                        return;
+                    }
+                }
+                if let Err(e) = writer.flush().await {
+                    tracing::debug!(%peer, error = %e, "write failed; closing connection");
+                    return;
+                }
+            }
+            frame = frames.next(), if reading && inflight.len() < max_inflight => {
+                match frame {
+                    Some(Ok(frame)) => {
+                        let svc = svc.clone();
+                        inflight.push_back(Box::pin(dispatch::handle_frame(svc, peer, frame)));
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(%peer, error = %e, "closing connection: bad frame");
+                        return;
+                    }
+                    None => reading = false,
+                }
+            }
+            _ = shutdown.changed(), if reading => {
+                reading = false;
+            }
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+/// Writes one outcome; returns false if the connection must close.
+async fn write_outcome<W: tokio::io::AsyncWrite + Unpin>(writer: &mut W, outcome: Outcome, peer: SocketAddr) -> bool {
+    match outcome {
+        Outcome::Respond(bytes) => match writer.write_all(&bytes).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "write failed; closing connection");
+                false
+            }
+        },
+        Outcome::NoResponse => true,
+        Outcome::Close(reason) => {
+            tracing::warn!(%peer, %reason, "closing connection");
+            let _ = writer.flush().await;
+            false
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Routes one request frame to the code that serves its API.
+//!
+//! Each arm decodes with the API's protocol module, calls the service that
+//! owns the behaviour, and encodes the answer. The set of arms must match the
+//! advertised table (`protocol::api::SUPPORTED`); a test sends every
+//! advertised version through here.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::Services;
+use crate::protocol::api::{api_versions, find_coordinator, metadata};
+use crate::protocol::header::{self, RequestHeader};
+use crate::protocol::versions::{self, ApiSupport};
+use crate::protocol::{DecodeError, EncodeError};
+
+/// What the connection should do with a request's outcome.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Write this frame (length prefix included).
+    Respond(Bytes),
+    /// Send nothing (Produce with acks=0).
+    NoResponse,
+    /// Close the connection; the reason is logged.
+    Close(String),
+}
+
+/// Who sent a request.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    pub header: RequestHeader,
+    pub peer: SocketAddr,
+}
+
+impl RequestContext {
+    pub fn version(&self) -> i16 {
+        self.header.api_version
+    }
+
+    pub fn client_id(&self) -> &str {
+        self.header.client_id.as_deref().unwrap_or("")
+    }
+
+    /// Kafka's member "client host": Java's `InetAddress.toString()`, i.e.
+    /// "/" followed by the address.
+    pub fn client_host(&self) -> String {
+        format!("/{}", self.peer.ip())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<api_versions::RespondError> for RouteError {
+    fn from(e: api_versions::RespondError) -> Self {
+        match e {
+            api_versions::RespondError::Decode(d) => RouteError::Decode(d),
+            api_versions::RespondError::Encode(e) => RouteError::Encode(e),
+        }
+    }
+}
+
+/// Starts a response frame: room for the length, then the response header.
+fn start_response(correlation_id: i32, flexible: bool) -> BytesMut {
+    let mut out = BytesMut::with_capacity(128);
+    out.put_i32(0);
+    header::write_response_header(&mut out, correlation_id, flexible);
+    out
+}
+
+/// Fills in the length prefix written by [`start_response`].
+fn finish_response(mut out: BytesMut) -> Bytes {
+    let len = (out.len() - 4) as i32;
+    out[..4].copy_from_slice(&len.to_be_bytes());
+    out.freeze()
+}
+
+/// Serves one request frame.
+pub async fn handle_frame(svc: Arc<Services>, peer: SocketAddr, mut frame: Bytes) -> Outcome {
+    let prefix = match header::peek_prefix(&frame) {
+        Ok(p) => p,
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    if prefix.api_key == api_versions::SUPPORT.key && !api_versions::SUPPORT.supports(prefix.api_version) {
+        // KIP-511: answer in the v0 layout so the client can downgrade.
+        let mut out = start_response(prefix.correlation_id, false);
+        return match api_versions::unsupported_version(&mut out) {
+            Ok(()) => Outcome::Respond(finish_response(out)),
+            Err(e) => Outcome::Close(e.to_string()),
+        };
+    }
+    let support: &ApiSupport = match versions::lookup(prefix.api_key) {
+        Some(s) if s.supports(prefix.api_version) => s,
+        Some(s) => {
+            return Outcome::Close(format!(
+                "unsupported version {} of {} (we serve {}..{})",
+                prefix.api_version, s.name, s.min, s.max
+            ))
+        }
+        None => {
+            return Outcome::Close(format!(
+                "unsupported API {} v{}",
+                versions::api_name(prefix.api_key),
+                prefix.api_version
+            ))
+        }
+    };
+    let header = match header::parse_request_header(&mut frame, support.is_flexible(prefix.api_version)) {
+        Ok(h) => h,
+        Err(e) => return Outcome::Close(format!("{} request header: {e}", support.name)),
+    };
+    let ctx = RequestContext { header, peer };
+    let mut out = start_response(prefix.correlation_id, support.flexible_response_header(prefix.api_version));
+    match route(&svc, &ctx, &mut frame, &mut out).await {
+        Ok(true) => Outcome::Respond(finish_response(out)),
+        Ok(false) => Outcome::NoResponse,
+        Err(e) => Outcome::Close(e.to_string()),
+    }
+}
+
+/// Runs the API; returns whether a response body was written.
+async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut BytesMut) -> Result<bool, RouteError> {
+    let v = ctx.version();
+    match ctx.header.api_key {
+        k if k == api_versions::SUPPORT.key => api_versions::respond(body, v, out)?,
+        k if k == metadata::SUPPORT.key => {
+            let req = metadata::decode(body, v)?;
+            let resp = svc.cluster.metadata(&req, &svc.catalog, svc.topic_creator.as_ref());
+            metadata::encode(&resp, v, out)?;
+        }
+        k if k == find_coordinator::SUPPORT.key => {
+            let req = find_coordinator::decode(body, v)?;
+            let answers =
+                svc.cluster.find_coordinator(req.key_type, &req.keys, find_coordinator::share_allowed(v));
+            find_coordinator::encode(&answers, v, out)?;
+        }
+        other => return Err(RouteError::Other(format!("no handler for API key {other}"))),
+    }
+    Ok(true)
+}

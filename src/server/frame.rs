@@ -1,0 +1,79 @@
+//! Kafka framing: a 4-byte big-endian length, then the request.
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio_util::codec::Decoder;
+
+/// Why a connection's byte stream stopped being a sequence of frames.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame length {0} is negative")]
+    Negative(i32),
+    #[error("frame length {len} exceeds server.max_request_bytes ({max})")]
+    TooLarge { len: i32, max: u32 },
+    #[error("frame length {0} is too short for a request header")]
+    TooShort(i32),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Splits a byte stream into request frames, rejecting lengths that are
+/// negative, above the limit, or shorter than a request header's fixed part.
+#[derive(Debug, Clone)]
+pub struct FrameCodec {
+    max: u32,
+}
+
+/// api key (2) + api version (2) + correlation id (4) + client id length (2).
+pub const MIN_REQUEST_LEN: i32 = 10;
+
+impl FrameCodec {
+    pub fn new(max: u32) -> Self {
+        FrameCodec { max }
+    }
+}
+
+impl Decoder for FrameCodec {
+    type Item = Bytes;
+    type Error = FrameError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+        if src.len() < 4 {
+            return Ok(None);
+        }
+        let len = i32::from_be_bytes([src[0], src[1], src[2], src[3]]);
+        if len < 0 {
+            return Err(FrameError::Negative(len));
+        }
+        if len as u32 > self.max {
+            return Err(FrameError::TooLarge { len, max: self.max });
+        }
+        if len < MIN_REQUEST_LEN {
+            return Err(FrameError::TooShort(len));
+        }
+        let total = 4 + len as usize;
+        if src.len() < total {
+            // Reserve only what this frame still needs (bounded by max).
+            src.reserve(total - src.len());
+            return Ok(None);
+        }
+        src.advance(4);
+        Ok(Some(src.split_to(len as usize).freeze()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_frames_and_rejects_bad_lengths() {
+        let mut c = FrameCodec::new(100);
+        let mut b = BytesMut::from(&[0, 0, 0, 10, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 0][..]);
+        assert_eq!(c.decode(&mut b).unwrap().unwrap().len(), 10);
+        assert!(c.decode(&mut b).unwrap().is_none());
+        assert!(matches!(c.decode(&mut BytesMut::from(&[0xff, 0xff, 0xff, 0xff][..])), Err(FrameError::Negative(-1))));
+        assert!(matches!(c.decode(&mut BytesMut::from(&[0, 0, 1, 0][..])), Err(FrameError::TooLarge { .. })));
+        assert!(matches!(c.decode(&mut BytesMut::from(&[0, 0, 0, 3][..])), Err(FrameError::TooShort(3))));
+        assert!(matches!(c.decode(&mut BytesMut::from(&[0, 0, 0, 0][..])), Err(FrameError::TooShort(0))));
+    }
+}

@@ -1,0 +1,52 @@
+//! Accepts connections and spawns one task per connection, up to
+//! `server.max_connections`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::{connection, Services};
+
+/// Accepts until `shutdown` turns true, then waits for every connection to
+/// finish its in-flight requests.
+pub async fn run(listener: TcpListener, svc: Arc<Services>, mut shutdown: watch::Receiver<bool>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    let max = svc.config.server.max_connections as usize;
+    let mut tasks = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // EMFILE and friends: back off briefly instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                if open.load(Ordering::Relaxed) >= max {
+                    tracing::warn!(%peer, max, "refusing connection: server.max_connections reached");
+                    drop(stream);
+                    continue;
+                }
+                open.fetch_add(1, Ordering::Relaxed);
+                let svc = svc.clone();
+                let rx = shutdown.clone();
+                let open = open.clone();
+                tasks.spawn(async move {
+                    connection::serve(stream, peer, svc, rx).await;
+                    open.fetch_sub(1, Ordering::Relaxed);
+                });
+                // Reap finished connection tasks so the set stays small.
+                while tasks.try_join_next().is_some() {}
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    while tasks.join_next().await.is_some() {}
+}

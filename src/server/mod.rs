@@ -1,0 +1,21 @@
+//! The network side: listener, connections, framing and dispatch. Knows
+//! sockets and frames, nothing about groups.
+
+pub mod connection;
+pub mod dispatch;
+pub mod frame;
+pub mod listener;
+
+use std::sync::Arc;
+
+use crate::cluster::{Cluster, TopicCreator};
+use crate::config::Config;
+use crate::topics::Catalog;
+
+/// Everything a request handler may use, shared by all connections.
+pub struct Services {
+    pub config: Arc<Config>,
+    pub cluster: Cluster,
+    pub catalog: Arc<Catalog>,
+    pub topic_creator: Arc<dyn TopicCreator>,
+}

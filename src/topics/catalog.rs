@@ -1,0 +1,248 @@
+//! The topic catalog: names, ids and partition counts, persisted in the data dir.
+//!
+//! Topic ids are generated once and kept forever (clients that fetch by id,
+//! e.g. librdkafka with Fetch v13+, reset a partition if its topic id changes).
+//! The catalog is a small JSON file rewritten atomically (tmp, fsync, rename,
+//! directory fsync) on every change; topic creation and deletion are rare, so
+//! a log would buy nothing here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::config::validate_topic_name;
+use crate::error_code::ErrorCode;
+use crate::storage::fsutil;
+
+/// One topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicInfo {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: i32,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct CatalogFile {
+    topics: Vec<TopicInfo>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    by_name: BTreeMap<String, TopicInfo>,
+    by_id: HashMap<Uuid, String>,
+}
+
+/// Why a topic could not be created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl CatalogError {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        CatalogError { code, message: message.into() }
+    }
+}
+
+/// The set of topics this node leads.
+#[derive(Debug)]
+pub struct Catalog {
+    path: PathBuf,
+    state: RwLock<State>,
+}
+
+/// The most partitions one topic may have.
+pub const MAX_PARTITIONS: i32 = 100_000;
+
+impl Catalog {
+    /// Opens (or creates) the catalog file in `data_dir`.
+    pub fn open(data_dir: &Path) -> std::io::Result<Catalog> {
+        let path = data_dir.join("topics.json");
+        let mut state = State::default();
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let file: CatalogFile = serde_json::from_slice(&bytes).map_err(|e| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
+                })?;
+                for t in file.topics {
+                    state.by_id.insert(t.id, t.name.clone());
+                    state.by_name.insert(t.name.clone(), t);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        Ok(Catalog { path, state: RwLock::new(state) })
+    }
+
+    /// An in-memory catalog for tests of code that only reads topics.
+    pub fn in_memory(topics: &[(&str, i32)]) -> Catalog {
+        let mut state = State::default();
+        for (name, partitions) in topics {
+            let t = TopicInfo { name: name.to_string(), id: Uuid::new_v4(), partitions: *partitions };
+            state.by_id.insert(t.id, t.name.clone());
+            state.by_name.insert(t.name.clone(), t);
+        }
+        Catalog { path: PathBuf::new(), state: RwLock::new(state) }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn get(&self, name: &str) -> Option<TopicInfo> {
+        self.read().by_name.get(name).cloned()
+    }
+
+    pub fn get_by_id(&self, id: &Uuid) -> Option<TopicInfo> {
+        let s = self.read();
+        s.by_id.get(id).and_then(|n| s.by_name.get(n)).cloned()
+    }
+
+    /// All topics, sorted by name.
+    pub fn list(&self) -> Vec<TopicInfo> {
+        self.read().by_name.values().cloned().collect()
+    }
+
+    /// Number of partitions of `name`, if it exists.
+    pub fn partitions(&self, name: &str) -> Option<i32> {
+        self.read().by_name.get(name).map(|t| t.partitions)
+    }
+
+    /// Creates a topic. `validate_only` checks without creating.
+    pub fn create(&self, name: &str, partitions: i32, validate_only: bool) -> Result<TopicInfo, CatalogError> {
+        validate_topic_name(name).map_err(|m| CatalogError::new(ErrorCode::INVALID_TOPIC_EXCEPTION, m))?;
+        if partitions < 1 {
+            return Err(CatalogError::new(ErrorCode::INVALID_PARTITIONS, "Number of partitions must be larger than 0."));
+        }
+        if partitions > MAX_PARTITIONS {
+            return Err(CatalogError::new(
+                ErrorCode::INVALID_PARTITIONS,
+                format!("Number of partitions must be at most {MAX_PARTITIONS}."),
+            ));
+        }
+        let mut s = self.write();
+        if s.by_name.contains_key(name) {
+            return Err(CatalogError::new(
+                ErrorCode::TOPIC_ALREADY_EXISTS,
+                format!("Topic '{name}' already exists."),
+            ));
+        }
+        if let Some(existing) = s.by_name.keys().find(|n| collides(n, name)) {
+            return Err(CatalogError::new(
+                ErrorCode::INVALID_TOPIC_EXCEPTION,
+                format!("Topic '{name}' collides with existing topic: {existing}"),
+            ));
+        }
+        let info = TopicInfo { name: name.to_string(), id: Uuid::new_v4(), partitions };
+        if validate_only {
+            return Ok(info);
+        }
+        s.by_id.insert(info.id, info.name.clone());
+        s.by_name.insert(info.name.clone(), info.clone());
+        if let Err(e) = self.persist(&s) {
+            s.by_name.remove(name);
+            s.by_id.remove(&info.id);
+            return Err(CatalogError::new(ErrorCode::KAFKA_STORAGE_ERROR, format!("cannot persist catalog: {e}")));
+        }
+        Ok(info)
+    }
+
+    /// Makes sure a configured topic exists with at least `partitions`
+    /// partitions (partition counts only ever grow, as in Kafka).
+    pub fn ensure(&self, name: &str, partitions: i32) -> Result<TopicInfo, CatalogError> {
+        {
+            let mut s = self.write();
+            if let Some(existing) = s.by_name.get(name).cloned() {
+                if existing.partitions >= partitions {
+                    return Ok(existing);
+                }
+                let grown = TopicInfo { partitions, ..existing.clone() };
+                s.by_name.insert(name.to_string(), grown.clone());
+                if let Err(e) = self.persist(&s) {
+                    s.by_name.insert(name.to_string(), existing);
+                    return Err(CatalogError::new(ErrorCode::KAFKA_STORAGE_ERROR, e.to_string()));
+                }
+                return Ok(grown);
+            }
+        }
+        self.create(name, partitions, false)
+    }
+
+    /// Removes a topic; returns it.
+    pub fn delete(&self, name: &str) -> Result<TopicInfo, CatalogError> {
+        let mut s = self.write();
+        let info = s
+            .by_name
+            .remove(name)
+            .ok_or_else(|| CatalogError::new(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."))?;
+        s.by_id.remove(&info.id);
+        if let Err(e) = self.persist(&s) {
+            s.by_id.insert(info.id, info.name.clone());
+            s.by_name.insert(info.name.clone(), info);
+            return Err(CatalogError::new(ErrorCode::KAFKA_STORAGE_ERROR, e.to_string()));
+        }
+        Ok(info)
+    }
+
+    fn persist(&self, s: &State) -> std::io::Result<()> {
+        if self.path.as_os_str().is_empty() {
+            return Ok(());
+        }
+        let file = CatalogFile { topics: s.by_name.values().cloned().collect() };
+        let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
+        fsutil::write_atomically(&self.path, &bytes)
+    }
+}
+
+/// Kafka refuses topics whose names differ only by '.' vs '_' (they collide
+/// in metric names).
+fn collides(a: &str, b: &str) -> bool {
+    a != b && a.replace('.', "_") == b.replace('.', "_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics_and_ids_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Catalog::open(dir.path()).unwrap();
+        let t = c.create("orders", 6, false).unwrap();
+        drop(c);
+        let c = Catalog::open(dir.path()).unwrap();
+        assert_eq!(c.get("orders").unwrap(), t);
+        assert_eq!(c.get_by_id(&t.id).unwrap().name, "orders");
+        assert_ne!(t.id, Uuid::nil());
+    }
+
+    #[test]
+    fn duplicate_and_invalid_topics_get_kafkas_errors() {
+        let c = Catalog::in_memory(&[]);
+        c.create("a.b", 1, false).unwrap();
+        assert_eq!(c.create("a.b", 1, false).unwrap_err().code, ErrorCode::TOPIC_ALREADY_EXISTS);
+        assert_eq!(c.create("a_b", 1, false).unwrap_err().code, ErrorCode::INVALID_TOPIC_EXCEPTION);
+        assert_eq!(c.create("x", 0, false).unwrap_err().code, ErrorCode::INVALID_PARTITIONS);
+        assert_eq!(c.create("bad/name", 1, false).unwrap_err().code, ErrorCode::INVALID_TOPIC_EXCEPTION);
+        assert!(c.create("v", 1, true).is_ok());
+        assert!(c.get("v").is_none());
+    }
+
+    #[test]
+    fn ensure_only_grows_partition_counts() {
+        let c = Catalog::in_memory(&[("t", 4)]);
+        assert_eq!(c.ensure("t", 2).unwrap().partitions, 4);
+        assert_eq!(c.ensure("t", 8).unwrap().partitions, 8);
+        assert_eq!(c.ensure("n", 3).unwrap().partitions, 3);
+    }
+}
