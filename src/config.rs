@@ -617,3 +617,28 @@ mod tests {
         assert!(ConfigBuilder::new().set("storage.fsync=sometimes").unwrap().build().is_err());
     }
 }
+
+#[cfg(test)]
+mod documented_config {
+    use super::*;
+
+    /// `config/kcoord.toml` documents every key with its default value.
+    #[test]
+    fn the_sample_config_documents_every_key_with_its_default() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/kcoord.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let table: toml::Table = toml::from_str(&text).unwrap();
+        let mut documented = Vec::new();
+        flatten("", &toml::Value::Table(table), &mut documented);
+        let mut defaults = Vec::new();
+        flatten("", &toml::Value::Table(default_table()), &mut defaults);
+        let keys = |v: &Vec<(String, toml::Value)>| {
+            let mut k: Vec<String> = v.iter().map(|(k, _)| k.clone()).collect();
+            k.sort();
+            k
+        };
+        assert_eq!(keys(&documented), keys(&defaults));
+        let parsed = ConfigBuilder::new().file(&path).unwrap().build().unwrap();
+        assert_eq!(parsed, Config::default(), "sample values must be the defaults");
+    }
+}

@@ -22,7 +22,11 @@ pub fn decode(body: &mut Bytes, version: i16) -> Result<cluster::MetadataRequest
         Some(t) if version == 0 && t.is_empty() => TopicSelector::All,
         Some(t) => TopicSelector::Only(
             t.iter()
-                .map(|t| TopicRef { name: t.name.as_ref().map(|n| st(&n.0)), id: t.topic_id })
+                .map(|t| {
+                    // A lookup by id carries a null name (an empty one from lenient clients).
+                    let name = t.name.as_ref().map(|n| st(&n.0)).filter(|n| !(n.is_empty() && !t.topic_id.is_nil()));
+                    TopicRef { name, id: t.topic_id }
+                })
                 .collect(),
         ),
     };

@@ -1,0 +1,222 @@
+//! Hostile input never kills or hangs the daemon.
+//!
+//! For every API and version we accept, a minimal valid request is mutated at
+//! every byte position so that whatever field sits there (in particular every
+//! array length) declares `i32::MAX` elements, or a 5-byte varint of ~4 G for
+//! compact encodings. Without the allocation guard, the first such frame makes
+//! kafka-protocol reserve hundreds of GB and aborts this test process. Then
+//! empty, short, oversized, negative-length and random frames. After each
+//! batch a well-formed request on a fresh connection must still be answered.
+
+mod common;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use common::*;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use kcoord::protocol::versions;
+
+#[global_allocator]
+static ALLOC: kcoord::alloc_guard::GuardedAllocator = kcoord::alloc_guard::GuardedAllocator;
+
+/// A small valid body for `key` at `version`, with one element in each
+/// top-level array so nested arrays are present too.
+fn sample_body(key: i16, version: i16) -> Option<Bytes> {
+    fn enc<T: Encodable>(m: T, v: i16) -> Option<Bytes> {
+        let mut b = BytesMut::new();
+        m.encode(&mut b, v).ok()?;
+        Some(b.freeze())
+    }
+    let s = |x: &str| StrBytes::from_string(x.to_string());
+    match key {
+        3 => enc(
+            MetadataRequest::default().with_topics(Some(vec![
+                metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(s("t"))))
+            ])),
+            version,
+        ),
+        10 => enc(
+            if version >= 4 {
+                FindCoordinatorRequest::default().with_coordinator_keys(vec![s("g")])
+            } else {
+                FindCoordinatorRequest::default().with_key(s("g"))
+            },
+            version,
+        ),
+        18 => enc(
+            ApiVersionsRequest::default()
+                .with_client_software_name(s("a"))
+                .with_client_software_version(s("1")),
+            version,
+        ),
+        _ => None,
+    }
+}
+
+/// Every API key the hostile suite knows how to build a request for.
+const COVERED: &[i16] = &[3, 10, 18];
+
+fn frame(key: i16, version: i16, body: &[u8]) -> Vec<u8> {
+    let support = versions::lookup(key).unwrap();
+    let mut f = BytesMut::new();
+    f.put_i16(key);
+    f.put_i16(version);
+    f.put_i32(7);
+    f.put_i16(1);
+    f.put_u8(b'h');
+    if support.is_flexible(version) {
+        f.put_u8(0);
+    }
+    f.extend_from_slice(body);
+    let mut out = (f.len() as i32).to_be_bytes().to_vec();
+    out.extend_from_slice(&f);
+    out
+}
+
+/// Body mutations that plant a huge length at `pos`.
+fn mutations(body: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for pos in 0..body.len() {
+        // Fixed-width i32 length.
+        let mut m = body.to_vec();
+        for (i, b) in [0x7f, 0xff, 0xff, 0xff].iter().enumerate() {
+            if pos + i < m.len() {
+                m[pos + i] = *b;
+            } else {
+                m.push(*b);
+            }
+        }
+        out.push(m);
+        // Compact (varint) length replacing one byte.
+        let mut m = body[..pos].to_vec();
+        m.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        m.extend_from_slice(&body[pos + 1..]);
+        out.push(m);
+        // i16 string length.
+        let mut m = body.to_vec();
+        m[pos] = 0x7f;
+        if pos + 1 < m.len() {
+            m[pos + 1] = 0xff;
+        }
+        out.push(m);
+    }
+    out
+}
+
+async fn assert_still_serving(s: &TestServer) {
+    let mut c = s.client().await;
+    let r = c.send(&ApiVersionsRequest::default(), 0).await;
+    assert_eq!(r.error_code, 0, "daemon must keep serving");
+}
+
+/// Sends frames, reconnecting whenever the server closes a connection.
+async fn blast(s: &TestServer, frames: &[Vec<u8>]) {
+    let mut c = s.client().await;
+    for f in frames {
+        if c.send_raw(f).await.is_err() {
+            c = s.client().await;
+            let _ = c.send_raw(f).await;
+        }
+        // Either an answer or a close; both are fine, a hang is not.
+        if c.read_frame().await.is_err() {
+            c = s.client().await;
+        }
+    }
+}
+
+#[test]
+fn the_suite_covers_every_advertised_api() {
+    let advertised: Vec<i16> = versions::supported().iter().map(|s| s.key).collect();
+    assert_eq!(COVERED, advertised.as_slice(), "add the new API to sample_body");
+}
+
+#[tokio::test]
+async fn huge_declared_lengths_in_every_api_do_not_kill_the_daemon() {
+    let s = TestServer::start().await;
+    for support in versions::supported() {
+        let mut frames = Vec::new();
+        for v in support.min..=support.max {
+            let body = sample_body(support.key, v).expect("sample body");
+            for m in mutations(&body) {
+                frames.push(frame(support.key, v, &m));
+            }
+        }
+        blast(&s, &frames).await;
+        assert_still_serving(&s).await;
+    }
+}
+
+#[tokio::test]
+async fn the_known_29_byte_join_group_frame_does_not_kill_the_daemon() {
+    let s = TestServer::start().await;
+    // JoinGroup v5: header, then group "", session 0, rebalance 0, member "",
+    // instance null, type "", protocols = i32::MAX.
+    let mut body = vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0];
+    body.extend_from_slice(&[0x7f, 0xff, 0xff, 0xff]);
+    let mut f = vec![0, 11, 0, 5, 0, 0, 0, 1, 0xff, 0xff];
+    f.extend_from_slice(&body);
+    let mut framed = (f.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&f);
+    let mut c = s.client().await;
+    c.send_raw(&framed).await.unwrap();
+    let _ = c.read_frame().await;
+    assert_still_serving(&s).await;
+}
+
+#[tokio::test]
+async fn malformed_frames_close_only_their_connection() {
+    let s = TestServer::start_with(&["server.max_request_bytes=1024"]).await;
+    let cases: Vec<Vec<u8>> = vec![
+        vec![],                                        // nothing, then EOF
+        vec![0, 0, 0, 0],                              // empty frame
+        vec![0, 0, 0, 3, 0, 18, 0],                    // shorter than a header
+        vec![0, 0, 0, 7, 0, 18, 0, 0, 0, 0, 0],        // no client id
+        vec![0xff, 0xff, 0xff, 0xf0],                  // negative length
+        vec![0x7f, 0xff, 0xff, 0xff, 1, 2, 3],         // far above max_request_bytes
+        vec![0, 0, 4, 1],                              // just above max_request_bytes
+        vec![0, 0, 0, 12, 0, 18, 0, 0, 0, 0, 0, 1, 0x7f, 0xff, 0, 0], // client id longer than the frame
+    ];
+    for case in &cases {
+        let mut c = s.client().await;
+        c.send_raw(case).await.unwrap();
+        if case.is_empty() {
+            c.stream.shutdown().await.ok();
+        }
+        assert!(c.is_closed().await, "frame {case:?} should close the connection");
+        assert_still_serving(&s).await;
+    }
+}
+
+/// A frame that announces more bytes than it sends must not stall other clients.
+#[tokio::test]
+async fn a_stalled_partial_frame_does_not_block_others() {
+    let s = TestServer::start().await;
+    let mut slow = s.client().await;
+    slow.send_raw(&[0, 0, 1, 0, 0, 18]).await.unwrap();
+    assert_still_serving(&s).await;
+}
+
+#[tokio::test]
+async fn random_frames_do_not_kill_the_daemon() {
+    let s = TestServer::start().await;
+    let mut seed: u64 = 0x9e3779b97f4a7c15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let apis = versions::supported();
+    let mut frames = Vec::new();
+    for _ in 0..3000 {
+        let a = &apis[(next() % apis.len() as u64) as usize];
+        let v = a.min + (next() % (a.max - a.min + 1) as u64) as i16;
+        let len = (next() % 64) as usize;
+        let body: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        frames.push(frame(a.key, v, &body));
+    }
+    blast(&s, &frames).await;
+    assert_still_serving(&s).await;
+}
+
+use tokio::io::AsyncWriteExt;

@@ -1,0 +1,146 @@
+"""Interop harness: runs the kcoord release binary on a free 127.0.0.1 port
+with a temporary data dir, for tests that drive real Kafka clients."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+INTEROP = Path(__file__).resolve().parent
+KCOORD_BIN = os.environ.get("KCOORD_BIN") or str(ROOT / "target" / "release" / "kcoord")
+
+# Fast protocol timers for tests on two shared cores.
+FAST = [
+    "group.initial_rebalance_delay_ms=0",
+    "group.min_session_timeout_ms=1000",
+]
+
+
+class Kcoord:
+    """One kcoord process; can be stopped, killed and restarted on the same data dir."""
+
+    def __init__(self, data_dir, settings=(), topics=(), port=0, extra_args=()):
+        self.data_dir = Path(data_dir)
+        self.settings = list(FAST) + list(settings)
+        self.topics = list(topics)
+        self.extra_args = list(extra_args)
+        self.port = port
+        self.proc = None
+        self.bootstrap = None
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
+        self._lines = []
+
+    def args(self):
+        a = [KCOORD_BIN, "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir),
+             "--log-level", os.environ.get("KCOORD_LOG", "info")]
+        for s in self.settings:
+            a += ["--set", s]
+        for t in self.topics:
+            a += ["--topic", t]
+        return a + self.extra_args
+
+    def start(self, timeout=30):
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.args(), stdout=subprocess.PIPE, stderr=log, text=True)
+        ready = threading.Event()
+
+        def pump():
+            for line in self.proc.stdout:
+                self._lines.append(line)
+                if "serving on" in line:
+                    ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(timeout):
+            self.proc.kill()
+            raise RuntimeError(f"kcoord did not start; log:\n{self.log()}")
+        line = next(l for l in self._lines if "serving on" in l)
+        self.bootstrap = line.split("serving on ")[1].split()[0]
+        # Restarts reuse the port clients already know.
+        self.port = int(self.bootstrap.rsplit(":", 1)[1])
+        return self
+
+    def log(self):
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """Stops the process; returns its exit code."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError("kcoord did not stop in time")
+
+    def kill(self):
+        return self.stop(signal.SIGKILL)
+
+    def restart(self, **kw):
+        self.stop()
+        return self.start(**kw)
+
+    @property
+    def host(self):
+        return self.bootstrap.rsplit(":", 1)[0]
+
+
+@pytest.fixture
+def make_kcoord(tmp_path):
+    """Factory: make_kcoord(settings=[...], topics=["t:6"]) -> started Kcoord."""
+    started = []
+
+    def make(settings=(), topics=(), extra_args=()):
+        k = Kcoord(tmp_path / f"data{len(started)}", settings, topics, extra_args=extra_args).start()
+        started.append(k)
+        return k
+
+    yield make
+    for k in started:
+        code = k.stop()
+        assert code in (0, -signal.SIGKILL, None), f"kcoord exited with {code}; log:\n{k.log()}"
+
+
+@pytest.fixture
+def kcoord(make_kcoord):
+    return make_kcoord(topics=["t1:4", "orders:6"])
+
+
+def kcat_path():
+    return shutil.which("kcat")
+
+
+needs_kcat = pytest.mark.skipif(kcat_path() is None, reason="kcat is not installed (scripts/test installs it when run as root)")
+
+
+def node_script(name, *args, timeout=120):
+    """Runs tests/interop/js/<name>.js with args; returns its JSON output."""
+    out = subprocess.run(["node", str(INTEROP / "js" / f"{name}.js"), *map(str, args)],
+                         capture_output=True, text=True, timeout=timeout, cwd=INTEROP)
+    if out.returncode != 0:
+        raise AssertionError(f"node {name} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def wait_for(what, fn, timeout=60, interval=0.1):
+    """Polls fn() until it returns a truthy value."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
