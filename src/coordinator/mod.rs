@@ -1,3 +1,17 @@
-//! The group coordinator: routes each group to its shard.
+//! The group coordinator.
+//!
+//! `Coordinator` routes each group to one of `offsets.partitions` shards with
+//! Kafka's `partitionFor`. A shard is a single-threaded actor (`shard`) that
+//! owns a pure state machine (`core`, `classic`, `offsets`) and its log; the
+//! durable state (`store`) changes only by replaying log records (`records`).
 
+pub mod classic;
+pub mod core;
+pub mod messages;
+pub mod offsets;
+pub mod records;
 pub mod routing;
+pub mod store;
+#[cfg(test)]
+pub mod testkit;
+pub mod timers;

@@ -1,5 +1,32 @@
 //! Durable storage: a small segmented append-only log (length + CRC-32C
 //! framed records, group commit, torn-tail recovery, compaction by snapshot)
 //! shared by the coordinator's offsets logs and standalone partition logs.
+//!
+//! - `frame`: the on-disk record format and a scanner that classifies damage.
+//! - `segment`: one `{base:020}.log` file.
+//! - `log`: the log itself (append, group commit, reads, retention, snapshots).
+//! - `snapshot`: writing and validating `snapshot-{base:020}.snap` files.
+//! - `recovery`: what `Log::open` repairs, and what it refuses to guess about.
 
+pub mod error;
+pub mod frame;
 pub mod fsutil;
+pub mod log;
+mod recovery;
+mod segment;
+pub mod snapshot;
+
+pub use error::LogError;
+pub use log::{Location, Log, LogOptions, SegmentInfo, SyncJob, Visitor};
+pub use snapshot::{SnapshotDone, SnapshotPlan};
+
+#[cfg(test)]
+mod log_proptest;
+#[cfg(test)]
+mod log_tests;
+#[cfg(test)]
+mod recovery_tests;
+#[cfg(test)]
+mod snapshot_tests;
+#[cfg(test)]
+mod test_util;

@@ -1,0 +1,68 @@
+//! DescribeGroups and ListGroups (spec §2.14).
+
+use std::collections::HashMap;
+
+use super::group::{ClassicGroup, GroupState};
+use crate::cluster::GROUP_AUTHORIZED_OPERATIONS;
+use crate::coordinator::messages::{DescribedGroup, DescribedMember, ListGroupsRequest, ListedGroup};
+use crate::error_code::ErrorCode;
+
+/// Describes one group. Stable groups show each member's metadata for the
+/// selected protocol; other states show none, but (as Kafka's new
+/// coordinator) still show the stored assignment.
+pub fn describe(groups: &HashMap<String, ClassicGroup>, group_id: &str, version: i16, include_ops: bool) -> DescribedGroup {
+    let Some(g) = groups.get(group_id) else {
+        return if version >= 6 {
+            let mut d = DescribedGroup::bare(group_id, ErrorCode::GROUP_ID_NOT_FOUND, "");
+            d.error_message = Some(format!("Group {group_id} not found."));
+            d
+        } else {
+            DescribedGroup::bare(group_id, ErrorCode::NONE, GroupState::Dead.as_str())
+        };
+    };
+    let stable = g.is(GroupState::Stable);
+    let protocol = g.protocol_name.as_deref();
+    DescribedGroup {
+        error: ErrorCode::NONE,
+        error_message: None,
+        group_id: group_id.to_string(),
+        state: g.state.as_str().to_string(),
+        protocol_type: g.protocol_type.clone().unwrap_or_default(),
+        protocol_data: if stable { protocol.unwrap_or_default().to_string() } else { String::new() },
+        members: g
+            .members
+            .values()
+            .map(|m| DescribedMember {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                metadata: if stable { m.metadata(protocol) } else { Default::default() },
+                assignment: m.assignment.clone(),
+            })
+            .collect(),
+        authorized_operations: include_ops.then_some(GROUP_AUTHORIZED_OPERATIONS),
+    }
+}
+
+/// Lists groups matching the (lower-cased) state and type filters.
+pub fn list(groups: &HashMap<String, ClassicGroup>, req: &ListGroupsRequest) -> Vec<ListedGroup> {
+    let type_ok = req.types_filter.is_empty() || req.types_filter.iter().any(|t| t == "classic");
+    if !type_ok {
+        return Vec::new();
+    }
+    let mut out: Vec<ListedGroup> = groups
+        .values()
+        .filter(|g| {
+            req.states_filter.is_empty() || req.states_filter.iter().any(|s| *s == g.state.as_str().to_ascii_lowercase())
+        })
+        .map(|g| ListedGroup {
+            group_id: g.group_id.clone(),
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            state: g.state.as_str().to_string(),
+            group_type: "classic".to_string(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    out
+}

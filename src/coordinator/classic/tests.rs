@@ -1,0 +1,988 @@
+//! The classic group state machine under simulated time: Kafka's own edge
+//! cases (spec §8.3), the initial-delay arithmetic and static membership.
+
+use bytes::Bytes;
+
+use crate::coordinator::core::{Request, Response};
+use crate::coordinator::messages::*;
+use crate::coordinator::records::{GroupValue, MemberValue, Record, RecordValue, StoredRecord};
+use crate::coordinator::testkit::*;
+use crate::error_code::ErrorCode;
+
+/// Forms a Stable group of dynamic members; returns their ids (leader first)
+/// and the generation.
+fn stable_group(h: &mut Harness, group: &str, n: usize) -> (Vec<String>, i32) {
+    let mut parked = Vec::new();
+    for i in 0..n {
+        parked.push(h.join_dynamic(group, &format!("c{i}"), &["range"]));
+    }
+    h.fire();
+    let mut leader = None;
+    let mut generation = -1;
+    let mut ids = Vec::new();
+    for (t, id) in &parked {
+        let r = h.join_response(*t);
+        assert_eq!(r.error, ErrorCode::NONE);
+        generation = r.generation_id;
+        if r.leader == *id {
+            leader = Some(id.clone());
+        }
+        ids.push(id.clone());
+    }
+    let leader = leader.expect("a leader");
+    ids.retain(|i| *i != leader);
+    ids.insert(0, leader.clone());
+    let assignments: Vec<(String, String)> = ids.iter().map(|m| (m.clone(), format!("assign-{m}"))).collect();
+    let refs: Vec<(&str, &str)> = assignments.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let mut tokens = Vec::new();
+    for m in ids.iter().skip(1) {
+        tokens.push(h.sync(group, m, generation, &[]));
+    }
+    tokens.push(h.sync(group, &leader, generation, &refs));
+    for t in tokens {
+        assert_eq!(h.sync_response(t).error, ErrorCode::NONE);
+    }
+    assert_eq!(h.state(group), Some("Stable"));
+    (ids, generation)
+}
+
+// 1, 2
+#[test]
+fn join_with_unknown_member_id_is_unknown_member_id() {
+    let mut h = Harness::new();
+    let t = h.send(Request::Join(join("g", "nobody", "c").build()));
+    assert_eq!(h.join_response(t).error, ErrorCode::UNKNOWN_MEMBER_ID, "group does not exist");
+    stable_group(&mut h, "g", 1);
+    let t = h.send(Request::Join(join("g", "nobody", "c").build()));
+    let r = h.join_response(t);
+    assert_eq!(r.error, ErrorCode::UNKNOWN_MEMBER_ID, "existing group");
+    assert_eq!(r.member_id, "nobody");
+}
+
+// 3
+#[test]
+fn join_with_empty_protocols_or_type_is_inconsistent_group_protocol() {
+    let mut h = Harness::new();
+    let mut req = join("g", "", "c").build();
+    req.protocols.clear();
+    let t = h.send(Request::Join(req));
+    assert_eq!(h.join_response(t).error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
+    let t = h.send(Request::Join(join("g", "", "c").protocol_type("").build()));
+    assert_eq!(h.join_response(t).error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
+}
+
+// 4
+#[test]
+fn join_without_a_common_protocol_is_inconsistent_group_protocol() {
+    let mut h = Harness::new();
+    stable_group(&mut h, "g", 1);
+    let t = h.send(Request::Join(join("g", "", "kafkajs").protocols(&["RoundRobinAssigner"]).build()));
+    let r = h.join_response(t);
+    assert_eq!(r.error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
+    assert_eq!(r.member_id, "");
+    let t = h.send(Request::Join(join("g", "", "x").protocol_type("connect").build()));
+    assert_eq!(h.join_response(t).error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL, "protocol type differs");
+}
+
+// 5
+#[test]
+fn session_timeout_outside_bounds_and_empty_group_id_are_rejected() {
+    let mut h = Harness::new();
+    for ms in [5999, 1_800_001] {
+        let t = h.send(Request::Join(join("g", "", "c").session(ms).build()));
+        assert_eq!(h.join_response(t).error, ErrorCode::INVALID_SESSION_TIMEOUT, "{ms}");
+    }
+    let t = h.send(Request::Join(join("", "m", "c").build()));
+    let r = h.join_response(t);
+    assert_eq!((r.error, r.member_id.as_str()), (ErrorCode::INVALID_GROUP_ID, "m"));
+    assert!(h.core.group("g").is_none(), "rejected joins create nothing");
+}
+
+// 6
+#[test]
+fn dynamic_member_from_v4_gets_member_id_required_then_joins() {
+    let mut h = Harness::new();
+    let t = h.send(Request::Join(join("g", "", "client").build()));
+    let r = h.join_response(t);
+    assert_eq!(r.error, ErrorCode::MEMBER_ID_REQUIRED);
+    assert_eq!(r.member_id, "client-00000000-0000-0000-0000-000000000001");
+    assert_eq!((r.generation_id, r.leader.as_str()), (-1, ""));
+    let t = h.send(Request::Join(join("g", &r.member_id, "client").build()));
+    let j = h.join_response(t);
+    assert_eq!(j.error, ErrorCode::NONE);
+    assert_eq!(j.generation_id, 1);
+    assert_eq!(j.leader, r.member_id);
+    assert_eq!(j.members.len(), 1);
+}
+
+#[test]
+fn dynamic_member_below_v4_joins_without_member_id_required() {
+    let mut h = Harness::new();
+    for v in 0..4 {
+        let group = format!("g{v}");
+        let t = h.send(Request::Join(join(&group, "", "client").version(v).build()));
+        let r = h.join_response(t);
+        assert_eq!(r.error, ErrorCode::NONE, "v{v}");
+        assert_eq!(r.generation_id, 1);
+    }
+}
+
+#[test]
+fn pending_member_that_never_rejoins_is_dropped_after_its_session_timeout() {
+    let mut h = Harness::new();
+    let t = h.send(Request::Join(join("g", "", "c").session(10_000).build()));
+    let id = h.join_response(t).member_id;
+    assert!(h.core.group("g").unwrap().is_pending_member(&id));
+    h.advance(9_999);
+    assert!(h.core.group("g").unwrap().is_pending_member(&id));
+    h.advance(1);
+    assert!(!h.core.group("g").unwrap().is_pending_member(&id));
+    // A pending member is not a member: its heartbeat is unknown.
+    assert_eq!(h.heartbeat("g", &id, 0), ErrorCode::UNKNOWN_MEMBER_ID);
+}
+
+// 7
+#[test]
+fn join_phase_waits_for_pending_members_and_completes_when_they_rejoin() {
+    let mut h = Harness::new();
+    let (ids, generation) = stable_group(&mut h, "g", 1);
+    // A new member gets its id; the leader rejoins, starting a rebalance.
+    let t = h.send(Request::Join(join("g", "", "new").build()));
+    let pending = h.join_response(t).member_id;
+    let leader_join = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    assert!(!h.answered(leader_join), "waits for the pending member");
+    let new_join = h.send(Request::Join(join("g", &pending, "new").build()));
+    let r = h.join_response(leader_join);
+    assert_eq!(r.generation_id, generation + 1);
+    assert_eq!(r.members.len(), 2);
+    assert_eq!(h.join_response(new_join).error, ErrorCode::NONE);
+}
+
+#[test]
+fn join_phase_completes_when_a_pending_member_times_out() {
+    let mut h = Harness::new();
+    let (ids, generation) = stable_group(&mut h, "g", 1);
+    let t = h.send(Request::Join(join("g", "", "new").session(10_000).build()));
+    let _pending = h.join_response(t).member_id;
+    let leader_join = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    h.advance(9_999);
+    assert!(!h.answered(leader_join));
+    h.advance(1);
+    let r = h.join_response(leader_join);
+    assert_eq!((r.error, r.generation_id, r.members.len()), (ErrorCode::NONE, generation + 1, 1));
+}
+
+// 8
+#[test]
+fn first_join_waits_for_the_initial_rebalance_delay() {
+    let mut cfg = test_config();
+    cfg.initial_rebalance_delay_ms = 3000;
+    let mut h = Harness::with(cfg);
+    let (t, _) = h.join_dynamic("g", "c", &["range"]);
+    h.advance(2999);
+    assert!(!h.answered(t));
+    h.advance(1);
+    assert_eq!(h.join_response(t).generation_id, 1);
+}
+
+// 9
+#[test]
+fn initial_delay_extends_for_each_new_member_up_to_the_rebalance_timeout() {
+    let d = 3000;
+    let mut cfg = test_config();
+    cfg.initial_rebalance_delay_ms = d;
+    let mut h = Harness::with(cfg);
+    // Rebalance timeout R = 2D.
+    let t1 = h.send(Request::Join(join("g", "", "a").version(3).rebalance(2 * d).build()));
+    h.advance((d - 1) as i64);
+    let t2 = h.send(Request::Join(join("g", "", "b").version(3).rebalance(2 * d).build()));
+    h.advance(1); // t = D: a member joined in the first window: extend.
+    assert!(!h.answered(t1));
+    h.advance((d - 1) as i64);
+    let t3 = h.send(Request::Join(join("g", "", "c").version(3).rebalance(2 * d).build()));
+    assert!(!h.answered(t1));
+    h.advance(1); // t = 2D: nothing remains of R: complete even though c just joined.
+    for t in [t1, t2, t3] {
+        assert_eq!(h.join_response(t).generation_id, 1);
+    }
+}
+
+#[test]
+fn initial_delay_without_new_members_completes_after_one_delay() {
+    let d = 3000;
+    let mut cfg = test_config();
+    cfg.initial_rebalance_delay_ms = d;
+    let mut h = Harness::with(cfg);
+    let t1 = h.send(Request::Join(join("g", "", "a").version(3).rebalance(2 * d).build()));
+    h.advance(d as i64);
+    assert_eq!(h.join_response(t1).generation_id, 1);
+}
+
+// 10
+#[test]
+fn generation_increments_on_every_rebalance() {
+    let mut h = Harness::new();
+    let (ids, generation) = stable_group(&mut h, "g", 2);
+    assert_eq!(generation, 1);
+    for expected in 2..5 {
+        let t0 = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+        let t1 = h.send(Request::Join(join("g", &ids[1], "c1").build()));
+        assert_eq!(h.join_response(t0).generation_id, expected);
+        assert_eq!(h.join_response(t1).generation_id, expected);
+        let s1 = h.sync("g", &ids[1], expected, &[]);
+        let s0 = h.sync("g", &ids[0], expected, &[]);
+        h.sync_response(s0);
+        h.sync_response(s1);
+    }
+}
+
+// 11
+#[test]
+fn leader_rejoining_a_stable_group_starts_a_rebalance() {
+    let mut h = Harness::new();
+    let (ids, _) = stable_group(&mut h, "g", 2);
+    let t = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    assert!(!h.answered(t));
+    assert_eq!(h.state("g"), Some("PreparingRebalance"));
+}
+
+// 12
+#[test]
+fn follower_rejoining_with_the_same_metadata_gets_the_current_generation() {
+    let mut h = Harness::new();
+    let (ids, generation) = stable_group(&mut h, "g", 2);
+    let t = h.send(Request::Join(join("g", &ids[1], "c1").build()));
+    let r = h.join_response(t);
+    assert_eq!((r.error, r.generation_id, r.leader.as_str()), (ErrorCode::NONE, generation, ids[0].as_str()));
+    assert!(r.members.is_empty());
+    assert_eq!(h.state("g"), Some("Stable"));
+    // Changed metadata forces a rebalance.
+    let t = h.send(Request::Join(join("g", &ids[1], "c1").metadata(&["t", "u"]).build()));
+    assert!(!h.answered(t));
+    assert_eq!(h.state("g"), Some("PreparingRebalance"));
+}
+
+// 13
+#[test]
+fn dynamic_members_that_do_not_rejoin_are_removed_and_static_members_kept() {
+    let mut h = Harness::new();
+    let (ids, generation) = stable_group(&mut h, "g", 2);
+    // A static member joins: rebalance.
+    let s = h.send(Request::Join(join("g", "", "s").instance("inst").build()));
+    assert!(!h.answered(s));
+    // Only the static member and the leader rejoin; c1 never does.
+    let l = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    h.advance(60_000);
+    let r = h.join_response(l);
+    assert_eq!(r.generation_id, generation + 1);
+    let members: Vec<&str> = r.members.iter().map(|m| m.member_id.as_str()).collect();
+    assert!(!members.contains(&ids[1].as_str()), "c1 removed");
+    assert_eq!(members.len(), 2);
+    assert_eq!(h.join_response(s).error, ErrorCode::NONE);
+}
+
+#[test]
+fn static_members_that_do_not_rejoin_stay_in_the_group() {
+    let mut h = Harness::new();
+    let s = h.send(Request::Join(join("g", "", "s").instance("i1").build()));
+    let sid = h.join_response(s).member_id;
+    let x = h.sync("g", &sid, 1, &[(&sid, "a")]);
+    h.sync_response(x);
+    let (d, did) = h.join_dynamic("g", "d", &["range"]);
+    // The static member keeps heartbeating but does not rejoin.
+    for _ in 0..11 {
+        h.advance(5_000);
+        assert_eq!(h.heartbeat("g", &sid, 1), ErrorCode::REBALANCE_IN_PROGRESS);
+    }
+    h.advance(5_000);
+    let r = h.join_response(d);
+    assert_eq!(r.generation_id, 2);
+    assert_eq!(r.leader, did, "the leader is re-elected among members that rejoined");
+    assert!(r.members.iter().any(|m| m.member_id == sid && m.group_instance_id.as_deref() == Some("i1")));
+}
+
+// 14
+#[test]
+fn no_member_rejoining_extends_the_join_phase() {
+    let mut h = Harness::new();
+    // Two static members, Stable.
+    let a = h.send(Request::Join(join("g", "", "a").instance("ia").build()));
+    let b = h.send(Request::Join(join("g", "", "b").instance("ib").build()));
+    let (a, b) = (h.join_response(a), h.join_response(b));
+    let s1 = h.sync("g", &b.member_id, 1, &[]);
+    let s0 = h.sync("g", &a.member_id, 1, &[]);
+    h.sync_response(s0);
+    h.sync_response(s1);
+    // A dynamic member joins (rebalance) and leaves before the phase completes.
+    let (_t, d) = h.join_dynamic("g", "d", &["range"]);
+    h.leave("g", &[(&d, None)]);
+    // a and b keep their sessions alive but never rejoin.
+    for _ in 0..12 {
+        h.advance(5_000);
+        assert_eq!(h.heartbeat("g", &a.member_id, 1), ErrorCode::REBALANCE_IN_PROGRESS);
+        assert_eq!(h.heartbeat("g", &b.member_id, 1), ErrorCode::REBALANCE_IN_PROGRESS);
+    }
+    let g = h.core.group("g").unwrap();
+    assert_eq!(g.state.as_str(), "PreparingRebalance");
+    assert_eq!(g.generation_id, 1);
+    // Their sessions expire: the group empties and the generation moves on.
+    h.advance(10_000);
+    let g = h.core.group("g").unwrap();
+    assert_eq!((g.state.as_str(), g.generation_id), ("Empty", 2));
+}
+
+fn load_group(h: &mut Harness, group: &str, n: usize) -> Vec<String> {
+    let members: Vec<MemberValue> = (0..n)
+        .map(|i| MemberValue {
+            member_id: format!("m{i}"),
+            group_instance_id: None,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            rebalance_timeout: 60_000,
+            session_timeout: 10_000,
+            subscription: subscription(&["t"]),
+            assignment: Bytes::from_static(b"a"),
+        })
+        .collect();
+    let ids = members.iter().map(|m| m.member_id.clone()).collect();
+    h.core.load(StoredRecord {
+        timestamp: T0,
+        record: Record::group(
+            group,
+            GroupValue {
+                protocol_type: "consumer".into(),
+                generation: 5,
+                protocol: Some("range".into()),
+                leader: Some("m0".into()),
+                current_state_timestamp: T0,
+                members,
+            },
+        ),
+    });
+    let mut out = Vec::new();
+    h.core.on_loaded(h.now, &mut h.sink, &mut out);
+    h.replies.extend(out);
+    ids
+}
+
+// 15
+#[test]
+fn members_beyond_a_lowered_max_size_are_kicked_out_when_they_rejoin() {
+    let mut cfg = test_config();
+    cfg.max_size = 10;
+    let mut h = Harness::with(cfg);
+    let ids = load_group(&mut h, "g", 12);
+    assert_eq!(h.state("g"), Some("PreparingRebalance"), "over the limit after loading");
+    let mut tokens = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        tokens.push(h.send(Request::Join(join("g", id, "c").build())));
+        if i >= 10 {
+            let r = h.join_response(tokens[i]);
+            assert_eq!((r.error, r.member_id.as_str()), (ErrorCode::GROUP_MAX_SIZE_REACHED, ""));
+        }
+    }
+    assert_eq!(h.core.group("g").unwrap().members.len(), 10);
+    assert!(!h.answered(tokens[0]), "completes at the rebalance timeout, not at once");
+    h.advance(60_000);
+    assert_eq!(h.state("g"), Some("CompletingRebalance"));
+    for t in &tokens[..10] {
+        assert_eq!(h.join_response(*t).generation_id, 6);
+    }
+}
+
+// 16
+#[test]
+fn joining_a_full_group_gets_group_max_size_reached() {
+    let mut cfg = test_config();
+    cfg.max_size = 1;
+    let mut h = Harness::with(cfg);
+    let a = h.send(Request::Join(join("g", "", "a").instance("ia").build()));
+    let b = h.send(Request::Join(join("g", "", "b").instance("ib").build()));
+    assert_eq!(h.join_response(b).error, ErrorCode::GROUP_MAX_SIZE_REACHED);
+    assert_eq!(h.join_response(a).error, ErrorCode::NONE);
+    // Dynamic members get their id, then are refused when they rejoin.
+    let t = h.send(Request::Join(join("g", "", "c").build()));
+    let id = h.join_response(t).member_id;
+    let t = h.send(Request::Join(join("g", &id, "c").build()));
+    assert_eq!(h.join_response(t).error, ErrorCode::GROUP_MAX_SIZE_REACHED);
+}
+
+fn static_stable_group(h: &mut Harness) -> (String, String) {
+    let a = h.send(Request::Join(join("g", "", "a").instance("ia").build()));
+    let b = h.send(Request::Join(join("g", "", "b").instance("ib").build()));
+    let (a, b) = (h.join_response(a), h.join_response(b));
+    assert_eq!(a.leader, a.member_id);
+    let s1 = h.sync("g", &b.member_id, 1, &[]);
+    let s0 = h.sync("g", &a.member_id, 1, &[(&a.member_id, "A"), (&b.member_id, "B")]);
+    h.sync_response(s0);
+    h.sync_response(s1);
+    (a.member_id, b.member_id)
+}
+
+// 17
+#[test]
+fn static_leader_rejoining_with_unknown_member_id_replaces_itself_without_rebalance() {
+    let mut h = Harness::new();
+    let (a, b) = static_stable_group(&mut h);
+    let records_before = h.log().len();
+    let t = h.send(Request::Join(join("g", "", "a2").instance("ia").build()));
+    let r = h.join_response(t);
+    assert_eq!(r.error, ErrorCode::NONE);
+    assert_ne!(r.member_id, a);
+    assert!(r.member_id.starts_with("ia-"), "static ids start with the instance id");
+    assert_eq!(r.generation_id, 1);
+    assert_eq!(r.leader, a, "below v9 the old leader id is returned");
+    assert!(r.members.is_empty());
+    assert!(!r.skip_assignment);
+    assert_eq!(h.state("g"), Some("Stable"));
+    assert_eq!(h.log().len(), records_before + 1, "the replacement is persisted");
+    // The new incarnation keeps the old assignment.
+    let s = h.sync("g", &r.member_id, 1, &[]);
+    assert_eq!(h.sync_response(s).assignment, Bytes::from_static(b"A"));
+    // The old id is fenced with its instance id, unknown without.
+    let t = h.send(Request::Sync(SyncGroupRequest {
+        version: 3,
+        group_id: "g".into(),
+        generation_id: 1,
+        member_id: a.clone(),
+        group_instance_id: Some("ia".into()),
+        protocol_type: None,
+        protocol_name: None,
+        assignments: vec![],
+    }));
+    assert_eq!(h.sync_response(t).error, ErrorCode::FENCED_INSTANCE_ID);
+    let t = h.sync("g", &a, 1, &[]);
+    assert_eq!(h.sync_response(t).error, ErrorCode::UNKNOWN_MEMBER_ID);
+    assert_eq!(h.heartbeat("g", &b, 1), ErrorCode::NONE, "the follower is undisturbed");
+}
+
+#[test]
+fn static_leader_rejoining_at_v9_is_told_to_skip_assignment() {
+    let mut h = Harness::new();
+    let (_a, _b) = static_stable_group(&mut h);
+    let t = h.send(Request::Join(join("g", "", "a2").instance("ia").version(9).build()));
+    let r = h.join_response(t);
+    assert_eq!(r.error, ErrorCode::NONE);
+    assert!(r.skip_assignment);
+    assert_eq!(r.leader, r.member_id);
+    assert_eq!(r.members.len(), 2);
+    // A static follower at v9 is not.
+    let t = h.send(Request::Join(join("g", "", "b2").instance("ib").version(9).build()));
+    let r = h.join_response(t);
+    assert!(!r.skip_assignment);
+    assert!(r.members.is_empty());
+}
+
+#[test]
+fn a_replaced_static_members_parked_join_is_fenced() {
+    let mut h = Harness::new();
+    let (a, b) = static_stable_group(&mut h);
+    // b changes metadata: rebalance; b is parked.
+    let tb = h.send(Request::Join(join("g", &b, "b").metadata(&["x"]).build()));
+    assert!(!h.answered(tb));
+    // a new incarnation of b joins.
+    let tb2 = h.send(Request::Join(join("g", "", "b2").instance("ib").build()));
+    let old = h.join_response(tb);
+    assert_eq!((old.error, old.member_id.as_str()), (ErrorCode::FENCED_INSTANCE_ID, b.as_str()));
+    // a rejoins; the phase completes with the new incarnation.
+    let ta = h.send(Request::Join(join("g", &a, "a").build()));
+    let r = h.join_response(ta);
+    assert_eq!(r.error, ErrorCode::NONE);
+    assert_eq!(h.join_response(tb2).error, ErrorCode::NONE);
+}
+
+// 18
+#[test]
+fn static_member_with_a_mismatched_member_id_is_fenced() {
+    let mut h = Harness::new();
+    let (a, _b) = static_stable_group(&mut h);
+    let mut req = join("g", "ia-not-the-id", "a").instance("ia").build();
+    req.member_id = "ia-not-the-id".into();
+    let t = h.send(Request::Join(req));
+    assert_eq!(h.join_response(t).error, ErrorCode::FENCED_INSTANCE_ID);
+    let t = h.send(Request::Heartbeat(HeartbeatRequest {
+        group_id: "g".into(),
+        generation_id: 1,
+        member_id: "other".into(),
+        group_instance_id: Some("ia".into()),
+    }));
+    assert_eq!(h.take(t), Some(Response::Heartbeat(HeartbeatResponse { error: ErrorCode::FENCED_INSTANCE_ID })));
+    let _ = a;
+}
+
+// 19
+#[test]
+fn unknown_instance_id_with_a_known_member_id_is_unknown_member_id() {
+    let mut h = Harness::new();
+    let (a, _b) = static_stable_group(&mut h);
+    let t = h.send(Request::Join(join("g", &a, "a").instance("nope").build()));
+    assert_eq!(h.join_response(t).error, ErrorCode::UNKNOWN_MEMBER_ID);
+}
+
+// 20
+#[test]
+fn replacement_in_completing_rebalance_answers_parked_syncs_with_rebalance_in_progress() {
+    let mut h = Harness::new();
+    let (a, b) = static_stable_group(&mut h);
+    let ta = h.send(Request::Join(join("g", &a, "a").build()));
+    let tb = h.send(Request::Join(join("g", &b, "b").build()));
+    h.join_response(ta);
+    h.join_response(tb);
+    let s_b = h.sync("g", &b, 2, &[]);
+    assert!(!h.answered(s_b));
+    let _ = h.send(Request::Join(join("g", "", "a2").instance("ia").build()));
+    assert_eq!(h.sync_response(s_b).error, ErrorCode::REBALANCE_IN_PROGRESS);
+    assert_eq!(h.state("g"), Some("PreparingRebalance"));
+}
+
+// 21
+#[test]
+fn sync_errors_for_unknown_groups_members_and_generations() {
+    let mut h = Harness::new();
+    let t = h.sync("nope", "m", 1, &[]);
+    assert_eq!(h.sync_response(t).error, ErrorCode::UNKNOWN_MEMBER_ID);
+    let (ids, generation) = stable_group(&mut h, "g", 1);
+    let t = h.sync("g", "stranger", generation, &[]);
+    assert_eq!(h.sync_response(t).error, ErrorCode::UNKNOWN_MEMBER_ID);
+    let t = h.sync("g", &ids[0], generation + 1, &[]);
+    assert_eq!(h.sync_response(t).error, ErrorCode::ILLEGAL_GENERATION);
+}
+
+// 22
+#[test]
+fn sync_with_a_different_protocol_type_or_name_is_inconsistent() {
+    let mut h = Harness::new();
+    let (ids, generation) = stable_group(&mut h, "g", 1);
+    let mk = |pt: Option<&str>, pn: Option<&str>, v: i16| {
+        Request::Sync(SyncGroupRequest {
+            version: v,
+            group_id: "g".into(),
+            generation_id: generation,
+            member_id: ids[0].clone(),
+            group_instance_id: None,
+            protocol_type: pt.map(str::to_string),
+            protocol_name: pn.map(str::to_string),
+            assignments: vec![],
+        })
+    };
+    for (pt, pn, v, want) in [
+        (Some("connect"), Some("range"), 5, ErrorCode::INCONSISTENT_GROUP_PROTOCOL),
+        (Some("consumer"), Some("roundrobin"), 5, ErrorCode::INCONSISTENT_GROUP_PROTOCOL),
+        (Some("consumer"), Some("range"), 5, ErrorCode::NONE),
+        (None, None, 3, ErrorCode::NONE),
+        (None, Some("range"), 5, ErrorCode::INCONSISTENT_GROUP_PROTOCOL),
+    ] {
+        let t = h.send(mk(pt, pn, v));
+        assert_eq!(h.sync_response(t).error, want, "{pt:?} {pn:?} v{v}");
+    }
+}
+
+// 23
+#[test]
+fn a_member_the_leader_did_not_assign_gets_an_empty_assignment() {
+    let mut h = Harness::new();
+    let (t0, a) = h.join_dynamic("g", "a", &["range"]);
+    let (t1, b) = h.join_dynamic("g", "b", &["range"]);
+    let r0 = h.join_response(t0);
+    h.join_response(t1);
+    let leader = r0.leader.clone();
+    let follower = if leader == a { b.clone() } else { a.clone() };
+    let sf = h.sync("g", &follower, 1, &[]);
+    let sl = h.sync("g", &leader, 1, &[(&leader, "L"), ("not-a-member", "X")]);
+    let rf = h.sync_response(sf);
+    assert_eq!((rf.error, rf.assignment.len()), (ErrorCode::NONE, 0));
+    assert_eq!(h.sync_response(sl).assignment, Bytes::from_static(b"L"));
+    assert_eq!(h.heartbeat("g", &follower, 1), ErrorCode::NONE);
+}
+
+// 24
+#[test]
+fn a_leader_that_never_syncs_expires_and_followers_are_told_to_rejoin() {
+    let mut h = Harness::new();
+    let (t0, a) = h.join_dynamic("g", "a", &["range"]);
+    let (t1, b) = h.join_dynamic("g", "b", &["range"]);
+    let leader = h.join_response(t0).leader;
+    h.join_response(t1);
+    let follower = if leader == a { b } else { a };
+    let sf = h.sync("g", &follower, 1, &[]);
+    // The parked follower is not expired; the silent leader is (10 s session).
+    h.advance(10_000);
+    let r = h.sync_response(sf);
+    assert_eq!(r.error, ErrorCode::REBALANCE_IN_PROGRESS);
+    let g = h.core.group("g").unwrap();
+    assert!(!g.has_member(&leader));
+    assert!(g.has_member(&follower));
+    assert_eq!(g.state.as_str(), "PreparingRebalance");
+}
+
+#[test]
+fn members_that_never_sync_are_removed_at_the_pending_sync_timeout() {
+    let mut h = Harness::new();
+    let (t0, a) = h.join_dynamic("g", "a", &["range"]);
+    let (t1, b) = h.join_dynamic("g", "b", &["range"]);
+    h.join_response(t0);
+    h.join_response(t1);
+    // Both keep heartbeating but never sync; the rebalance timeout is 60 s.
+    for _ in 0..11 {
+        h.advance(5_000);
+        h.heartbeat("g", &a, 1);
+        h.heartbeat("g", &b, 1);
+    }
+    h.advance(5_000);
+    let g = h.core.group("g").unwrap();
+    assert!(g.members.is_empty());
+    assert_eq!(g.state.as_str(), "Empty");
+}
+
+// 25
+#[test]
+fn heartbeat_answers_by_group_state() {
+    let mut h = Harness::new();
+    assert_eq!(h.heartbeat("nope", "m", 1), ErrorCode::UNKNOWN_MEMBER_ID);
+    let (ids, generation) = stable_group(&mut h, "g", 2);
+    assert_eq!(h.heartbeat("g", &ids[1], generation), ErrorCode::NONE);
+    assert_eq!(h.heartbeat("g", &ids[1], generation + 1), ErrorCode::ILLEGAL_GENERATION);
+    assert_eq!(h.heartbeat("g", "stranger", generation), ErrorCode::UNKNOWN_MEMBER_ID);
+    let _t = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    assert_eq!(h.heartbeat("g", &ids[1], generation), ErrorCode::REBALANCE_IN_PROGRESS);
+    // An empty group knows no members.
+    h.advance(60_000);
+    h.leave("g", &[(&ids[0], None)]);
+    assert_eq!(h.state("g"), Some("Empty"));
+    assert_eq!(h.heartbeat("g", &ids[0], 3), ErrorCode::UNKNOWN_MEMBER_ID);
+}
+
+// 26
+#[test]
+fn a_silent_member_is_removed_at_its_session_timeout_and_the_group_rebalances() {
+    let mut h = Harness::new();
+    let (ids, generation) = stable_group(&mut h, "g", 2);
+    for _ in 0..3 {
+        h.advance(3_000);
+        assert_eq!(h.heartbeat("g", &ids[0], generation), ErrorCode::NONE);
+    }
+    h.advance(1_000);
+    // ids[1] never heartbeated: gone after 10 s.
+    let g = h.core.group("g").unwrap();
+    assert!(!g.has_member(&ids[1]));
+    assert!(g.has_member(&ids[0]));
+    assert_eq!(g.state.as_str(), "PreparingRebalance");
+}
+
+#[test]
+fn an_offset_commit_keeps_a_members_session_alive() {
+    let mut h = Harness::new();
+    let (ids, generation) = stable_group(&mut h, "g", 1);
+    for i in 0..5 {
+        h.advance(8_000);
+        assert_eq!(h.commit("g", &ids[0], generation, "t", 0, i), ErrorCode::NONE);
+    }
+    assert!(h.core.group("g").unwrap().has_member(&ids[0]));
+    assert_eq!(h.state("g"), Some("Stable"));
+}
+
+// 27
+#[test]
+fn batch_leave_reports_each_member() {
+    let mut h = Harness::new();
+    let (a, b) = static_stable_group(&mut h);
+    let r = h.leave("g", &[(&a, Some("ia")), ("wrong-id", Some("ib")), ("nobody", None), ("", Some("zz"))]);
+    assert_eq!(r.error, ErrorCode::NONE);
+    let errors: Vec<ErrorCode> = r.members.iter().map(|m| m.error).collect();
+    assert_eq!(
+        errors,
+        vec![ErrorCode::NONE, ErrorCode::FENCED_INSTANCE_ID, ErrorCode::UNKNOWN_MEMBER_ID, ErrorCode::UNKNOWN_MEMBER_ID]
+    );
+    // Removal by instance id alone (the admin path).
+    let r = h.leave("g", &[("", Some("ib"))]);
+    assert_eq!(r.members[0].error, ErrorCode::NONE);
+    assert_eq!(h.state("g"), Some("Empty"));
+    let _ = b;
+    let r = h.leave("unknown", &[("x", None), ("y", None)]);
+    assert!(r.members.iter().all(|m| m.error == ErrorCode::UNKNOWN_MEMBER_ID));
+}
+
+#[test]
+fn last_member_leaving_empties_the_group_and_records_it() {
+    let mut h = Harness::new();
+    let (ids, generation) = stable_group(&mut h, "g", 1);
+    h.leave("g", &[(&ids[0], None)]);
+    let g = h.core.group("g").unwrap();
+    assert_eq!((g.state.as_str(), g.generation_id), ("Empty", generation + 1));
+    match &h.log().last().unwrap().record.value {
+        Some(RecordValue::Group(v)) => {
+            assert!(v.members.is_empty());
+            assert_eq!(v.generation, generation + 1);
+            assert_eq!(v.protocol_type, "consumer");
+            assert_eq!(v.protocol, None);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+// 28
+#[test]
+fn offset_commit_follows_kafkas_group_state_rules() {
+    let mut h = Harness::new();
+    // Simple commit to an unknown group creates an Empty group without a protocol type.
+    assert_eq!(h.commit("simple", "", -1, "t", 0, 5), ErrorCode::NONE);
+    let d = h.describe("simple");
+    assert_eq!((d.state.as_str(), d.protocol_type.as_str()), ("Empty", ""));
+    // Unknown group with a generation: ILLEGAL_GENERATION below v9.
+    assert_eq!(h.commit("nope", "m", 1, "t", 0, 5), ErrorCode::ILLEGAL_GENERATION);
+    let (t0, a) = h.join_dynamic("g", "a", &["range"]);
+    let r = h.join_response(t0);
+    assert_eq!(h.state("g"), Some("CompletingRebalance"));
+    assert_eq!(h.commit("g", &a, r.generation_id, "t", 0, 1), ErrorCode::REBALANCE_IN_PROGRESS);
+    assert_eq!(h.commit("g", "", -1, "t", 0, 1), ErrorCode::UNKNOWN_MEMBER_ID, "no member id on a non-empty group");
+    assert_eq!(h.commit("g", &a, 99, "t", 0, 1), ErrorCode::ILLEGAL_GENERATION);
+    assert_eq!(h.commit("g", "stranger", r.generation_id, "t", 0, 1), ErrorCode::UNKNOWN_MEMBER_ID);
+}
+
+#[test]
+fn offset_commit_v9_to_an_unknown_group_is_group_id_not_found() {
+    let mut h = Harness::new();
+    let t = h.send(Request::Commit(OffsetCommitRequest {
+        version: 9,
+        group_id: "nope".into(),
+        generation_id: 3,
+        member_id: "m".into(),
+        group_instance_id: None,
+        retention_time_ms: -1,
+        topics: vec![CommitTopic { name: "t".into(), partitions: vec![CommitPartition { partition: 0, offset: 1, leader_epoch: -1, metadata: None }] }],
+    }));
+    match h.take(t) {
+        Some(Response::Commit(r)) => assert_eq!(r.topics[0].partitions[0].error, ErrorCode::GROUP_ID_NOT_FOUND),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn commit_metadata_and_leader_epoch_round_trip_and_oversized_metadata_fails_only_its_partition() {
+    let mut h = Harness::new();
+    let big = "x".repeat(4097);
+    let t = h.send(Request::Commit(OffsetCommitRequest {
+        version: 8,
+        group_id: "g".into(),
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        retention_time_ms: -1,
+        topics: vec![CommitTopic {
+            name: "t".into(),
+            partitions: vec![
+                CommitPartition { partition: 0, offset: 10, leader_epoch: 3, metadata: Some("meta-0".into()) },
+                CommitPartition { partition: 1, offset: 11, leader_epoch: -1, metadata: Some(big) },
+                CommitPartition { partition: 2, offset: 12, leader_epoch: -1, metadata: Some("é".repeat(4096)) },
+            ],
+        }],
+    }));
+    match h.take(t) {
+        Some(Response::Commit(r)) => {
+            let e: Vec<ErrorCode> = r.topics[0].partitions.iter().map(|p| p.error).collect();
+            assert_eq!(e, vec![ErrorCode::NONE, ErrorCode::OFFSET_METADATA_TOO_LARGE, ErrorCode::NONE]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let p = h.fetch("g", "t", 0);
+    assert_eq!((p.offset, p.leader_epoch, p.metadata.as_str()), (10, 3, "meta-0"));
+    assert_eq!(h.fetch("g", "t", 1).offset, -1);
+}
+
+// 29
+#[test]
+fn fetching_unknown_groups_topics_and_partitions_returns_minus_one() {
+    let mut h = Harness::new();
+    for (g, t, p) in [("nope", "t", 0), ("g", "unknown", 0), ("g", "t", 7)] {
+        if g == "g" {
+            h.commit("g", "", -1, "t", 0, 1);
+        }
+        let r = h.fetch(g, t, p);
+        assert_eq!(r, FetchedPartition::none(p), "{g} {t} {p}");
+    }
+}
+
+// 30
+#[test]
+fn offset_delete_and_group_delete_follow_group_state() {
+    let mut h = Harness::new();
+    // A non-consumer protocol group that is not empty: NON_EMPTY_GROUP.
+    let t = h.send(Request::Join(join("c", "", "x").protocol_type("connect").version(3).build()));
+    h.join_response(t);
+    let t = h.send(Request::OffsetDelete(OffsetDeleteRequest {
+        group_id: "c".into(),
+        topics: vec![FetchTopic { name: "t".into(), partitions: vec![0] }],
+    }));
+    assert_eq!(h.take(t), Some(Response::OffsetDelete(OffsetDeleteResponse { error: ErrorCode::NON_EMPTY_GROUP, topics: vec![] })));
+    // A consumer group subscribed to the topic: per-partition GROUP_SUBSCRIBED_TO_TOPIC.
+    let (ids, generation) = stable_group(&mut h, "g", 1);
+    h.commit("g", &ids[0], generation, "t", 0, 1);
+    h.commit("g", &ids[0], generation, "other", 0, 1);
+    let t = h.send(Request::OffsetDelete(OffsetDeleteRequest {
+        group_id: "g".into(),
+        topics: vec![FetchTopic { name: "t".into(), partitions: vec![0] }, FetchTopic { name: "other".into(), partitions: vec![0] }],
+    }));
+    match h.take(t) {
+        Some(Response::OffsetDelete(r)) => {
+            assert_eq!(r.error, ErrorCode::NONE);
+            assert_eq!(r.topics[0].partitions[0].error, ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC);
+            assert_eq!(r.topics[1].partitions[0].error, ErrorCode::NONE);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(h.fetch("g", "other", 0).offset, -1);
+    assert_eq!(h.fetch("g", "t", 0).offset, 1);
+    // DeleteGroups: non-empty refused; once empty, offsets and group are gone.
+    let t = h.send(Request::Delete { group_id: "g".into() });
+    assert_eq!(h.take(t), Some(Response::Delete(ErrorCode::NON_EMPTY_GROUP)));
+    h.leave("g", &[(&ids[0], None)]);
+    let t = h.send(Request::Delete { group_id: "g".into() });
+    assert_eq!(h.take(t), Some(Response::Delete(ErrorCode::NONE)));
+    assert!(h.core.group("g").is_none());
+    assert_eq!(h.fetch("g", "t", 0).offset, -1);
+    let t = h.send(Request::Delete { group_id: "g".into() });
+    assert_eq!(h.take(t), Some(Response::Delete(ErrorCode::GROUP_ID_NOT_FOUND)));
+}
+
+#[test]
+fn offsets_expire_seven_days_after_the_group_became_empty() {
+    let mut h = Harness::new();
+    let (ids, generation) = stable_group(&mut h, "g", 1);
+    h.commit("g", &ids[0], generation, "t", 0, 42);
+    h.leave("g", &[(&ids[0], None)]);
+    let emptied = h.now;
+    let week = 7 * 24 * 3600 * 1000;
+    // Retention runs every 10 minutes from load time (T0).
+    h.advance(emptied + week - 1 - h.now);
+    assert_eq!(h.fetch("g", "t", 0).offset, 42, "still within retention");
+    h.advance(600_000);
+    assert_eq!(h.fetch("g", "t", 0).offset, -1);
+    assert!(h.core.group("g").is_none(), "an empty group without offsets is deleted");
+}
+
+#[test]
+fn a_stable_consumer_group_only_expires_offsets_of_topics_it_no_longer_reads() {
+    let mut h = Harness::new();
+    let t = h.send(Request::Join(join("g", "", "c").version(3).session(1_800_000).metadata(&["t"]).build()));
+    let r = h.join_response(t);
+    let id = r.member_id;
+    let s = h.sync("g", &id, 1, &[]);
+    h.sync_response(s);
+    h.commit("g", &id, 1, "t", 0, 1);
+    h.commit("g", &id, 1, "gone", 0, 1);
+    for _ in 0..(8 * 24 * 3) {
+        h.advance(20 * 60_000);
+        assert_eq!(h.heartbeat("g", &id, 1), ErrorCode::NONE);
+    }
+    assert_eq!(h.fetch("g", "t", 0).offset, 1, "subscribed topic kept");
+    assert_eq!(h.fetch("g", "gone", 0).offset, -1, "unsubscribed topic expired");
+}
+
+#[test]
+fn simple_group_offsets_expire_per_commit_time() {
+    let mut h = Harness::new();
+    h.commit("s", "", -1, "t", 0, 1);
+    h.advance(3 * 24 * 3600 * 1000);
+    h.commit("s", "", -1, "t", 1, 2);
+    h.advance(4 * 24 * 3600 * 1000 + 600_000);
+    assert_eq!(h.fetch("s", "t", 0).offset, -1);
+    assert_eq!(h.fetch("s", "t", 1).offset, 2);
+}
+
+#[test]
+fn a_new_group_is_committed_with_an_empty_record() {
+    let mut h = Harness::new();
+    let t = h.send(Request::Join(join("g", "", "c").build()));
+    h.join_response(t);
+    let log = h.log();
+    assert_eq!(log.len(), 1);
+    match &log[0].record.value {
+        Some(RecordValue::Group(v)) => {
+            assert_eq!((v.generation, v.protocol_type.as_str(), v.members.len()), (0, "", 0));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_failed_assignment_write_fails_every_parked_sync_and_rebalances() {
+    let mut h = Harness::new();
+    let (t0, a) = h.join_dynamic("g", "a", &["range"]);
+    let (t1, b) = h.join_dynamic("g", "b", &["range"]);
+    let leader = h.join_response(t0).leader;
+    h.join_response(t1);
+    let follower = if leader == a { b } else { a };
+    let sf = h.sync("g", &follower, 1, &[]);
+    h.sink.fail_next = 1;
+    let sl = h.sync("g", &leader, 1, &[(&leader, "x"), (&follower, "y")]);
+    assert_eq!(h.sync_response(sf).error, ErrorCode::NOT_COORDINATOR);
+    assert_eq!(h.sync_response(sl).error, ErrorCode::NOT_COORDINATOR);
+    assert_eq!(h.state("g"), Some("PreparingRebalance"));
+}
+
+#[test]
+fn a_failed_commit_write_changes_nothing() {
+    let mut h = Harness::new();
+    h.commit("g", "", -1, "t", 0, 1);
+    h.sink.fail_next = 1;
+    assert_eq!(h.commit("g", "", -1, "t", 0, 2), ErrorCode::NOT_COORDINATOR);
+    assert_eq!(h.fetch("g", "t", 0).offset, 1);
+}
+
+#[test]
+fn a_superseded_parked_join_is_answered() {
+    let mut h = Harness::new();
+    let (ids, _) = stable_group(&mut h, "g", 2);
+    let first = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    let second = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    assert_eq!(h.join_response(first).error, ErrorCode::REBALANCE_IN_PROGRESS);
+    assert!(!h.answered(second));
+}
+
+#[test]
+fn describe_shows_members_with_metadata_only_when_stable() {
+    let mut h = Harness::new();
+    let (ids, _) = stable_group(&mut h, "g", 2);
+    let d = h.describe("g");
+    assert_eq!((d.state.as_str(), d.protocol_type.as_str(), d.protocol_data.as_str()), ("Stable", "consumer", "range"));
+    assert_eq!(d.members.len(), 2);
+    let m = d.members.iter().find(|m| m.member_id == ids[1]).unwrap();
+    assert_eq!(m.client_id, "c1");
+    assert_eq!(m.client_host, "/127.0.0.1");
+    assert_eq!(m.metadata, subscription(&["t"]));
+    assert_eq!(m.assignment, Bytes::from(format!("assign-{}", ids[1])));
+    let _t = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    let d = h.describe("g");
+    assert_eq!((d.state.as_str(), d.protocol_data.as_str()), ("PreparingRebalance", ""));
+    assert!(d.members.iter().all(|m| m.metadata.is_empty()));
+    assert!(d.members.iter().any(|m| !m.assignment.is_empty()), "stored assignments are still shown");
+    // Unknown groups: Dead below v6, GROUP_ID_NOT_FOUND from v6.
+    let d = h.describe("nope");
+    assert_eq!((d.error, d.state.as_str()), (ErrorCode::NONE, "Dead"));
+    let t = h.send(Request::Describe { group_id: "nope".into(), version: 6, include_authorized_operations: false });
+    match h.take(t) {
+        Some(Response::Describe(d)) => assert_eq!(d.error, ErrorCode::GROUP_ID_NOT_FOUND),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn list_groups_filters_by_state_and_type() {
+    let mut h = Harness::new();
+    stable_group(&mut h, "stable", 1);
+    h.commit("simple", "", -1, "t", 0, 1);
+    let list = |h: &mut Harness, states: &[&str], types: &[&str]| -> Vec<String> {
+        let t = h.send(Request::List(ListGroupsRequest {
+            states_filter: states.iter().map(|s| s.to_string()).collect(),
+            types_filter: types.iter().map(|s| s.to_string()).collect(),
+        }));
+        match h.take(t) {
+            Some(Response::List(r)) => r.groups.into_iter().map(|g| g.group_id).collect(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(list(&mut h, &[], &[]), vec!["simple", "stable"]);
+    assert_eq!(list(&mut h, &["empty"], &[]), vec!["simple"]);
+    assert_eq!(list(&mut h, &["stable"], &["classic"]), vec!["stable"]);
+    assert!(list(&mut h, &[], &["consumer"]).is_empty());
+}

@@ -1,0 +1,405 @@
+//! The pure core of a shard: `(state, request, now) -> replies + records`.
+//!
+//! No sockets, no clocks, no tokio. Time is a parameter, records go to a
+//! [`RecordSink`], and answers go to a list of [`Reply`]s addressed by
+//! [`ReplyToken`]. A parked JoinGroup or SyncGroup is just a token stored in
+//! its member until a later call (a request or a timer) answers it. This is
+//! what makes every timing scenario a fast, deterministic unit test.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use super::classic::{self, group::ClassicGroup, group::GroupState};
+use super::messages::*;
+use super::offsets;
+use super::records::{self, Record, RecordKey, RecordValue, StoredRecord};
+use super::store::{RecordSink, Store};
+use super::timers::{DeadlineQueue, Pop, Slot, TimerKey};
+use crate::config::Config;
+use crate::error_code::ErrorCode;
+
+/// Identifies where a response must be delivered.
+pub type ReplyToken = u64;
+
+/// A request to a shard.
+#[derive(Debug, Clone)]
+pub enum Request {
+    Join(JoinGroupRequest),
+    Sync(SyncGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    Leave(LeaveGroupRequest),
+    Commit(OffsetCommitRequest),
+    Fetch { group: OffsetFetchGroup, require_stable: bool },
+    OffsetDelete(OffsetDeleteRequest),
+    Describe { group_id: String, version: i16, include_authorized_operations: bool },
+    List(ListGroupsRequest),
+    Delete { group_id: String },
+}
+
+impl Request {
+    /// The group the request is about (ListGroups is about every group).
+    pub fn group_id(&self) -> Option<&str> {
+        Some(match self {
+            Request::Join(r) => &r.group_id,
+            Request::Sync(r) => &r.group_id,
+            Request::Heartbeat(r) => &r.group_id,
+            Request::Leave(r) => &r.group_id,
+            Request::Commit(r) => &r.group_id,
+            Request::Fetch { group, .. } => &group.group_id,
+            Request::OffsetDelete(r) => &r.group_id,
+            Request::Describe { group_id, .. } => group_id,
+            Request::Delete { group_id } => group_id,
+            Request::List(_) => return None,
+        })
+    }
+
+    /// The error answer Kafka gives when the shard cannot serve at all
+    /// (loading, shutting down).
+    pub fn error_response(&self, error: ErrorCode) -> Response {
+        match self {
+            Request::Join(r) => Response::Join(JoinGroupResponse::error(error, r.member_id.clone())),
+            Request::Sync(_) => Response::Sync(SyncGroupResponse::error(error)),
+            Request::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse { error }),
+            Request::Leave(_) => Response::Leave(LeaveGroupResponse { error, members: vec![] }),
+            Request::Commit(r) => Response::Commit(offsets::commit_error_response(r, error)),
+            Request::Fetch { group, .. } => Response::Fetch(OffsetFetchGroupResult {
+                group_id: group.group_id.clone(),
+                error,
+                topics: vec![],
+            }),
+            Request::OffsetDelete(_) => Response::OffsetDelete(OffsetDeleteResponse { error, topics: vec![] }),
+            Request::Describe { group_id, .. } => Response::Describe(DescribedGroup::bare(group_id, error, "")),
+            Request::List(_) => Response::List(ListGroupsResponse { error, groups: vec![] }),
+            Request::Delete { .. } => Response::Delete(error),
+        }
+    }
+}
+
+/// A shard's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    Join(JoinGroupResponse),
+    Sync(SyncGroupResponse),
+    Heartbeat(HeartbeatResponse),
+    Leave(LeaveGroupResponse),
+    Commit(OffsetCommitResponse),
+    Fetch(OffsetFetchGroupResult),
+    OffsetDelete(OffsetDeleteResponse),
+    Describe(DescribedGroup),
+    List(ListGroupsResponse),
+    Delete(ErrorCode),
+}
+
+/// A response addressed to a waiting request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub token: ReplyToken,
+    pub response: Response,
+}
+
+/// Source of the random part of member ids (a UUID in production, a
+/// counter in deterministic tests).
+pub trait IdSource: Send {
+    fn next_uuid(&mut self) -> String;
+}
+
+/// Random version-4 UUIDs, as Kafka's `UUID.randomUUID()`.
+#[derive(Debug, Default)]
+pub struct RandomIds;
+
+impl IdSource for RandomIds {
+    fn next_uuid(&mut self) -> String {
+        uuid::Uuid::new_v4().to_string()
+    }
+}
+
+/// Predictable ids for tests: 00000000-0000-0000-0000-000000000001, ...
+#[derive(Debug, Default)]
+pub struct CountingIds(pub u64);
+
+impl IdSource for CountingIds {
+    fn next_uuid(&mut self) -> String {
+        self.0 += 1;
+        format!("00000000-0000-0000-0000-{:012}", self.0)
+    }
+}
+
+/// The settings the core needs, in milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoreConfig {
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub initial_rebalance_delay_ms: i32,
+    pub max_size: i32,
+    pub new_member_join_timeout_ms: i32,
+    pub offsets_retention_ms: i64,
+    pub retention_check_interval_ms: i64,
+    pub metadata_max_bytes: i32,
+    pub tombstone_retention_ms: i64,
+}
+
+impl CoreConfig {
+    pub fn from_config(c: &Config) -> Self {
+        CoreConfig {
+            min_session_timeout_ms: c.group.min_session_timeout_ms,
+            max_session_timeout_ms: c.group.max_session_timeout_ms,
+            initial_rebalance_delay_ms: c.group.initial_rebalance_delay_ms,
+            max_size: c.group.max_size,
+            new_member_join_timeout_ms: c.group.new_member_join_timeout_ms,
+            offsets_retention_ms: c.offsets.retention_minutes.saturating_mul(60_000),
+            retention_check_interval_ms: c.offsets.retention_check_interval_ms,
+            metadata_max_bytes: c.offsets.metadata_max_bytes,
+            tombstone_retention_ms: c.offsets.tombstone_retention_ms,
+        }
+    }
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        Self::from_config(&Config::default())
+    }
+}
+
+/// Everything an operation on one group may touch besides the group itself.
+pub struct Cx<'a> {
+    pub now: i64,
+    pub cfg: &'a CoreConfig,
+    pub timers: &'a mut DeadlineQueue,
+    pub out: &'a mut Vec<Reply>,
+    pub store: &'a mut Store,
+    pub sink: &'a mut dyn RecordSink,
+    pub ids: &'a mut dyn IdSource,
+    /// Records written through this context so far.
+    pub appended: u64,
+}
+
+impl Cx<'_> {
+    pub fn reply(&mut self, token: ReplyToken, response: Response) {
+        self.out.push(Reply { token, response });
+    }
+
+    /// Writes records and, only if the write succeeded, replays them into the
+    /// durable state. On failure nothing changed and the error is mapped as
+    /// Kafka maps coordinator write errors.
+    pub fn append(&mut self, records: Vec<Record>) -> Result<(), ErrorCode> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let payloads: Vec<Bytes> = records.iter().map(|r| records::encode(r, self.now)).collect();
+        self.sink.append(&payloads).map_err(ErrorCode::for_coordinator_write)?;
+        self.appended += payloads.len() as u64;
+        for record in records {
+            self.store.replay(&StoredRecord { timestamp: self.now, record });
+        }
+        Ok(())
+    }
+}
+
+/// One shard's groups, offsets and timers.
+pub struct ShardCore {
+    cfg: CoreConfig,
+    pub(crate) groups: HashMap<String, ClassicGroup>,
+    store: Store,
+    timers: DeadlineQueue,
+    ids: Box<dyn IdSource>,
+    retention: Slot,
+}
+
+impl ShardCore {
+    pub fn new(cfg: CoreConfig, ids: Box<dyn IdSource>) -> Self {
+        ShardCore {
+            cfg,
+            groups: HashMap::new(),
+            store: Store::new(),
+            timers: DeadlineQueue::new(),
+            ids,
+            retention: Slot::default(),
+        }
+    }
+
+    pub fn config(&self) -> &CoreConfig {
+        &self.cfg
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn group(&self, group_id: &str) -> Option<&ClassicGroup> {
+        self.groups.get(group_id)
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = &ClassicGroup> {
+        self.groups.values()
+    }
+
+    /// Replays one record while loading the log: durable state, plus the
+    /// live group rebuilt from its latest record (Kafka's `replay` on load).
+    pub fn load(&mut self, stored: StoredRecord) {
+        self.store.replay(&stored);
+        match (&stored.record.key, &stored.record.value) {
+            (RecordKey::Group { group }, Some(RecordValue::Group(v))) => {
+                self.groups.insert(group.clone(), ClassicGroup::from_record(group, v));
+            }
+            (RecordKey::Group { group }, None) => {
+                self.groups.remove(group);
+            }
+            (RecordKey::Offset { group, .. }, Some(_)) => {
+                // An offset for a group we have not seen creates a simple group.
+                if !self.groups.contains_key(group) {
+                    let mut g = ClassicGroup::new(group, stored.timestamp);
+                    g.state_timestamp = None;
+                    self.groups.insert(group.clone(), g);
+                }
+            }
+            (RecordKey::Offset { .. }, None) => {}
+            _ => {}
+        }
+    }
+
+    /// Kafka's `onLoaded`: arm every member's session, rebalance groups over
+    /// the (possibly lowered) size limit, start the retention timer.
+    pub fn on_loaded(&mut self, now: i64, sink: &mut dyn RecordSink, out: &mut Vec<Reply>) {
+        let ids: Vec<String> = self.groups.keys().cloned().collect();
+        let (groups, mut cx) = self.split(now, sink, out);
+        for id in ids {
+            let Some(g) = groups.get_mut(&id) else { continue };
+            let members: Vec<String> = g.members.keys().cloned().collect();
+            for m in members {
+                classic::rebalance::reschedule_heartbeat(g, &m, &mut cx);
+            }
+            if g.members.len() > cx.cfg.max_size.max(0) as usize {
+                classic::rebalance::prepare_rebalance(g, &mut cx, "group is over group.max_size after loading");
+            }
+        }
+        let next = now + self.cfg.retention_check_interval_ms;
+        self.retention.schedule(next, || TimerKey::Retention, &mut self.timers);
+    }
+
+    fn split<'a>(
+        &'a mut self,
+        now: i64,
+        sink: &'a mut dyn RecordSink,
+        out: &'a mut Vec<Reply>,
+    ) -> (&'a mut HashMap<String, ClassicGroup>, Cx<'a>) {
+        (
+            &mut self.groups,
+            Cx {
+                now,
+                cfg: &self.cfg,
+                timers: &mut self.timers,
+                out,
+                store: &mut self.store,
+                sink,
+                ids: self.ids.as_mut(),
+                appended: 0,
+            },
+        )
+    }
+
+    /// Serves one request; answers (now or later) go to `out`.
+    pub fn handle(&mut self, now: i64, token: ReplyToken, req: Request, sink: &mut dyn RecordSink, out: &mut Vec<Reply>) {
+        let (groups, mut cx) = self.split(now, sink, out);
+        match req {
+            Request::Join(r) => classic::join::join_group(groups, r, token, &mut cx),
+            Request::Sync(r) => classic::sync::sync_group(groups, r, token, &mut cx),
+            Request::Heartbeat(r) => {
+                let resp = classic::heartbeat::heartbeat(groups, &r, &mut cx);
+                cx.reply(token, Response::Heartbeat(resp));
+            }
+            Request::Leave(r) => {
+                let resp = classic::leave::leave_group(groups, &r, &mut cx);
+                cx.reply(token, Response::Leave(resp));
+            }
+            Request::Commit(r) => {
+                let resp = offsets::commit(groups, &r, &mut cx);
+                cx.reply(token, Response::Commit(resp));
+            }
+            Request::Fetch { group, require_stable: _ } => {
+                let resp = offsets::fetch(groups, &group, &cx);
+                cx.reply(token, Response::Fetch(resp));
+            }
+            Request::OffsetDelete(r) => {
+                let resp = offsets::delete_offsets(groups, &r, &mut cx);
+                cx.reply(token, Response::OffsetDelete(resp));
+            }
+            Request::Describe { group_id, version, include_authorized_operations } => {
+                let resp = classic::describe::describe(groups, &group_id, version, include_authorized_operations);
+                cx.reply(token, Response::Describe(resp));
+            }
+            Request::List(r) => {
+                let groups = classic::describe::list(groups, &r);
+                cx.reply(token, Response::List(ListGroupsResponse { error: ErrorCode::NONE, groups }));
+            }
+            Request::Delete { group_id } => {
+                let err = offsets::delete_group(groups, &group_id, &mut cx);
+                cx.reply(token, Response::Delete(err));
+            }
+        }
+    }
+
+    /// The earliest pending deadline (possibly of a stale entry).
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.timers.next_deadline()
+    }
+
+    /// Runs every timer due at `now`.
+    pub fn fire_timers(&mut self, now: i64, sink: &mut dyn RecordSink, out: &mut Vec<Reply>) {
+        while let Some((deadline, key)) = self.timers.pop_due(now) {
+            match key {
+                TimerKey::Retention => {
+                    let fired = self.retention.on_pop(deadline, now, || TimerKey::Retention, &mut self.timers);
+                    if fired == Pop::Fire {
+                        let (groups, mut cx) = self.split(now, sink, out);
+                        offsets::expire_offsets(groups, &mut cx);
+                        let next = now + self.cfg.retention_check_interval_ms;
+                        self.retention.schedule(next, || TimerKey::Retention, &mut self.timers);
+                    }
+                }
+                TimerKey::Heartbeat { group, member } => {
+                    let (groups, mut cx) = self.split(now, sink, out);
+                    if let Some(g) = groups.get_mut(&group) {
+                        classic::rebalance::on_heartbeat_timer(g, &member, deadline, &mut cx);
+                    }
+                }
+                TimerKey::Join { group } => {
+                    let (groups, mut cx) = self.split(now, sink, out);
+                    if let Some(g) = groups.get_mut(&group) {
+                        classic::rebalance::on_join_timer(g, deadline, &mut cx);
+                    }
+                }
+                TimerKey::Sync { group } => {
+                    let (groups, mut cx) = self.split(now, sink, out);
+                    if let Some(g) = groups.get_mut(&group) {
+                        classic::rebalance::on_sync_timer(g, deadline, &mut cx);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Kafka's unload on resignation: every group becomes Dead and parked
+    /// requests get NOT_COORDINATOR. Used at shutdown.
+    pub fn unload(&mut self, now: i64, out: &mut Vec<Reply>) {
+        for g in self.groups.values_mut() {
+            classic::rebalance::unload(g, now, out);
+        }
+        self.groups.clear();
+    }
+
+    /// Records that rebuild the durable state (compaction snapshot).
+    pub fn snapshot(&mut self, now: i64) -> Vec<Bytes> {
+        let keep = self.cfg.tombstone_retention_ms;
+        self.store.snapshot(now, keep)
+    }
+
+    /// Number of live groups by state, for metrics.
+    pub fn count_by_state(&self) -> HashMap<GroupState, usize> {
+        let mut m = HashMap::new();
+        for g in self.groups.values() {
+            *m.entry(g.state).or_insert(0) += 1;
+        }
+        m
+    }
+}

@@ -1,0 +1,321 @@
+//! OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups and offset
+//! retention (spec §3, Kafka's `OffsetMetadataManager`).
+
+use std::collections::HashMap;
+
+use super::classic::group::{ClassicGroup, GroupState};
+use super::classic::{rebalance, validate_existing_member};
+use super::core::Cx;
+use super::messages::*;
+use super::records::{OffsetValue, Record};
+use crate::error_code::ErrorCode;
+
+/// Every partition of the request answered with `error`.
+pub fn commit_error_response(req: &OffsetCommitRequest, error: ErrorCode) -> OffsetCommitResponse {
+    OffsetCommitResponse {
+        topics: req
+            .topics
+            .iter()
+            .map(|t| TopicErrors {
+                name: t.name.clone(),
+                partitions: t.partitions.iter().map(|p| PartitionError { partition: p.partition, error }).collect(),
+            })
+            .collect(),
+    }
+}
+
+/// Kafka's `ClassicGroup.validateOffsetCommit` (non-transactional).
+fn validate_commit(g: &ClassicGroup, req: &OffsetCommitRequest) -> Result<(), ErrorCode> {
+    if g.is(GroupState::Dead) {
+        return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+    }
+    if req.generation_id < 0 && g.is(GroupState::Empty) {
+        // Admin or manual commit to an empty group: member id is ignored.
+        return Ok(());
+    }
+    if req.generation_id >= 0 || !req.member_id.is_empty() || req.group_instance_id.is_some() {
+        validate_existing_member(g, &req.member_id, req.group_instance_id.as_deref())?;
+        if req.generation_id != g.generation_id {
+            return Err(ErrorCode::ILLEGAL_GENERATION);
+        }
+    } else if !g.is(GroupState::Empty) {
+        return Err(ErrorCode::UNKNOWN_MEMBER_ID);
+    }
+    if g.is(GroupState::CompletingRebalance) {
+        return Err(ErrorCode::REBALANCE_IN_PROGRESS);
+    }
+    Ok(())
+}
+
+/// Java's `String.length()`: UTF-16 code units.
+fn utf16_len(s: &str) -> usize {
+    s.encode_utf16().count()
+}
+
+/// Serves an OffsetCommit whose topics and partitions were already checked
+/// against the catalog.
+pub fn commit(groups: &mut HashMap<String, ClassicGroup>, req: &OffsetCommitRequest, cx: &mut Cx) -> OffsetCommitResponse {
+    if !groups.contains_key(&req.group_id) {
+        if req.generation_id < 0 {
+            // A "simple" group: created in memory; only offset records are written.
+            tracing::info!(group = %req.group_id, "creating a simple group via a manual offset commit");
+            let mut g = ClassicGroup::new(&req.group_id, cx.now);
+            g.state_timestamp = None;
+            groups.insert(req.group_id.clone(), g);
+        } else {
+            let error = if req.version >= 9 { ErrorCode::GROUP_ID_NOT_FOUND } else { ErrorCode::ILLEGAL_GENERATION };
+            return commit_error_response(req, error);
+        }
+    }
+    let Some(g) = groups.get_mut(&req.group_id) else {
+        return commit_error_response(req, ErrorCode::UNKNOWN_SERVER_ERROR);
+    };
+    if let Err(e) = validate_commit(g, req) {
+        return commit_error_response(req, e);
+    }
+    // A member's commit counts as a heartbeat while Stable or PreparingRebalance.
+    if g.is(GroupState::Stable) || g.is(GroupState::PreparingRebalance) {
+        rebalance::reschedule_heartbeat(g, &req.member_id, cx);
+    }
+    let expire_timestamp = (req.retention_time_ms != -1).then(|| cx.now.saturating_add(req.retention_time_ms));
+    let max = cx.cfg.metadata_max_bytes.max(0) as usize;
+    let mut records = Vec::new();
+    let mut response = OffsetCommitResponse { topics: Vec::with_capacity(req.topics.len()) };
+    for t in &req.topics {
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let metadata = p.metadata.clone().unwrap_or_default();
+            if p.metadata.is_some() && utf16_len(&metadata) > max {
+                partitions.push(PartitionError { partition: p.partition, error: ErrorCode::OFFSET_METADATA_TOO_LARGE });
+                continue;
+            }
+            partitions.push(PartitionError { partition: p.partition, error: ErrorCode::NONE });
+            records.push(Record::offset(
+                &req.group_id,
+                &t.name,
+                p.partition,
+                OffsetValue {
+                    offset: p.offset,
+                    leader_epoch: p.leader_epoch,
+                    metadata,
+                    commit_timestamp: cx.now,
+                    expire_timestamp,
+                },
+            ));
+        }
+        response.topics.push(TopicErrors { name: t.name.clone(), partitions });
+    }
+    if let Err(e) = cx.append(records) {
+        // Nothing was written: every partition that would have been gets the error.
+        for t in &mut response.topics {
+            for p in &mut t.partitions {
+                if p.error.is_none() {
+                    p.error = e;
+                }
+            }
+        }
+    }
+    response
+}
+
+/// Serves OffsetFetch for one group. Unknown groups, topics and partitions
+/// answer offset -1, leader epoch -1, metadata "" and no error.
+pub fn fetch(groups: &HashMap<String, ClassicGroup>, req: &OffsetFetchGroup, cx: &Cx) -> OffsetFetchGroupResult {
+    let known = groups.get(&req.group_id).is_some_and(|g| !g.is(GroupState::Dead));
+    let offsets = if known { cx.store.offsets(&req.group_id) } else { None };
+    let value = |v: &OffsetValue, partition: i32| FetchedPartition {
+        partition,
+        offset: v.offset,
+        leader_epoch: v.leader_epoch,
+        metadata: v.metadata.clone(),
+        error: ErrorCode::NONE,
+    };
+    let topics = match &req.topics {
+        Some(topics) => topics
+            .iter()
+            .map(|t| {
+                let stored = offsets.and_then(|o| o.get(&t.name));
+                FetchedTopic {
+                    name: t.name.clone(),
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|&p| match stored.and_then(|s| s.get(&p)) {
+                            Some(v) => value(v, p),
+                            None => FetchedPartition::none(p),
+                        })
+                        .collect(),
+                }
+            })
+            .collect(),
+        None => {
+            let mut all: Vec<FetchedTopic> = offsets
+                .map(|o| {
+                    o.iter()
+                        .map(|(name, parts)| {
+                            let mut partitions: Vec<FetchedPartition> = parts.iter().map(|(p, v)| value(v, *p)).collect();
+                            partitions.sort_by_key(|p| p.partition);
+                            FetchedTopic { name: name.clone(), partitions }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            all.sort_by(|a, b| a.name.cmp(&b.name));
+            all
+        }
+    };
+    OffsetFetchGroupResult { group_id: req.group_id.clone(), error: ErrorCode::NONE, topics }
+}
+
+/// Serves OffsetDelete (KIP-496) for topics already checked against the catalog.
+pub fn delete_offsets(groups: &mut HashMap<String, ClassicGroup>, req: &OffsetDeleteRequest, cx: &mut Cx) -> OffsetDeleteResponse {
+    let error_only = |error| OffsetDeleteResponse { error, topics: vec![] };
+    if req.group_id.is_empty() {
+        return error_only(ErrorCode::INVALID_GROUP_ID);
+    }
+    let Some(g) = groups.get(&req.group_id) else { return error_only(ErrorCode::GROUP_ID_NOT_FOUND) };
+    match g.state {
+        GroupState::Dead => return error_only(ErrorCode::GROUP_ID_NOT_FOUND),
+        GroupState::Stable | GroupState::PreparingRebalance | GroupState::CompletingRebalance
+            if !g.uses_consumer_protocol() =>
+        {
+            return error_only(ErrorCode::NON_EMPTY_GROUP)
+        }
+        _ => {}
+    }
+    let mut records = Vec::new();
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let subscribed = g.is_subscribed_to_topic(&t.name);
+        let partitions = t
+            .partitions
+            .iter()
+            .map(|&p| {
+                if subscribed {
+                    return PartitionError { partition: p, error: ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC };
+                }
+                if cx.store.offset(&req.group_id, &t.name, p).is_some() {
+                    records.push(Record::offset_tombstone(&req.group_id, &t.name, p));
+                }
+                PartitionError { partition: p, error: ErrorCode::NONE }
+            })
+            .collect();
+        topics.push(TopicErrors { name: t.name.clone(), partitions });
+    }
+    if let Err(e) = cx.append(records) {
+        return error_only(e);
+    }
+    OffsetDeleteResponse { error: ErrorCode::NONE, topics }
+}
+
+/// Tombstones for every offset of a group.
+fn offset_tombstones(group_id: &str, cx: &Cx) -> Vec<Record> {
+    let mut out = Vec::new();
+    if let Some(topics) = cx.store.offsets(group_id) {
+        for (t, parts) in topics {
+            for p in parts.keys() {
+                out.push(Record::offset_tombstone(group_id, t, *p));
+            }
+        }
+    }
+    out
+}
+
+/// Serves one group of DeleteGroups: only Empty groups may be deleted; their
+/// offsets and the group itself are tombstoned, so the deletion survives a restart.
+pub fn delete_group(groups: &mut HashMap<String, ClassicGroup>, group_id: &str, cx: &mut Cx) -> ErrorCode {
+    let Some(g) = groups.get(group_id) else { return ErrorCode::GROUP_ID_NOT_FOUND };
+    match g.state {
+        GroupState::Dead => return ErrorCode::GROUP_ID_NOT_FOUND,
+        GroupState::Stable | GroupState::PreparingRebalance | GroupState::CompletingRebalance => {
+            return ErrorCode::NON_EMPTY_GROUP
+        }
+        GroupState::Empty => {}
+    }
+    let mut records = offset_tombstones(group_id, cx);
+    records.push(Record::group_tombstone(group_id));
+    match cx.append(records) {
+        Ok(()) => {
+            groups.remove(group_id);
+            tracing::info!(group = group_id, "group deleted");
+            ErrorCode::NONE
+        }
+        Err(e) => e,
+    }
+}
+
+/// Kafka's `OffsetExpirationCondition` for a group: the timestamp each
+/// offset's retention counts from, or None if nothing may expire now.
+fn expiration_base(g: &ClassicGroup) -> Option<Box<dyn Fn(&OffsetValue) -> i64 + '_>> {
+    match &g.protocol_type {
+        Some(_) if g.is(GroupState::Empty) => {
+            // Retention starts when the group became empty.
+            let since = g.state_timestamp;
+            Some(Box::new(move |v: &OffsetValue| since.unwrap_or(v.commit_timestamp)))
+        }
+        Some(_) if g.uses_consumer_protocol() && g.subscribed_topics.is_some() && g.is(GroupState::Stable) => {
+            Some(Box::new(|v: &OffsetValue| v.commit_timestamp))
+        }
+        Some(_) => None,
+        // Simple groups: per commit.
+        None => Some(Box::new(|v: &OffsetValue| v.commit_timestamp)),
+    }
+}
+
+/// The periodic retention pass (KIP-211): expire offsets by Kafka's rules
+/// and delete Empty groups left without offsets.
+pub fn expire_offsets(groups: &mut HashMap<String, ClassicGroup>, cx: &mut Cx) {
+    let retention = cx.cfg.offsets_retention_ms;
+    let now = cx.now;
+    let mut records = Vec::new();
+    let mut deletable = Vec::new();
+    let mut ids: Vec<&String> = groups.keys().collect();
+    ids.sort();
+    for id in ids {
+        let Some(g) = groups.get(id) else { continue };
+        let all_expired = match cx.store.offsets(id) {
+            None => true,
+            Some(topics) => match expiration_base(g) {
+                None => false,
+                Some(base) => {
+                    let mut all = true;
+                    for (topic, parts) in topics {
+                        if g.is_subscribed_to_topic(topic) {
+                            all = false;
+                            continue;
+                        }
+                        for (p, v) in parts {
+                            let expired = match v.expire_timestamp {
+                                Some(expire) => now >= expire,
+                                None => now.saturating_sub(base(v)) >= retention,
+                            };
+                            if expired {
+                                records.push(Record::offset_tombstone(id, topic, *p));
+                            } else {
+                                all = false;
+                            }
+                        }
+                    }
+                    all
+                }
+            },
+        };
+        if all_expired && g.is(GroupState::Empty) {
+            records.push(Record::group_tombstone(id));
+            deletable.push(id.clone());
+        }
+    }
+    if records.is_empty() {
+        return;
+    }
+    let n = records.len();
+    match cx.append(records) {
+        Ok(()) => {
+            for id in &deletable {
+                groups.remove(id);
+            }
+            tracing::info!(records = n, groups_deleted = deletable.len(), "expired offsets and empty groups");
+        }
+        Err(e) => tracing::warn!(error = ?e, "failed to write offset expiration records; will retry"),
+    }
+}

@@ -1,0 +1,577 @@
+//! Coordinator log records in Kafka's own `__consumer_offsets` schemas.
+//!
+//! Each record is a key and an optional value (a missing value is a
+//! tombstone), each prefixed by its int16 schema version, exactly as Kafka
+//! writes them: OffsetCommitKey v1 / OffsetCommitValue v3 (v1 when an expire
+//! timestamp is set), GroupMetadataKey v2 / GroupMetadataValue v3. Reading
+//! accepts every version Kafka has written (values v0–v4), so the format is
+//! documented by Kafka itself.
+//!
+//! In our log a record is stored as one payload:
+//! `[u8 format=0][i64 append timestamp ms][i32 key length][key][i32 value length or -1][value]`.
+//! The timestamp lets compaction keep tombstones for
+//! `offsets.tombstone_retention_ms`, as Kafka's log cleaner does.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+/// Which entity a record is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RecordKey {
+    Offset { group: String, topic: String, partition: i32 },
+    Group { group: String },
+}
+
+impl RecordKey {
+    pub fn group(&self) -> &str {
+        match self {
+            RecordKey::Offset { group, .. } | RecordKey::Group { group } => group,
+        }
+    }
+}
+
+/// A committed offset (OffsetCommitValue).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetValue {
+    pub offset: i64,
+    /// -1 when the client sent none.
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub commit_timestamp: i64,
+    /// Set by OffsetCommit v2–v4 with an explicit retention time.
+    pub expire_timestamp: Option<i64>,
+}
+
+/// One member in a GroupMetadataValue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberValue {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub rebalance_timeout: i32,
+    pub session_timeout: i32,
+    /// The member's metadata for the group's selected protocol.
+    pub subscription: Bytes,
+    pub assignment: Bytes,
+}
+
+/// A classic group (GroupMetadataValue).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupValue {
+    pub protocol_type: String,
+    pub generation: i32,
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    /// -1 in Kafka's schema when unknown.
+    pub current_state_timestamp: i64,
+    pub members: Vec<MemberValue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordValue {
+    Offset(OffsetValue),
+    Group(GroupValue),
+}
+
+/// A log record: a key and a value, or a tombstone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub key: RecordKey,
+    pub value: Option<RecordValue>,
+}
+
+impl Record {
+    pub fn offset(group: &str, topic: &str, partition: i32, value: OffsetValue) -> Record {
+        Record {
+            key: RecordKey::Offset { group: group.to_string(), topic: topic.to_string(), partition },
+            value: Some(RecordValue::Offset(value)),
+        }
+    }
+
+    pub fn offset_tombstone(group: &str, topic: &str, partition: i32) -> Record {
+        Record { key: RecordKey::Offset { group: group.to_string(), topic: topic.to_string(), partition }, value: None }
+    }
+
+    pub fn group(group: &str, value: GroupValue) -> Record {
+        Record { key: RecordKey::Group { group: group.to_string() }, value: Some(RecordValue::Group(value)) }
+    }
+
+    pub fn group_tombstone(group: &str) -> Record {
+        Record { key: RecordKey::Group { group: group.to_string() }, value: None }
+    }
+}
+
+/// Why stored bytes are not a record we can read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("record is truncated")]
+    Truncated,
+    #[error("unknown record format {0}")]
+    Format(u8),
+    #[error("key version {0} is not a record type kcoord reads")]
+    UnknownKeyVersion(i16),
+    #[error("value version {version} is not known for {record}")]
+    UnknownValueVersion { record: &'static str, version: i16 },
+    #[error("invalid string or length in record")]
+    Invalid,
+    #[error("trailing bytes after record")]
+    Trailing,
+}
+
+/// A record as stored, with the time it was appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRecord {
+    pub timestamp: i64,
+    pub record: Record,
+}
+
+// ---------------------------------------------------------------------------
+// Encoding
+
+fn put_string(b: &mut BytesMut, s: &str) {
+    b.put_i16(s.len() as i16);
+    b.put_slice(s.as_bytes());
+}
+
+fn put_nullable_string(b: &mut BytesMut, s: Option<&str>) {
+    match s {
+        Some(s) => put_string(b, s),
+        None => b.put_i16(-1),
+    }
+}
+
+fn put_bytes(b: &mut BytesMut, v: &[u8]) {
+    b.put_i32(v.len() as i32);
+    b.put_slice(v);
+}
+
+/// Encodes the key with its version prefix.
+pub fn encode_key(key: &RecordKey, b: &mut BytesMut) {
+    match key {
+        RecordKey::Offset { group, topic, partition } => {
+            b.put_i16(1);
+            put_string(b, group);
+            put_string(b, topic);
+            b.put_i32(*partition);
+        }
+        RecordKey::Group { group } => {
+            b.put_i16(2);
+            put_string(b, group);
+        }
+    }
+}
+
+/// Encodes the value with its version prefix.
+pub fn encode_value(value: &RecordValue, b: &mut BytesMut) {
+    match value {
+        RecordValue::Offset(v) => match v.expire_timestamp {
+            Some(expire) => {
+                b.put_i16(1);
+                b.put_i64(v.offset);
+                put_string(b, &v.metadata);
+                b.put_i64(v.commit_timestamp);
+                b.put_i64(expire);
+            }
+            None => {
+                b.put_i16(3);
+                b.put_i64(v.offset);
+                b.put_i32(v.leader_epoch);
+                put_string(b, &v.metadata);
+                b.put_i64(v.commit_timestamp);
+            }
+        },
+        RecordValue::Group(g) => {
+            b.put_i16(3);
+            put_string(b, &g.protocol_type);
+            b.put_i32(g.generation);
+            put_nullable_string(b, g.protocol.as_deref());
+            put_nullable_string(b, g.leader.as_deref());
+            b.put_i64(g.current_state_timestamp);
+            b.put_i32(g.members.len() as i32);
+            for m in &g.members {
+                put_string(b, &m.member_id);
+                put_nullable_string(b, m.group_instance_id.as_deref());
+                put_string(b, &m.client_id);
+                put_string(b, &m.client_host);
+                b.put_i32(m.rebalance_timeout);
+                b.put_i32(m.session_timeout);
+                put_bytes(b, &m.subscription);
+                put_bytes(b, &m.assignment);
+            }
+        }
+    }
+}
+
+/// Encodes a record as a log payload.
+pub fn encode(record: &Record, timestamp: i64) -> Bytes {
+    let mut b = BytesMut::with_capacity(64);
+    b.put_u8(0);
+    b.put_i64(timestamp);
+    let len_at = b.len();
+    b.put_i32(0);
+    encode_key(&record.key, &mut b);
+    let key_len = (b.len() - len_at - 4) as i32;
+    b[len_at..len_at + 4].copy_from_slice(&key_len.to_be_bytes());
+    match &record.value {
+        None => b.put_i32(-1),
+        Some(v) => {
+            let len_at = b.len();
+            b.put_i32(0);
+            encode_value(v, &mut b);
+            let value_len = (b.len() - len_at - 4) as i32;
+            b[len_at..len_at + 4].copy_from_slice(&value_len.to_be_bytes());
+        }
+    }
+    b.freeze()
+}
+
+// ---------------------------------------------------------------------------
+// Decoding (every length checked; nothing here may panic on bad bytes)
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    flexible: bool,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, flexible: false }
+    }
+
+    fn need(&self, n: usize) -> Result<(), RecordError> {
+        if self.buf.remaining() < n {
+            Err(RecordError::Truncated)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn u8(&mut self) -> Result<u8, RecordError> {
+        self.need(1)?;
+        Ok(self.buf.get_u8())
+    }
+
+    fn i16(&mut self) -> Result<i16, RecordError> {
+        self.need(2)?;
+        Ok(self.buf.get_i16())
+    }
+
+    fn i32(&mut self) -> Result<i32, RecordError> {
+        self.need(4)?;
+        Ok(self.buf.get_i32())
+    }
+
+    fn i64(&mut self) -> Result<i64, RecordError> {
+        self.need(8)?;
+        Ok(self.buf.get_i64())
+    }
+
+    fn uvarint(&mut self) -> Result<u32, RecordError> {
+        let mut value: u32 = 0;
+        for i in 0..5 {
+            let b = self.u8()?;
+            value |= ((b & 0x7f) as u32) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(RecordError::Invalid)
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
+        self.need(n)?;
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Ok(head)
+    }
+
+    /// A length: i16 (strings) or i32 (bytes) normally, varint+1 when flexible.
+    /// Returns None for null.
+    fn len(&mut self, wide: bool) -> Result<Option<usize>, RecordError> {
+        if self.flexible {
+            let n = self.uvarint()?;
+            return Ok(if n == 0 { None } else { Some((n - 1) as usize) });
+        }
+        let n = if wide { self.i32()? as i64 } else { self.i16()? as i64 };
+        match n {
+            -1 => Ok(None),
+            n if n >= 0 => Ok(Some(n as usize)),
+            _ => Err(RecordError::Invalid),
+        }
+    }
+
+    fn nullable_string(&mut self) -> Result<Option<String>, RecordError> {
+        match self.len(false)? {
+            None => Ok(None),
+            Some(n) => {
+                let raw = self.take(n)?;
+                std::str::from_utf8(raw).map(|s| Some(s.to_string())).map_err(|_| RecordError::Invalid)
+            }
+        }
+    }
+
+    fn string(&mut self) -> Result<String, RecordError> {
+        self.nullable_string()?.ok_or(RecordError::Invalid)
+    }
+
+    fn bytes(&mut self) -> Result<Bytes, RecordError> {
+        match self.len(true)? {
+            None => Ok(Bytes::new()),
+            Some(n) => Ok(Bytes::copy_from_slice(self.take(n)?)),
+        }
+    }
+
+    fn array_len(&mut self) -> Result<usize, RecordError> {
+        let n = match self.len(true)? {
+            None => 0,
+            Some(n) => n,
+        };
+        // Every element takes at least one byte: refuse absurd counts before
+        // reserving anything.
+        if n > self.buf.remaining() {
+            return Err(RecordError::Invalid);
+        }
+        Ok(n)
+    }
+
+    fn tagged_fields(&mut self) -> Result<(), RecordError> {
+        if !self.flexible {
+            return Ok(());
+        }
+        let count = self.uvarint()?;
+        for _ in 0..count {
+            let _tag = self.uvarint()?;
+            let size = self.uvarint()? as usize;
+            self.take(size)?;
+        }
+        Ok(())
+    }
+}
+
+/// Decodes a key (with its version prefix).
+pub fn decode_key(bytes: &[u8]) -> Result<RecordKey, RecordError> {
+    let mut r = Reader::new(bytes);
+    let version = r.i16()?;
+    let key = match version {
+        0 | 1 => RecordKey::Offset { group: r.string()?, topic: r.string()?, partition: r.i32()? },
+        2 => RecordKey::Group { group: r.string()? },
+        v => return Err(RecordError::UnknownKeyVersion(v)),
+    };
+    if r.buf.has_remaining() {
+        return Err(RecordError::Trailing);
+    }
+    Ok(key)
+}
+
+fn decode_offset_value(bytes: &[u8]) -> Result<OffsetValue, RecordError> {
+    let mut r = Reader::new(bytes);
+    let version = r.i16()?;
+    r.flexible = version >= 4;
+    let offset = r.i64()?;
+    let leader_epoch = if version >= 3 { r.i32()? } else { -1 };
+    let metadata = r.string()?;
+    let commit_timestamp = r.i64()?;
+    let expire_timestamp = match version {
+        1 => Some(r.i64()?).filter(|&t| t != -1),
+        0 | 2 | 3 | 4 => None,
+        v => return Err(RecordError::UnknownValueVersion { record: "OffsetCommitValue", version: v }),
+    };
+    r.tagged_fields()?;
+    Ok(OffsetValue { offset, leader_epoch, metadata, commit_timestamp, expire_timestamp })
+}
+
+fn decode_group_value(bytes: &[u8]) -> Result<GroupValue, RecordError> {
+    let mut r = Reader::new(bytes);
+    let version = r.i16()?;
+    if !(0..=4).contains(&version) {
+        return Err(RecordError::UnknownValueVersion { record: "GroupMetadataValue", version });
+    }
+    r.flexible = version >= 4;
+    let protocol_type = r.string()?;
+    let generation = r.i32()?;
+    let protocol = r.nullable_string()?;
+    let leader = r.nullable_string()?;
+    let current_state_timestamp = if version >= 2 { r.i64()? } else { -1 };
+    let n = r.array_len()?;
+    let mut members = Vec::with_capacity(n);
+    for _ in 0..n {
+        let member_id = r.string()?;
+        let group_instance_id = if version >= 3 { r.nullable_string()? } else { None };
+        let client_id = r.string()?;
+        let client_host = r.string()?;
+        let rebalance_timeout = if version >= 1 { r.i32()? } else { -1 };
+        let session_timeout = r.i32()?;
+        let subscription = r.bytes()?;
+        let assignment = r.bytes()?;
+        r.tagged_fields()?;
+        members.push(MemberValue {
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout,
+            session_timeout,
+            subscription,
+            assignment,
+        });
+    }
+    r.tagged_fields()?;
+    Ok(GroupValue { protocol_type, generation, protocol, leader, current_state_timestamp, members })
+}
+
+/// Decodes a value for `key`.
+pub fn decode_value(key: &RecordKey, bytes: &[u8]) -> Result<RecordValue, RecordError> {
+    match key {
+        RecordKey::Offset { .. } => decode_offset_value(bytes).map(RecordValue::Offset),
+        RecordKey::Group { .. } => decode_group_value(bytes).map(RecordValue::Group),
+    }
+}
+
+/// Decodes a log payload written by [`encode`].
+pub fn decode(payload: &[u8]) -> Result<StoredRecord, RecordError> {
+    let mut r = Reader::new(payload);
+    let format = r.u8()?;
+    if format != 0 {
+        return Err(RecordError::Format(format));
+    }
+    let timestamp = r.i64()?;
+    let key_len = r.i32()?;
+    if key_len < 0 {
+        return Err(RecordError::Invalid);
+    }
+    let key = decode_key(r.take(key_len as usize)?)?;
+    let value_len = r.i32()?;
+    let value = match value_len {
+        -1 => None,
+        n if n >= 0 => Some(decode_value(&key, r.take(n as usize)?)?),
+        _ => return Err(RecordError::Invalid),
+    };
+    if r.buf.has_remaining() {
+        return Err(RecordError::Trailing);
+    }
+    Ok(StoredRecord { timestamp, record: Record { key, value } })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group_value() -> GroupValue {
+        GroupValue {
+            protocol_type: "consumer".into(),
+            generation: 7,
+            protocol: Some("range".into()),
+            leader: Some("m-1".into()),
+            current_state_timestamp: 1_700_000_000_000,
+            members: vec![MemberValue {
+                member_id: "m-1".into(),
+                group_instance_id: Some("i-1".into()),
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                rebalance_timeout: 300_000,
+                session_timeout: 45_000,
+                subscription: Bytes::from_static(b"\x00\x01sub"),
+                assignment: Bytes::from_static(b"\x00\x01asg"),
+            }],
+        }
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let records = vec![
+            Record::offset(
+                "g",
+                "t",
+                3,
+                OffsetValue { offset: 42, leader_epoch: 5, metadata: "meta".into(), commit_timestamp: 9, expire_timestamp: None },
+            ),
+            Record::offset(
+                "g",
+                "t",
+                4,
+                OffsetValue { offset: 1, leader_epoch: -1, metadata: "".into(), commit_timestamp: 9, expire_timestamp: Some(99) },
+            ),
+            Record::offset_tombstone("g", "t", 3),
+            Record::group("g", group_value()),
+            Record::group_tombstone("g"),
+        ];
+        for rec in records {
+            let payload = encode(&rec, 1234);
+            let back = decode(&payload).unwrap();
+            assert_eq!(back.timestamp, 1234);
+            // v1 values do not carry a leader epoch.
+            let mut want = rec.clone();
+            if let Some(RecordValue::Offset(v)) = &mut want.value {
+                if v.expire_timestamp.is_some() {
+                    v.leader_epoch = -1;
+                }
+            }
+            assert_eq!(back.record, want);
+        }
+    }
+
+    #[test]
+    fn keys_use_kafkas_layout() {
+        let mut b = BytesMut::new();
+        encode_key(&RecordKey::Offset { group: "g".into(), topic: "t".into(), partition: 2 }, &mut b);
+        assert_eq!(&b[..], &[0, 1, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 2]);
+        let mut b = BytesMut::new();
+        encode_key(&RecordKey::Group { group: "g".into() }, &mut b);
+        assert_eq!(&b[..], &[0, 2, 0, 1, b'g']);
+    }
+
+    #[test]
+    fn offset_value_v3_layout() {
+        let mut b = BytesMut::new();
+        encode_value(
+            &RecordValue::Offset(OffsetValue { offset: 1, leader_epoch: 2, metadata: "m".into(), commit_timestamp: 3, expire_timestamp: None }),
+            &mut b,
+        );
+        assert_eq!(&b[..], &[0, 3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 1, b'm', 0, 0, 0, 0, 0, 0, 0, 3]);
+    }
+
+    #[test]
+    fn older_and_flexible_value_versions_are_read() {
+        // OffsetCommitValue v0: offset, metadata, commit timestamp.
+        let v0 = [0u8, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7];
+        let key = RecordKey::Offset { group: "g".into(), topic: "t".into(), partition: 0 };
+        assert_eq!(
+            decode_value(&key, &v0).unwrap(),
+            RecordValue::Offset(OffsetValue { offset: 5, leader_epoch: -1, metadata: String::new(), commit_timestamp: 7, expire_timestamp: None })
+        );
+        // OffsetCommitValue v4 (flexible): offset, epoch, compact metadata, timestamp, tags.
+        let v4 = [0u8, 4, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1, 2, b'x', 0, 0, 0, 0, 0, 0, 0, 7, 0];
+        assert_eq!(
+            decode_value(&key, &v4).unwrap(),
+            RecordValue::Offset(OffsetValue { offset: 5, leader_epoch: 1, metadata: "x".into(), commit_timestamp: 7, expire_timestamp: None })
+        );
+        // GroupMetadataValue v0 with no members.
+        let g0 = [0u8, 0, 0, 8, b'c', b'o', b'n', b's', b'u', b'm', b'e', b'r', 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
+        let gkey = RecordKey::Group { group: "g".into() };
+        match decode_value(&gkey, &g0).unwrap() {
+            RecordValue::Group(g) => {
+                assert_eq!(g.protocol_type, "consumer");
+                assert_eq!(g.generation, 1);
+                assert_eq!(g.current_state_timestamp, -1);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn corrupt_payloads_are_errors_not_panics() {
+        let payload = encode(&Record::group("g", group_value()), 1);
+        for n in 0..payload.len() {
+            assert!(decode(&payload[..n]).is_err(), "prefix of {n} bytes");
+        }
+        let mut huge = BytesMut::new();
+        huge.put_u8(0);
+        huge.put_i64(0);
+        huge.put_i32(5);
+        huge.put_slice(&[0, 2, 0, 1, b'g']);
+        huge.put_i32(15);
+        huge.put_slice(&[0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff]);
+        assert!(decode(&huge).is_err());
+        assert_eq!(decode(&[1]).unwrap_err(), RecordError::Format(1));
+    }
+}

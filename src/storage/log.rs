@@ -1,0 +1,492 @@
+//! The segmented append-only log.
+//!
+//! Records get a dense 0-based index across the whole log. They are appended
+//! to the active (last) segment; full segments are closed (fsynced) and never
+//! written again, so that only the active segment can ever hold a torn write
+//! and only it needs fsyncing for group commit. History is dropped either by
+//! deleting whole old segments (retention, for partition logs) or by writing
+//! a snapshot of the caller's live state (compaction, for the coordinator).
+//!
+//! The log never decides *when* to fsync: the caller does, through
+//! [`Log::sync_job`] (group commit on a blocking thread) or [`Log::sync`].
+
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::error::LogError;
+use super::frame::{check_payload_len, encode_frame};
+use super::fsutil::fsync_dir;
+use super::recovery::recover;
+use super::segment::{frame_bytes, millis_since_epoch, Segment};
+use super::snapshot::{parse_snapshot_file_name, SnapshotDone, SnapshotPlan};
+
+/// How a [`Log`] is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Once the active segment holds this many bytes, the next append starts
+    /// a new one. A single batch is never split, so a segment can exceed it.
+    pub segment_bytes: u64,
+    /// Truncate at corruption instead of refusing to open (`--repair`).
+    pub repair: bool,
+}
+
+impl Default for LogOptions {
+    fn default() -> LogOptions {
+        LogOptions {
+            segment_bytes: 64 * 1024 * 1024,
+            repair: false,
+        }
+    }
+}
+
+/// The replay callback of [`Log::open`]: receives each record's location and
+/// payload; an `Err` aborts opening with [`LogError::Visit`].
+pub type Visitor<'a> = dyn FnMut(Location, &[u8]) -> Result<(), String> + 'a;
+
+/// Where a record is stored, for callers that index records themselves
+/// (partition logs serving Fetch with [`Log::read_at`]).
+///
+/// Records replayed from a snapshot are different: a snapshot stands for the
+/// state *before* its base, not for particular records of history, so all of
+/// its records are reported with `index` = the snapshot's base and
+/// `segment_base` = [`Location::SNAPSHOT`] (`u64::MAX`); their `position` is
+/// the frame's offset in the snapshot file and they cannot be read back with
+/// [`Log::read_at`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Location {
+    pub index: u64,
+    pub segment_base: u64,
+    /// Byte offset of the frame header in the segment file.
+    pub position: u64,
+    pub payload_len: u32,
+}
+
+impl Location {
+    /// The `segment_base` of records replayed from a snapshot.
+    pub const SNAPSHOT: u64 = u64::MAX;
+
+    /// Whether this record came from a snapshot rather than a segment.
+    pub fn is_snapshot(&self) -> bool {
+        self.segment_base == Location::SNAPSHOT
+    }
+
+    /// Bytes of the whole frame (header + payload), what [`Log::read_at`]
+    /// needs to return a record as stored.
+    pub fn frame_len(&self) -> usize {
+        super::frame::HEADER_BYTES + self.payload_len as usize
+    }
+}
+
+/// One segment, for retention decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// Index of the segment's first record.
+    pub base: u64,
+    pub bytes: u64,
+    /// Last modification, in milliseconds since the Unix epoch.
+    pub modified_ms: u64,
+}
+
+/// An fsync of everything appended up to `end`, detached from the log so that
+/// it can run on a blocking thread while appends continue (group commit).
+#[derive(Debug, Clone)]
+pub struct SyncJob {
+    file: Arc<File>,
+    end: u64,
+}
+
+impl SyncJob {
+    /// The index up to which (exclusive) this job makes records durable.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// fdatasyncs the active segment and returns [`SyncJob::end`], to be
+    /// passed to [`Log::mark_synced`]. After an error the kernel may have
+    /// dropped the unwritten pages, so the records must not be treated as
+    /// durable (and retrying the fsync does not prove they are).
+    pub fn run(self) -> io::Result<u64> {
+        self.file.sync_data()?;
+        Ok(self.end)
+    }
+}
+
+/// What we know about the newest snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SnapshotState {
+    base: u64,
+    bytes: u64,
+}
+
+/// A segmented append-only log in one directory. See the module docs.
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    options: LogOptions,
+    /// Sorted by base, contiguous, never empty; the last one is active.
+    segments: Vec<Segment>,
+    end: u64,
+    synced: u64,
+    snapshot: Option<SnapshotState>,
+    /// Set when a failed append could not be undone: the active segment may
+    /// end in garbage, so appending after it would bury good records behind
+    /// a frame that recovery rejects.
+    poisoned: Option<String>,
+}
+
+/// Writes framed bytes at an offset of the active segment; replaced in tests
+/// to inject write failures.
+type WriteAt<'a> = &'a mut dyn FnMut(&File, &[u8], u64) -> io::Result<()>;
+
+impl Log {
+    /// Opens (creating the directory and first segment if needed) and
+    /// replays: first the newest valid snapshot, then every segment from the
+    /// snapshot's base on, calling `visit(location, payload)` for each record
+    /// in index order. `visit` may return `Err` to abort opening
+    /// ([`LogError::Visit`]). See `recovery.rs` for what is repaired and what
+    /// is refused.
+    pub fn open(dir: &Path, options: LogOptions, visit: &mut Visitor<'_>) -> Result<Log, LogError> {
+        let recovered = recover(dir, &options, visit)?;
+        Ok(Log {
+            dir: dir.to_path_buf(),
+            options,
+            segments: recovered.segments,
+            end: recovered.end,
+            synced: recovered.end,
+            snapshot: recovered.snapshot.map(|m| SnapshotState {
+                base: m.base,
+                bytes: m.bytes,
+            }),
+            poisoned: None,
+        })
+    }
+
+    /// The directory this log lives in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends records with one write to the active segment (rolling first if
+    /// it is full) and returns where each went. Payloads must be non-empty and
+    /// at most [`MAX_RECORD_BYTES`](super::frame::MAX_RECORD_BYTES). If the
+    /// write fails (e.g. ENOSPC) the file is cut back to its previous length,
+    /// so the log is exactly as before; if even that fails, the log refuses
+    /// every later append.
+    pub fn append(&mut self, payloads: &[&[u8]]) -> io::Result<Vec<Location>> {
+        self.append_with(payloads, &mut |file, bytes, offset| {
+            file.write_all_at(bytes, offset)
+        })
+    }
+
+    fn append_with(&mut self, payloads: &[&[u8]], write: WriteAt<'_>) -> io::Result<Vec<Location>> {
+        self.check_not_poisoned()?;
+        if payloads.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut total = 0usize;
+        for payload in payloads {
+            check_payload_len(payload.len())?;
+            total = total.saturating_add(frame_bytes(payload.len()) as usize);
+        }
+        if self.active()?.bytes >= self.options.segment_bytes.max(1) {
+            self.roll()?;
+        }
+        let first_index = self.end;
+        let active = active_mut(&mut self.segments)?;
+        let before = active.bytes;
+        let mut framed = Vec::with_capacity(total);
+        let mut locations = Vec::with_capacity(payloads.len());
+        for (index, payload) in (first_index..).zip(payloads) {
+            locations.push(Location {
+                index,
+                segment_base: active.base,
+                position: before + framed.len() as u64,
+                // check_payload_len bounds it by MAX_RECORD_BYTES < u32::MAX.
+                payload_len: payload.len() as u32,
+            });
+            encode_frame(&mut framed, payload)?;
+        }
+        if let Err(err) = write(&active.file, &framed, before) {
+            // Cut off whatever part of the batch reached the file, durably, so
+            // that a failed batch can never reappear after a crash.
+            let undo = active
+                .file
+                .set_len(before)
+                .and_then(|()| active.file.sync_data());
+            if let Err(undo_err) = undo {
+                let reason = format!(
+                    "appending to {} failed ({err}) and truncating it back to {before} bytes also failed ({undo_err})",
+                    active.path.display()
+                );
+                tracing::error!("{reason}; the log refuses further appends");
+                self.poisoned = Some(reason.clone());
+                return Err(io::Error::new(err.kind(), reason));
+            }
+            return Err(err);
+        }
+        active.bytes = before + framed.len() as u64;
+        active.modified_ms = millis_since_epoch(SystemTime::now());
+        self.end = first_index + payloads.len() as u64;
+        Ok(locations)
+    }
+
+    /// Closes the active segment and starts a new one at `end`. The old one
+    /// is fsynced (with the directory) first, so that a closed segment is
+    /// always durable and never needs syncing again.
+    fn roll(&mut self) -> io::Result<()> {
+        self.active()?.file.sync_data()?;
+        fsync_dir(&self.dir)?;
+        self.synced = self.end;
+        let segment = Segment::create(&self.dir, self.end)?;
+        fsync_dir(&self.dir)?;
+        self.segments.push(segment);
+        Ok(())
+    }
+
+    /// Index of the next record to be appended.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Index of the first record still stored in a segment; moves forward
+    /// with snapshots and retention.
+    pub fn start(&self) -> u64 {
+        self.segments.first().map_or(self.end, |s| s.base)
+    }
+
+    /// Every record with an index below this is known to be durable.
+    pub fn synced(&self) -> u64 {
+        self.synced
+    }
+
+    /// A job that fsyncs everything appended so far, or None if nothing is
+    /// unsynced. Syncing the active segment is enough because rolling already
+    /// fsynced every closed one.
+    pub fn sync_job(&self) -> Option<SyncJob> {
+        if self.synced >= self.end {
+            return None;
+        }
+        let active = self.segments.last()?;
+        Some(SyncJob {
+            file: Arc::clone(&active.file),
+            end: self.end,
+        })
+    }
+
+    /// Records that a [`SyncJob`] succeeded. Jobs may finish out of order, so
+    /// an end lower than the current one is ignored.
+    pub fn mark_synced(&mut self, end: u64) {
+        self.synced = self.synced.max(end.min(self.end));
+    }
+
+    /// fsyncs everything appended so far, on the calling thread.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.active()?.file.sync_data()?;
+        self.synced = self.end;
+        Ok(())
+    }
+
+    /// Reads `len` bytes at `position` of segment `segment_base` (typically a
+    /// whole frame, see [`Location::frame_len`]). Fails if the segment no
+    /// longer exists or the range goes past the records it holds.
+    pub fn read_at(&self, segment_base: u64, position: u64, len: usize) -> io::Result<Vec<u8>> {
+        let segment = self
+            .segments
+            .binary_search_by_key(&segment_base, |s| s.base)
+            .ok()
+            .and_then(|i| self.segments.get(i))
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!(
+                        "segment {segment_base} of {} no longer exists",
+                        self.dir.display()
+                    ),
+                )
+            })?;
+        let in_range = position
+            .checked_add(len as u64)
+            .is_some_and(|end| end <= segment.bytes);
+        if !in_range {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "reading {len} bytes at {position} goes past the {} bytes of {}",
+                    segment.bytes,
+                    segment.path.display()
+                ),
+            ));
+        }
+        let mut buf = vec![0u8; len];
+        segment.file.read_exact_at(&mut buf, position)?;
+        Ok(buf)
+    }
+
+    /// The segments, oldest first, for retention decisions.
+    pub fn segments(&self) -> Vec<SegmentInfo> {
+        self.segments
+            .iter()
+            .map(|s| SegmentInfo {
+                base: s.base,
+                bytes: s.bytes,
+                modified_ms: s.modified_ms,
+            })
+            .collect()
+    }
+
+    /// Deletes the oldest closed segment (never the active one) and returns
+    /// what it was; [`Log::start`] moves to the next segment's base. Refused
+    /// on a log with a snapshot, whose recovery needs every segment after it.
+    pub fn delete_oldest_segment(&mut self) -> io::Result<Option<SegmentInfo>> {
+        if self.snapshot.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a log compacted by snapshots cannot also drop segments by retention",
+            ));
+        }
+        let Some(oldest) = self.segments.first().filter(|_| self.segments.len() > 1) else {
+            return Ok(None);
+        };
+        let info = SegmentInfo {
+            base: oldest.base,
+            bytes: oldest.bytes,
+            modified_ms: oldest.modified_ms,
+        };
+        fs::remove_file(&oldest.path)?;
+        self.segments.remove(0);
+        fsync_dir(&self.dir)?;
+        Ok(Some(info))
+    }
+
+    /// Bytes of segment files not covered by the newest snapshot: what a
+    /// recovery would replay on top of it, to decide when to snapshot again.
+    pub fn bytes_since_snapshot(&self) -> u64 {
+        let base = self.snapshot.map_or(0, |s| s.base);
+        self.segments
+            .iter()
+            .filter(|s| s.base >= base)
+            .map(|s| s.bytes)
+            .sum()
+    }
+
+    /// Size of the newest snapshot file (0 if none).
+    pub fn snapshot_bytes(&self) -> u64 {
+        self.snapshot.map_or(0, |s| s.bytes)
+    }
+
+    /// Starts a snapshot at [`Log::end`]: rolls the active segment, so that
+    /// every earlier record is in closed, fsynced segments and the records
+    /// after the snapshot start in a segment of their own, then returns the
+    /// plan for [`SnapshotPlan::write`]. The caller must capture its state as
+    /// of this point (after applying exactly the records below `end`).
+    pub fn begin_snapshot(&mut self) -> io::Result<SnapshotPlan> {
+        self.check_not_poisoned()?;
+        if self.active()?.bytes > 0 {
+            self.roll()?;
+        }
+        Ok(SnapshotPlan {
+            dir: self.dir.clone(),
+            base: self.end,
+        })
+    }
+
+    /// Completes a snapshot written by [`SnapshotPlan::write`]: deletes every
+    /// segment before its base and every older snapshot, then fsyncs the
+    /// directory. A crash in the middle is harmless: open finishes the job.
+    pub fn finish_snapshot(&mut self, done: SnapshotDone) -> io::Result<()> {
+        if self.snapshot.is_some_and(|s| s.base > done.base) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("snapshot {} is older than the current one", done.base),
+            ));
+        }
+        if !self.segments.iter().any(|s| s.base == done.base) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "snapshot {} does not start at a segment of this log",
+                    done.base
+                ),
+            ));
+        }
+        let covered = self.segments.partition_point(|s| s.base < done.base);
+        for segment in self.segments.get(..covered).unwrap_or_default() {
+            remove_if_present(&segment.path)?;
+        }
+        self.segments.drain(..covered);
+        for entry in fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let older = entry
+                .file_name()
+                .to_str()
+                .and_then(parse_snapshot_file_name)
+                .is_some_and(|base| base < done.base);
+            if older {
+                remove_if_present(&entry.path())?;
+            }
+        }
+        fsync_dir(&self.dir)?;
+        self.snapshot = Some(SnapshotState {
+            base: done.base,
+            bytes: done.bytes,
+        });
+        Ok(())
+    }
+
+    fn active(&self) -> io::Result<&Segment> {
+        self.segments.last().ok_or_else(no_active_segment)
+    }
+
+    fn check_not_poisoned(&self) -> io::Result<()> {
+        match &self.poisoned {
+            Some(reason) => Err(io::Error::other(format!("log is unusable: {reason}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The active segment, borrowed from the segment list alone so that the rest
+/// of the log stays usable (a method on `&mut Log` would borrow all of it).
+fn active_mut(segments: &mut [Segment]) -> io::Result<&mut Segment> {
+    segments.last_mut().ok_or_else(no_active_segment)
+}
+
+/// The invariant "there is always an active segment" is broken; reported as
+/// an error rather than a panic.
+fn no_active_segment() -> io::Error {
+    io::Error::other("log has no active segment")
+}
+
+/// Deletes a file, treating "already gone" as success, so that retrying a
+/// half-done cleanup works.
+fn remove_if_present(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(err) if err.kind() != io::ErrorKind::NotFound => Err(err),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+impl Log {
+    /// Test seam: [`Log::append`] with the write replaced, to simulate a disk
+    /// that fails part-way through a batch.
+    pub(crate) fn append_via(
+        &mut self,
+        payloads: &[&[u8]],
+        write: WriteAt<'_>,
+    ) -> io::Result<Vec<Location>> {
+        self.append_with(payloads, write)
+    }
+
+    /// Test seam: swaps the active segment's handle for a read-only one, so
+    /// that the truncation undoing a failed write fails for real.
+    pub(crate) fn make_active_read_only(&mut self) -> io::Result<()> {
+        let active = active_mut(&mut self.segments)?;
+        active.file = Arc::new(File::open(&active.path)?);
+        Ok(())
+    }
+}

@@ -1,0 +1,305 @@
+//! Opening a log directory: pick the state to start from, replay it, and
+//! clean up what a crash left behind.
+//!
+//! The rules separate what a crash *can* leave (a torn last record in the
+//! active segment, a `.tmp` snapshot, segments a finished snapshot had not yet
+//! deleted) from what it cannot (damage in the middle of a file, a missing
+//! segment). The first is repaired silently apart from a warning, because it
+//! only ever loses records that were never acknowledged as durable. The second
+//! stops the daemon with [`LogError::Corrupt`] unless the operator asked for
+//! `--repair`, because continuing would silently drop acknowledged records.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::error::LogError;
+use super::frame::Stop;
+use super::fsutil::fsync_dir;
+use super::log::{LogOptions, Visitor};
+use super::segment::{parse_segment_file_name, segment_file_name, Segment};
+use super::snapshot::{
+    self, is_tmp_file_name, parse_snapshot_file_name, snapshot_file_name, SnapshotMeta,
+};
+
+/// What [`recover`] hands to [`Log`](super::log::Log).
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    /// Never empty; the last one is the active segment.
+    pub segments: Vec<Segment>,
+    /// Index of the next record to append.
+    pub end: u64,
+    pub snapshot: Option<SnapshotMeta>,
+}
+
+/// The directory's files, by kind, sorted by index.
+#[derive(Debug, Default)]
+struct Listing {
+    segments: Vec<u64>,
+    snapshots: Vec<u64>,
+    tmp: Vec<PathBuf>,
+}
+
+/// See [`Log::open`](super::log::Log::open).
+pub(crate) fn recover(
+    dir: &Path,
+    options: &LogOptions,
+    visit: &mut Visitor<'_>,
+) -> Result<Recovered, LogError> {
+    let mut dir_changed = create_dir(dir)?;
+    let mut listing = list(dir)?;
+
+    for tmp in &listing.tmp {
+        tracing::warn!(file = %tmp.display(), "deleting a temporary file left by an interrupted snapshot");
+        fs::remove_file(tmp).map_err(LogError::io(tmp))?;
+        dir_changed = true;
+    }
+
+    let snapshot = choose_snapshot(dir, &listing, options.repair)?;
+    let first_index = match &snapshot {
+        Some(meta) => meta.base,
+        None => listing.segments.first().copied().unwrap_or(0),
+    };
+    if let Some(meta) = &snapshot {
+        // Left over when a crash interrupted finish_snapshot: the snapshot
+        // already stands for them.
+        for &base in listing.segments.iter().filter(|&&b| b < meta.base) {
+            let path = dir.join(segment_file_name(base));
+            tracing::info!(file = %path.display(), "deleting a segment covered by snapshot {}", meta.base);
+            fs::remove_file(&path).map_err(LogError::io(&path))?;
+            dir_changed = true;
+        }
+        listing.segments.retain(|&b| b >= meta.base);
+        for &base in listing.snapshots.iter().filter(|&&b| b < meta.base) {
+            let path = dir.join(snapshot_file_name(base));
+            fs::remove_file(&path).map_err(LogError::io(&path))?;
+            dir_changed = true;
+        }
+        snapshot::replay(meta, visit)?;
+    }
+
+    let mut replayed = replay_segments(dir, &listing.segments, first_index, options.repair, visit)?;
+    dir_changed |= replayed.dir_changed;
+    if replayed.segments.is_empty() {
+        let segment = Segment::create(dir, replayed.end).map_err(LogError::io(dir))?;
+        replayed.segments.push(segment);
+        dir_changed = true;
+    }
+    // After a process crash the replayed records may still be only in the
+    // page cache; syncing once here lets the log start with synced() == end().
+    if let Some(active) = replayed.segments.last() {
+        active
+            .file
+            .sync_data()
+            .map_err(LogError::io(&active.path))?;
+    }
+    if dir_changed {
+        fsync_dir(dir).map_err(LogError::io(dir))?;
+    }
+    Ok(Recovered {
+        segments: replayed.segments,
+        end: replayed.end,
+        snapshot,
+    })
+}
+
+/// Creates the log directory if needed; returns whether it did.
+fn create_dir(dir: &Path) -> Result<bool, LogError> {
+    if dir.is_dir() {
+        return Ok(false);
+    }
+    fs::create_dir_all(dir).map_err(LogError::io(dir))?;
+    // The new directory's own entry must survive a crash too.
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fsync_dir(parent).map_err(LogError::io(parent))?;
+    Ok(true)
+}
+
+fn list(dir: &Path) -> Result<Listing, LogError> {
+    let mut listing = Listing::default();
+    for entry in fs::read_dir(dir).map_err(LogError::io(dir))? {
+        let entry = entry.map_err(LogError::io(dir))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(base) = parse_segment_file_name(name) {
+            listing.segments.push(base);
+        } else if let Some(base) = parse_snapshot_file_name(name) {
+            listing.snapshots.push(base);
+        } else if is_tmp_file_name(name) {
+            listing.tmp.push(entry.path());
+        } else {
+            tracing::debug!(file = %entry.path().display(), "ignoring an unknown file in a log directory");
+        }
+    }
+    listing.segments.sort_unstable();
+    listing.snapshots.sort_unstable();
+    Ok(listing)
+}
+
+/// The newest snapshot that is valid and whose segments are all present, or
+/// None to replay segments alone. Falls back to replaying from index 0 when
+/// that history is still there, and otherwise refuses (unless repairing),
+/// because the state before the oldest segment would be missing.
+fn choose_snapshot(
+    dir: &Path,
+    listing: &Listing,
+    repair: bool,
+) -> Result<Option<SnapshotMeta>, LogError> {
+    let mut first_problem: Option<(PathBuf, u64, String)> = None;
+    let mut newest_valid: Option<SnapshotMeta> = None;
+    for &base in listing.snapshots.iter().rev() {
+        let path = dir.join(snapshot_file_name(base));
+        match snapshot::validate(dir, base).map_err(LogError::io(&path))? {
+            Ok(meta) if listing.segments.binary_search(&base).is_ok() => {
+                if first_problem.is_some() {
+                    tracing::warn!(file = %path.display(), "falling back to an older snapshot");
+                }
+                return Ok(Some(meta));
+            }
+            Ok(meta) => {
+                let reason = format!(
+                    "snapshot is valid but segment {} (the records after it) is missing",
+                    segment_file_name(base)
+                );
+                tracing::warn!(file = %path.display(), "{reason}");
+                first_problem.get_or_insert((path, 0, reason));
+                newest_valid.get_or_insert(meta);
+            }
+            Err(invalid) => {
+                tracing::warn!(file = %path.display(), offset = invalid.offset, "{}", invalid.reason);
+                first_problem.get_or_insert((path, invalid.offset, invalid.reason));
+            }
+        }
+    }
+    let Some((file, offset, reason)) = first_problem else {
+        return Ok(None);
+    };
+    if listing.segments.first() == Some(&0) {
+        tracing::warn!(
+            dir = %dir.display(),
+            "no usable snapshot; replaying the whole history from index 0 instead"
+        );
+        return Ok(None);
+    }
+    if !repair {
+        return Err(LogError::Corrupt {
+            file,
+            offset,
+            reason,
+        });
+    }
+    match &newest_valid {
+        Some(meta) => tracing::warn!(
+            file = %meta.path.display(),
+            "repair: starting from this snapshot; records after it that cannot be replayed are dropped"
+        ),
+        None => tracing::warn!(
+            dir = %dir.display(),
+            "repair: no valid snapshot; starting from the oldest segment, the state before it is lost"
+        ),
+    }
+    Ok(newest_valid)
+}
+
+/// What [`replay_segments`] found.
+#[derive(Debug)]
+struct Replayed {
+    segments: Vec<Segment>,
+    end: u64,
+    dir_changed: bool,
+}
+
+/// Replays segments `bases` (sorted) in order, checking that they are
+/// contiguous from `first_index`, truncating a torn tail of the last one, and
+/// applying `repair` to anything worse.
+fn replay_segments(
+    dir: &Path,
+    bases: &[u64],
+    first_index: u64,
+    repair: bool,
+    visit: &mut Visitor<'_>,
+) -> Result<Replayed, LogError> {
+    let mut replayed = Replayed {
+        segments: Vec::with_capacity(bases.len()),
+        end: first_index,
+        dir_changed: false,
+    };
+    for (i, &base) in bases.iter().enumerate() {
+        let later = bases.get(i + 1..).unwrap_or_default();
+        let path = dir.join(segment_file_name(base));
+        if base != replayed.end {
+            let reason = format!(
+                "segment starts at index {base} but the records before it end at index {}",
+                replayed.end
+            );
+            if !repair {
+                return Err(LogError::Corrupt {
+                    file: path,
+                    offset: 0,
+                    reason,
+                });
+            }
+            tracing::warn!(file = %path.display(), dropped_segments = later.len() + 1, "repair: {reason}; deleting it and every later segment");
+            delete_segments(dir, bases.get(i..).unwrap_or_default())?;
+            replayed.dir_changed = true;
+            break;
+        }
+        let mut segment = Segment::open(dir, base).map_err(LogError::io(&path))?;
+        let scan = segment.replay(visit)?;
+        replayed.end = base.saturating_add(scan.records);
+        match scan.stop {
+            Stop::End => replayed.segments.push(segment),
+            stop if later.is_empty() && stop.is_torn_tail() => {
+                tracing::warn!(
+                    file = %path.display(),
+                    offset = scan.stop_offset,
+                    dropped_bytes = segment.bytes.saturating_sub(scan.stop_offset),
+                    "truncating a torn write at the end of the log ({})",
+                    stop.describe()
+                );
+                segment
+                    .truncate(scan.stop_offset)
+                    .map_err(LogError::io(&path))?;
+                replayed.segments.push(segment);
+            }
+            stop => {
+                let mut reason = stop.describe();
+                if !later.is_empty() {
+                    reason.push_str(" (in a segment that is not the last one)");
+                }
+                if !repair {
+                    return Err(LogError::Corrupt {
+                        file: path,
+                        offset: scan.stop_offset,
+                        reason,
+                    });
+                }
+                tracing::warn!(
+                    file = %path.display(),
+                    offset = scan.stop_offset,
+                    dropped_bytes = segment.bytes.saturating_sub(scan.stop_offset),
+                    dropped_segments = later.len(),
+                    "repair: {reason}; truncating here and deleting every later segment"
+                );
+                segment
+                    .truncate(scan.stop_offset)
+                    .map_err(LogError::io(&path))?;
+                delete_segments(dir, later)?;
+                replayed.dir_changed = true;
+                replayed.segments.push(segment);
+                break;
+            }
+        }
+    }
+    Ok(replayed)
+}
+
+fn delete_segments(dir: &Path, bases: &[u64]) -> Result<(), LogError> {
+    for &base in bases {
+        let path = dir.join(segment_file_name(base));
+        fs::remove_file(&path).map_err(LogError::io(&path))?;
+    }
+    Ok(())
+}

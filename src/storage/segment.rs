@@ -1,0 +1,223 @@
+//! One segment file: `{base:020}.log`, the records from index `base` on.
+//!
+//! Naming a segment after the index of its first record lets recovery check
+//! that segments are contiguous and lets retention drop history by deleting
+//! whole files, without any separate index that could disagree with them.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufReader, Read};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::error::LogError;
+use super::frame::{FrameScanner, Scanned, Stop, HEADER_BYTES};
+use super::log::{Location, Visitor};
+
+const SEGMENT_SUFFIX: &str = ".log";
+
+/// Width of the zero-padded index in file names: enough for any u64, so that
+/// names sort in index order.
+pub(crate) const INDEX_DIGITS: usize = 20;
+
+/// Read buffer for replay: big enough to make sequential reads cheap, small
+/// enough not to matter per open log.
+const REPLAY_BUFFER: usize = 64 * 1024;
+
+pub(crate) fn segment_file_name(base: u64) -> String {
+    format!("{base:020}{SEGMENT_SUFFIX}")
+}
+
+/// The base of a segment file name, or None for any other file.
+pub(crate) fn parse_segment_file_name(name: &str) -> Option<u64> {
+    parse_index(name.strip_suffix(SEGMENT_SUFFIX)?)
+}
+
+/// Parses exactly [`INDEX_DIGITS`] ASCII digits, so that stray files such as
+/// `12.log` or `+0000000000000000001.log` are never mistaken for segments.
+pub(crate) fn parse_index(digits: &str) -> Option<u64> {
+    if digits.len() != INDEX_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Milliseconds since the Unix epoch, 0 for times before it.
+pub(crate) fn millis_since_epoch(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// An open segment file and what we know about it.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub base: u64,
+    pub path: PathBuf,
+    /// Shared so that a [`SyncJob`](super::log::SyncJob) can fsync the file on
+    /// another thread while appends continue.
+    pub file: Arc<File>,
+    /// Bytes of complete records; appends write at this offset.
+    pub bytes: u64,
+    /// Kept in memory (set from the file at open, bumped on append) so that
+    /// listing segments for retention never fails half-way.
+    pub modified_ms: u64,
+}
+
+impl Segment {
+    /// Opens an existing segment file for reading and appending.
+    pub fn open(dir: &Path, base: u64) -> io::Result<Segment> {
+        let path = dir.join(segment_file_name(base));
+        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let meta = file.metadata()?;
+        let modified_ms = meta.modified().map(millis_since_epoch).unwrap_or(0);
+        Ok(Segment {
+            base,
+            path,
+            file: Arc::new(file),
+            bytes: meta.len(),
+            modified_ms,
+        })
+    }
+
+    /// Creates an empty segment file, replacing any leftover file of the same
+    /// name (only ever an empty one from a roll that failed half-way). The
+    /// caller fsyncs the directory.
+    pub fn create(dir: &Path, base: u64) -> io::Result<Segment> {
+        let path = dir.join(segment_file_name(base));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        Ok(Segment {
+            base,
+            path,
+            file: Arc::new(file),
+            bytes: 0,
+            modified_ms: millis_since_epoch(SystemTime::now()),
+        })
+    }
+
+    /// Cuts the file at `len` and makes the cut durable before anything is
+    /// appended after it.
+    pub fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)?;
+        self.file.sync_all()?;
+        self.bytes = len;
+        Ok(())
+    }
+
+    /// Reads every record, numbering them from `self.base`, and calls `visit`
+    /// for each. Returns the number of records and why the scan stopped; the
+    /// caller decides whether a stop other than [`Stop::End`] is a torn tail
+    /// or corruption, because that depends on where the segment sits.
+    pub fn replay(&self, visit: &mut Visitor<'_>) -> Result<SegmentScan, LogError> {
+        let reader = BufReader::with_capacity(REPLAY_BUFFER, PositionalReader::new(&self.file));
+        let mut scanner = FrameScanner::new(reader, self.bytes);
+        let mut records = 0u64;
+        loop {
+            match scanner.next_frame().map_err(LogError::io(&self.path))? {
+                Scanned::Record { position, payload } => {
+                    let location = Location {
+                        index: self.base.saturating_add(records),
+                        segment_base: self.base,
+                        position,
+                        // The scanner never yields more than MAX_RECORD_BYTES.
+                        payload_len: u32::try_from(payload.len()).unwrap_or(u32::MAX),
+                    };
+                    visit(location, payload).map_err(LogError::Visit)?;
+                    records += 1;
+                }
+                Scanned::Stop(stop) => {
+                    return Ok(SegmentScan {
+                        records,
+                        stop,
+                        stop_offset: scanner.position(),
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// The result of replaying one segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SegmentScan {
+    pub records: u64,
+    pub stop: Stop,
+    /// Offset of the frame that stopped the scan (the file size at a clean end).
+    pub stop_offset: u64,
+}
+
+/// Reads a file with `pread`, so that scanning never depends on (or moves) the
+/// shared file cursor.
+pub(crate) struct PositionalReader<'a> {
+    file: &'a File,
+    offset: u64,
+}
+
+impl<'a> PositionalReader<'a> {
+    pub fn new(file: &'a File) -> PositionalReader<'a> {
+        PositionalReader { file, offset: 0 }
+    }
+}
+
+impl Read for PositionalReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read_at(buf, self.offset)?;
+        self.offset += n as u64;
+        Ok(n)
+    }
+}
+
+/// Bytes a record of `payload_len` occupies in a segment.
+pub(crate) fn frame_bytes(payload_len: usize) -> u64 {
+    (HEADER_BYTES + payload_len) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_names_are_zero_padded_and_parse_back() {
+        assert_eq!(segment_file_name(42), "00000000000000000042.log");
+        assert_eq!(parse_segment_file_name(&segment_file_name(42)), Some(42));
+        assert_eq!(
+            parse_segment_file_name(&segment_file_name(u64::MAX)),
+            Some(u64::MAX)
+        );
+    }
+
+    #[test]
+    fn other_file_names_are_not_segments() {
+        for name in [
+            "42.log",
+            "0000000000000000004x.log",
+            "00000000000000000042.log.tmp",
+            "00000000000000000042.snap",
+            "99999999999999999999.log",
+            "+0000000000000000042.log",
+            ".log",
+        ] {
+            assert_eq!(parse_segment_file_name(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn names_sort_in_index_order() {
+        let mut names: Vec<String> = [100u64, 9, 10_000, 0]
+            .iter()
+            .map(|&b| segment_file_name(b))
+            .collect();
+        names.sort();
+        let bases: Vec<u64> = names
+            .iter()
+            .filter_map(|n| parse_segment_file_name(n))
+            .collect();
+        assert_eq!(bases, vec![0, 9, 100, 10_000]);
+    }
+}
