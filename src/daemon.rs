@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::cluster::{self, Cluster, NodeInfo, TopicCreator};
 use crate::config::{Config, Endpoint};
+use crate::coordinator::Coordinator;
 use crate::server::{listener, Services};
 use crate::storage::fsutil::DirLock;
 use crate::topics::catalog::CatalogError;
@@ -26,6 +27,14 @@ pub enum StartError {
     Topic { name: String, message: String },
 }
 
+/// Options that are not configuration (one-off operator decisions).
+#[derive(Debug, Clone, Default)]
+pub struct StartOptions {
+    /// Truncate coordinator logs at the first corrupt record instead of
+    /// refusing to start (`kcoord serve --repair`).
+    pub repair: bool,
+}
+
 /// Entry point for starting kcoord.
 pub struct Daemon;
 
@@ -35,6 +44,8 @@ pub struct RunningDaemon {
     node: NodeInfo,
     shutdown: watch::Sender<bool>,
     listener: JoinHandle<()>,
+    services: Arc<Services>,
+    fatal: mpsc::UnboundedReceiver<String>,
     shutdown_timeout: Duration,
     _lock: DirLock,
 }
@@ -51,6 +62,10 @@ impl TopicCreator for CatalogCreator {
 impl Daemon {
     /// Opens the data dir, binds the listener and starts serving.
     pub async fn start(config: Config) -> Result<RunningDaemon, StartError> {
+        Self::start_with(config, StartOptions::default()).await
+    }
+
+    pub async fn start_with(config: Config, options: StartOptions) -> Result<RunningDaemon, StartError> {
         let data_dir = config.storage.data_dir.clone();
         let dd_err = |source| StartError::DataDir { path: data_dir.display().to_string(), source };
         std::fs::create_dir_all(&data_dir).map_err(dd_err)?;
@@ -87,21 +102,26 @@ impl Daemon {
             );
         }
 
+        let (fatal_tx, fatal) = mpsc::unbounded_channel();
+        let coordinator = Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx);
         let config = Arc::new(config);
-        let svc = Arc::new(Services {
+        let services = Arc::new(Services {
             cluster: Cluster::new(node.clone(), config.topics.auto_create, config.topics.default_partitions),
             topic_creator: Arc::new(CatalogCreator(catalog.clone())),
             catalog,
+            coordinator,
             config: config.clone(),
         });
         let (tx, rx) = watch::channel(false);
-        let task = tokio::spawn(listener::run(listener, svc, rx));
+        let task = tokio::spawn(listener::run(listener, services.clone(), rx));
         tracing::info!(%addr, node_id = node.node_id, cluster_id = %node.cluster_id, "kcoord started");
         Ok(RunningDaemon {
             addr,
             node,
             shutdown: tx,
             listener: task,
+            services,
+            fatal,
             shutdown_timeout: Duration::from_millis(config.server.shutdown_timeout_ms),
             _lock: lock,
         })
@@ -119,10 +139,24 @@ impl RunningDaemon {
         &self.node
     }
 
-    /// Stops accepting, lets connections finish their in-flight requests
-    /// (bounded by `server.shutdown_timeout_ms`), and flushes the logs.
+    /// The shared services (for embedding and tests).
+    pub fn services(&self) -> &Arc<Services> {
+        &self.services
+    }
+
+    /// Completes when a component failed beyond repair (a corrupt log at
+    /// start-up, a failed fsync); the daemon should then stop with an error.
+    pub async fn fatal_error(&mut self) -> String {
+        self.fatal.recv().await.unwrap_or_else(|| "fatal error channel closed".into())
+    }
+
+    /// Stops accepting and reading requests, unloads the coordinator (parked
+    /// JoinGroup/SyncGroup get NOT_COORDINATOR, pending writes are made
+    /// durable and acknowledged), then waits for connections to drain
+    /// (bounded by `server.shutdown_timeout_ms`).
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
+        self.services.coordinator.shutdown().await;
         let mut listener = self.listener;
         if tokio::time::timeout(self.shutdown_timeout, &mut listener).await.is_err() {
             tracing::warn!("connections did not finish within server.shutdown_timeout_ms; closing them");

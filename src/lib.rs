@@ -17,5 +17,5 @@ pub mod topics;
 mod daemon;
 
 pub use config::Config;
-pub use daemon::{Daemon, RunningDaemon, StartError};
+pub use daemon::{Daemon, RunningDaemon, StartError, StartOptions};
 pub use error_code::ErrorCode;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use kcoord::config::{ConfigBuilder, LogFormat};
-use kcoord::{Config, Daemon};
+use kcoord::{Config, Daemon, StartOptions};
 
 #[global_allocator]
 static ALLOC: kcoord::alloc_guard::GuardedAllocator = kcoord::alloc_guard::GuardedAllocator;
@@ -125,7 +125,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     init_logging(&config);
-    let _ = args.repair;
+    let options = StartOptions { repair: args.repair };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -133,12 +133,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(serve(config))
+    runtime.block_on(serve(config, options))
 }
 
-async fn serve(config: Config) -> ExitCode {
+async fn serve(config: Config, options: StartOptions) -> ExitCode {
     let data_dir = config.storage.data_dir.clone();
-    let daemon = match Daemon::start(config).await {
+    let mut daemon = match Daemon::start_with(config, options).await {
         Ok(d) => d,
         Err(e) => {
             eprintln!("kcoord: {e}");
@@ -153,10 +153,19 @@ async fn serve(config: Config) -> ExitCode {
         daemon.node().cluster_id,
         data_dir.display()
     );
-    wait_for_signal().await;
+    let failure = tokio::select! {
+        _ = wait_for_signal() => None,
+        message = daemon.fatal_error() => Some(message),
+    };
     tracing::info!("shutting down");
     daemon.shutdown().await;
-    ExitCode::SUCCESS
+    match failure {
+        None => ExitCode::SUCCESS,
+        Some(message) => {
+            eprintln!("kcoord: {message}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Waits for SIGINT (Ctrl-C) or SIGTERM.

@@ -49,12 +49,81 @@ fn sample_body(key: i16, version: i16) -> Option<Bytes> {
                 .with_client_software_version(s("1")),
             version,
         ),
+        8 => enc(
+            OffsetCommitRequest::default().with_group_id(GroupId(s("g"))).with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partitions(vec![offset_commit_request::OffsetCommitRequestPartition::default()]),
+            ]),
+            version,
+        ),
+        9 => enc(
+            if version >= 8 {
+                OffsetFetchRequest::default().with_groups(vec![offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(GroupId(s("g")))
+                    .with_topics(Some(vec![offset_fetch_request::OffsetFetchRequestTopics::default()
+                        .with_name(TopicName(s("t")))
+                        .with_partition_indexes(vec![0])]))])
+            } else {
+                OffsetFetchRequest::default().with_group_id(GroupId(s("g"))).with_topics(Some(vec![
+                    offset_fetch_request::OffsetFetchRequestTopic::default()
+                        .with_name(TopicName(s("t")))
+                        .with_partition_indexes(vec![0]),
+                ]))
+            },
+            version,
+        ),
+        11 => enc(
+            JoinGroupRequest::default()
+                .with_group_id(GroupId(s("g")))
+                .with_session_timeout_ms(10000)
+                .with_protocol_type(s("consumer"))
+                .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default()
+                    .with_name(s("range"))
+                    .with_metadata(bytes::Bytes::from_static(b"m"))]),
+            version,
+        ),
+        12 => enc(HeartbeatRequest::default().with_group_id(GroupId(s("g"))), version),
+        13 => enc(
+            if version >= 3 {
+                LeaveGroupRequest::default()
+                    .with_group_id(GroupId(s("g")))
+                    .with_members(vec![leave_group_request::MemberIdentity::default().with_member_id(s("m"))])
+            } else {
+                LeaveGroupRequest::default().with_group_id(GroupId(s("g"))).with_member_id(s("m"))
+            },
+            version,
+        ),
+        14 => enc(
+            SyncGroupRequest::default()
+                .with_group_id(GroupId(s("g")))
+                .with_protocol_type(if version >= 5 { Some(s("consumer")) } else { None })
+                .with_protocol_name(if version >= 5 { Some(s("range")) } else { None })
+                .with_assignments(vec![sync_group_request::SyncGroupRequestAssignment::default().with_member_id(s("m"))]),
+            version,
+        ),
+        15 => enc(DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]), version),
+        16 => enc(
+            ListGroupsRequest::default()
+                .with_states_filter(if version >= 4 { vec![s("stable")] } else { vec![] })
+                .with_types_filter(if version >= 5 { vec![s("classic")] } else { vec![] }),
+            version,
+        ),
+        42 => enc(DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("g"))]), version),
+        47 => enc(
+            OffsetDeleteRequest::default().with_group_id(GroupId(s("g"))).with_topics(vec![
+                offset_delete_request::OffsetDeleteRequestTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partitions(vec![offset_delete_request::OffsetDeleteRequestPartition::default()]),
+            ]),
+            version,
+        ),
         _ => None,
     }
 }
 
 /// Every API key the hostile suite knows how to build a request for.
-const COVERED: &[i16] = &[3, 10, 18];
+const COVERED: &[i16] = &[3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 42, 47];
 
 fn frame(key: i16, version: i16, body: &[u8]) -> Vec<u8> {
     let support = versions::lookup(key).unwrap();

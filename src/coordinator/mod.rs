@@ -11,7 +11,11 @@ pub mod messages;
 pub mod offsets;
 pub mod records;
 pub mod routing;
+pub mod service;
+pub mod shard;
 pub mod store;
 #[cfg(test)]
 pub mod testkit;
 pub mod timers;
+
+pub use service::{Coordinator, Unavailable};

@@ -11,7 +11,10 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::Services;
-use crate::protocol::api::{api_versions, find_coordinator, metadata};
+use crate::protocol::api::{
+    api_versions, delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups, metadata,
+    offset_commit, offset_delete, offset_fetch, sync_group,
+};
 use crate::protocol::header::{self, RequestHeader};
 use crate::protocol::versions::{self, ApiSupport};
 use crate::protocol::{DecodeError, EncodeError};
@@ -56,6 +59,8 @@ pub enum RouteError {
     Decode(#[from] DecodeError),
     #[error(transparent)]
     Encode(#[from] EncodeError),
+    #[error(transparent)]
+    Unavailable(#[from] crate::coordinator::Unavailable),
     #[error("{0}")]
     Other(String),
 }
@@ -142,6 +147,47 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
             let answers =
                 svc.cluster.find_coordinator(req.key_type, &req.keys, find_coordinator::share_allowed(v));
             find_coordinator::encode(&answers, v, out)?;
+        }
+        k if k == join_group::SUPPORT.key => {
+            let req = join_group::decode(body, v, ctx.client_id(), &ctx.client_host())?;
+            let resp = svc.coordinator.join_group(req).await?;
+            join_group::encode(&resp, v, out)?;
+        }
+        k if k == sync_group::SUPPORT.key => {
+            let resp = svc.coordinator.sync_group(sync_group::decode(body, v)?).await?;
+            sync_group::encode(&resp, v, out)?;
+        }
+        k if k == heartbeat::SUPPORT.key => {
+            let resp = svc.coordinator.heartbeat(heartbeat::decode(body, v)?).await?;
+            heartbeat::encode(&resp, v, out)?;
+        }
+        k if k == leave_group::SUPPORT.key => {
+            let resp = svc.coordinator.leave_group(leave_group::decode(body, v)?).await?;
+            leave_group::encode(&resp, v, out)?;
+        }
+        k if k == offset_commit::SUPPORT.key => {
+            let resp = svc.coordinator.offset_commit(offset_commit::decode(body, v)?).await?;
+            offset_commit::encode(&resp, v, out)?;
+        }
+        k if k == offset_fetch::SUPPORT.key => {
+            let resp = svc.coordinator.offset_fetch(offset_fetch::decode(body, v)?).await?;
+            offset_fetch::encode(&resp, v, out)?;
+        }
+        k if k == offset_delete::SUPPORT.key => {
+            let resp = svc.coordinator.offset_delete(offset_delete::decode(body, v)?).await?;
+            offset_delete::encode(&resp, v, out)?;
+        }
+        k if k == describe_groups::SUPPORT.key => {
+            let groups = svc.coordinator.describe_groups(describe_groups::decode(body, v)?).await?;
+            describe_groups::encode(&groups, v, out)?;
+        }
+        k if k == list_groups::SUPPORT.key => {
+            let resp = svc.coordinator.list_groups(list_groups::decode(body, v)?).await?;
+            list_groups::encode(&resp, v, out)?;
+        }
+        k if k == delete_groups::SUPPORT.key => {
+            let resp = svc.coordinator.delete_groups(delete_groups::decode(body, v)?).await?;
+            delete_groups::encode(&resp, v, out)?;
         }
         other => return Err(RouteError::Other(format!("no handler for API key {other}"))),
     }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::cluster::{Cluster, TopicCreator};
 use crate::config::Config;
+use crate::coordinator::Coordinator;
 use crate::topics::Catalog;
 
 /// Everything a request handler may use, shared by all connections.
@@ -18,4 +19,5 @@ pub struct Services {
     pub cluster: Cluster,
     pub catalog: Arc<Catalog>,
     pub topic_creator: Arc<dyn TopicCreator>,
+    pub coordinator: Coordinator,
 }

@@ -1,0 +1,294 @@
+//! The coordinator service: routes each request to the shard that owns its
+//! group, fans multi-group requests out, and does the checks Kafka's
+//! `KafkaApis` does before the coordinator sees a request (topics and
+//! partitions must exist for OffsetCommit and OffsetDelete).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use tokio::sync::{oneshot, Semaphore};
+
+use super::core::{CoreConfig, Request, Response};
+use super::messages::*;
+use super::routing::partition_for;
+use super::shard::{self, FatalSender, ShardHandle, ShardMsg, ShardSettings};
+use crate::config::Config;
+use crate::error_code::ErrorCode;
+use crate::topics::Catalog;
+
+/// The coordinator is gone (shutting down): the caller closes the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the group coordinator is shutting down")]
+pub struct Unavailable;
+
+pub type Result<T> = std::result::Result<T, Unavailable>;
+
+pub struct Coordinator {
+    shards: Vec<ShardHandle>,
+    catalog: Arc<Catalog>,
+}
+
+impl Coordinator {
+    /// Starts one shard per `offsets.partitions`, each loading its log in
+    /// the background (at most two at a time: the machine's cores).
+    pub fn start(config: &Config, catalog: Arc<Catalog>, repair: bool, fatal: FatalSender) -> Coordinator {
+        let root = config.storage.data_dir.join("coordinator");
+        let core = CoreConfig::from_config(config);
+        let permits = Arc::new(Semaphore::new(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)));
+        let shards = (0..config.offsets.partitions)
+            .map(|id| {
+                shard::spawn(
+                    ShardSettings {
+                        id,
+                        dir: root.join(format!("shard-{id:04}")),
+                        core: core.clone(),
+                        fsync: config.storage.fsync,
+                        fsync_interval: Duration::from_millis(config.storage.fsync_interval_ms),
+                        segment_bytes: config.offsets.segment_bytes,
+                        compaction_trigger_bytes: config.offsets.compaction_trigger_bytes,
+                        repair,
+                    },
+                    config.offsets.shard_mailbox,
+                    permits.clone(),
+                    fatal.clone(),
+                )
+            })
+            .collect();
+        Coordinator { shards, catalog }
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    fn shard_of(&self, group_id: &str) -> &ShardHandle {
+        let i = partition_for(group_id, self.shards.len() as u32) as usize;
+        &self.shards[i.min(self.shards.len() - 1)]
+    }
+
+    async fn call_shard(shard: &ShardHandle, req: Request) -> Result<Response> {
+        let (tx, rx) = oneshot::channel();
+        shard.tx.send(ShardMsg::Request { req, reply: tx }).await.map_err(|_| Unavailable)?;
+        rx.await.map_err(|_| Unavailable)
+    }
+
+    async fn call(&self, group_id: &str, req: Request) -> Result<Response> {
+        Self::call_shard(self.shard_of(group_id), req).await
+    }
+
+    pub async fn join_group(&self, req: JoinGroupRequest) -> Result<JoinGroupResponse> {
+        let g = req.group_id.clone();
+        match self.call(&g, Request::Join(req)).await? {
+            Response::Join(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn sync_group(&self, req: SyncGroupRequest) -> Result<SyncGroupResponse> {
+        let g = req.group_id.clone();
+        match self.call(&g, Request::Sync(req)).await? {
+            Response::Sync(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn heartbeat(&self, req: HeartbeatRequest) -> Result<HeartbeatResponse> {
+        let g = req.group_id.clone();
+        match self.call(&g, Request::Heartbeat(req)).await? {
+            Response::Heartbeat(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn leave_group(&self, req: LeaveGroupRequest) -> Result<LeaveGroupResponse> {
+        let g = req.group_id.clone();
+        match self.call(&g, Request::Leave(req)).await? {
+            Response::Leave(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Partitions of `topics` that the catalog does not know.
+    fn unknown_partitions<'a>(&self, topics: impl Iterator<Item = (&'a str, &'a [i32])>) -> Vec<(String, i32)> {
+        let mut unknown = Vec::new();
+        for (name, partitions) in topics {
+            let count = self.catalog.partitions(name);
+            for &p in partitions {
+                if !matches!(count, Some(n) if p >= 0 && p < n) {
+                    unknown.push((name.to_string(), p));
+                }
+            }
+        }
+        unknown
+    }
+
+    pub async fn offset_commit(&self, mut req: OffsetCommitRequest) -> Result<OffsetCommitResponse> {
+        let mut unknown = Vec::new();
+        for t in &req.topics {
+            let count = self.catalog.partitions(&t.name);
+            for p in &t.partitions {
+                if !matches!(count, Some(n) if p.partition >= 0 && p.partition < n) {
+                    unknown.push((t.name.clone(), p.partition));
+                }
+            }
+        }
+        if unknown.is_empty() {
+            // The common case: the shard answers every partition in request order.
+            let g = req.group_id.clone();
+            return match self.call(&g, Request::Commit(req)).await? {
+                Response::Commit(r) => Ok(r),
+                other => Err(unexpected(other)),
+            };
+        }
+        let order: Vec<(String, Vec<i32>)> =
+            req.topics.iter().map(|t| (t.name.clone(), t.partitions.iter().map(|p| p.partition).collect())).collect();
+        for t in &mut req.topics {
+            t.partitions.retain(|p| !unknown.iter().any(|(n, u)| *n == t.name && *u == p.partition));
+        }
+        req.topics.retain(|t| !t.partitions.is_empty());
+        let mut answered: Vec<TopicErrors> = Vec::new();
+        if !req.topics.is_empty() {
+            let g = req.group_id.clone();
+            answered = match self.call(&g, Request::Commit(req)).await? {
+                Response::Commit(r) => r.topics,
+                other => return Err(unexpected(other)),
+            };
+        }
+        Ok(OffsetCommitResponse { topics: merge_errors(&order, &answered, &unknown) })
+    }
+
+    pub async fn offset_fetch(&self, req: OffsetFetchRequest) -> Result<OffsetFetchResponse> {
+        let require_stable = req.require_stable;
+        let calls = req.groups.into_iter().map(|group| {
+            let shard = self.shard_of(&group.group_id).clone();
+            async move {
+                match Self::call_shard(&shard, Request::Fetch { group, require_stable }).await? {
+                    Response::Fetch(r) => Ok(r),
+                    other => Err(unexpected(other)),
+                }
+            }
+        });
+        let groups = join_all(calls).await.into_iter().collect::<Result<Vec<_>>>()?;
+        Ok(OffsetFetchResponse { groups })
+    }
+
+    pub async fn offset_delete(&self, mut req: OffsetDeleteRequest) -> Result<OffsetDeleteResponse> {
+        let order: Vec<(String, Vec<i32>)> = req.topics.iter().map(|t| (t.name.clone(), t.partitions.clone())).collect();
+        let unknown = self.unknown_partitions(req.topics.iter().map(|t| (t.name.as_str(), t.partitions.as_slice())));
+        for t in &mut req.topics {
+            t.partitions.retain(|p| !unknown.iter().any(|(n, u)| *n == t.name && u == p));
+        }
+        req.topics.retain(|t| !t.partitions.is_empty());
+        let g = req.group_id.clone();
+        let resp = match self.call(&g, Request::OffsetDelete(req)).await? {
+            Response::OffsetDelete(r) => r,
+            other => return Err(unexpected(other)),
+        };
+        if !resp.error.is_none() {
+            return Ok(resp);
+        }
+        Ok(OffsetDeleteResponse { error: ErrorCode::NONE, topics: merge_errors(&order, &resp.topics, &unknown) })
+    }
+
+    pub async fn describe_groups(&self, req: DescribeGroupsRequest) -> Result<Vec<DescribedGroup>> {
+        let calls = req.groups.into_iter().map(|group_id| {
+            let shard = self.shard_of(&group_id).clone();
+            let r = Request::Describe { group_id, version: req.version, include_authorized_operations: req.include_authorized_operations };
+            async move {
+                match Self::call_shard(&shard, r).await? {
+                    Response::Describe(d) => Ok(d),
+                    other => Err(unexpected(other)),
+                }
+            }
+        });
+        join_all(calls).await.into_iter().collect()
+    }
+
+    /// Lists every group of every shard. A shard that cannot answer (still
+    /// loading) makes its error the top-level error, as in Kafka.
+    pub async fn list_groups(&self, req: ListGroupsRequest) -> Result<ListGroupsResponse> {
+        let calls = self.shards.iter().map(|s| Self::call_shard(s, Request::List(req.clone())));
+        let mut error = ErrorCode::NONE;
+        let mut groups = Vec::new();
+        for r in join_all(calls).await {
+            match r? {
+                Response::List(l) => {
+                    if !l.error.is_none() && error.is_none() {
+                        error = l.error;
+                    }
+                    groups.extend(l.groups);
+                }
+                other => return Err(unexpected(other)),
+            }
+        }
+        groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        Ok(ListGroupsResponse { error, groups })
+    }
+
+    /// Deletes groups (duplicates in the request are answered once).
+    pub async fn delete_groups(&self, groups: Vec<String>) -> Result<DeleteGroupsResponse> {
+        let mut distinct: Vec<String> = Vec::with_capacity(groups.len());
+        for g in groups {
+            if !distinct.contains(&g) {
+                distinct.push(g);
+            }
+        }
+        let calls = distinct.into_iter().map(|group_id| {
+            let shard = self.shard_of(&group_id).clone();
+            async move {
+                match Self::call_shard(&shard, Request::Delete { group_id: group_id.clone() }).await? {
+                    Response::Delete(e) => Ok((group_id, e)),
+                    other => Err(unexpected(other)),
+                }
+            }
+        });
+        let results = join_all(calls).await.into_iter().collect::<Result<Vec<_>>>()?;
+        Ok(DeleteGroupsResponse { results })
+    }
+
+    /// Unloads every shard: parked requests get NOT_COORDINATOR, pending
+    /// writes are made durable, logs are closed.
+    pub async fn shutdown(&self) {
+        let waits = self.shards.iter().map(|s| async move {
+            let (tx, rx) = oneshot::channel();
+            if s.tx.send(ShardMsg::Shutdown { done: tx }).await.is_ok() {
+                let _ = rx.await;
+            }
+        });
+        join_all(waits).await;
+    }
+}
+
+fn unexpected(r: Response) -> Unavailable {
+    tracing::error!(response = ?r, "shard answered with the wrong response type");
+    Unavailable
+}
+
+/// Rebuilds per-topic errors in request order from the shard's answers and
+/// the partitions rejected before the shard.
+fn merge_errors(order: &[(String, Vec<i32>)], answered: &[TopicErrors], unknown: &[(String, i32)]) -> Vec<TopicErrors> {
+    order
+        .iter()
+        .map(|(name, partitions)| TopicErrors {
+            name: name.clone(),
+            partitions: partitions
+                .iter()
+                .map(|&p| {
+                    let error = if unknown.iter().any(|(n, u)| n == name && *u == p) {
+                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+                    } else {
+                        answered
+                            .iter()
+                            .filter(|t| t.name == *name)
+                            .flat_map(|t| t.partitions.iter())
+                            .find(|x| x.partition == p)
+                            .map(|x| x.error)
+                            .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
+                    };
+                    PartitionError { partition: p, error }
+                })
+                .collect(),
+        })
+        .collect()
+}

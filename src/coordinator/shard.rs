@@ -1,0 +1,441 @@
+//! A shard: the imperative shell around one [`ShardCore`].
+//!
+//! One tokio task owns the core and its log; requests arrive through a
+//! bounded mailbox, so group state needs no locks. The task:
+//! - loads the log first (on a blocking thread), answering
+//!   COORDINATOR_LOAD_IN_PROGRESS meanwhile (Heartbeat: NONE, as Kafka);
+//! - runs the core for each request and for due timers;
+//! - writes records as the core produces them, and holds back every answer
+//!   that depends on a write until the write is durable (`storage.fsync =
+//!   always`): one background fsync covers everything appended since the
+//!   last one, so throughput grows with concurrency (group commit);
+//! - compacts the log by snapshot when history outgrows live state.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::task::JoinHandle;
+
+use super::core::{CoreConfig, RandomIds, Reply, ReplyToken, Request, Response, ShardCore};
+use super::messages::HeartbeatResponse;
+use super::records::{self, RecordError};
+use super::store::RecordSink;
+use crate::config::FsyncPolicy;
+use crate::error_code::ErrorCode;
+use crate::storage::{Log, LogOptions, SnapshotDone};
+
+/// Wall-clock milliseconds since the epoch: the core's notion of time
+/// (Kafka's coordinator uses wall-clock time too).
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// A message to a shard.
+pub enum ShardMsg {
+    Request { req: Request, reply: oneshot::Sender<Response> },
+    Shutdown { done: oneshot::Sender<()> },
+}
+
+/// How to reach a shard.
+#[derive(Clone)]
+pub struct ShardHandle {
+    pub id: u32,
+    pub tx: mpsc::Sender<ShardMsg>,
+}
+
+/// Everything a shard needs to run.
+#[derive(Debug, Clone)]
+pub struct ShardSettings {
+    pub id: u32,
+    pub dir: PathBuf,
+    pub core: CoreConfig,
+    pub fsync: FsyncPolicy,
+    pub fsync_interval: Duration,
+    pub segment_bytes: u64,
+    pub compaction_trigger_bytes: u64,
+    pub repair: bool,
+}
+
+/// Unrecoverable shard failures (corrupt log, failed fsync) are reported
+/// here; the daemon stops.
+pub type FatalSender = mpsc::UnboundedSender<String>;
+
+/// Starts a shard task.
+pub fn spawn(settings: ShardSettings, mailbox: usize, load_permits: Arc<Semaphore>, fatal: FatalSender) -> ShardHandle {
+    let (tx, rx) = mpsc::channel(mailbox);
+    let id = settings.id;
+    tokio::spawn(run(settings, rx, load_permits, fatal));
+    ShardHandle { id, tx }
+}
+
+/// Writes records to the log, remembering whether anything was written.
+struct LogSink<'a> {
+    log: &'a mut Log,
+    wrote: bool,
+    shard: u32,
+}
+
+impl RecordSink for LogSink<'_> {
+    fn append(&mut self, payloads: &[Bytes]) -> Result<(), ErrorCode> {
+        let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_ref()).collect();
+        match self.log.append(&refs) {
+            Ok(_) => {
+                self.wrote = true;
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(shard = self.shard, error = %e, "coordinator log write failed");
+                Err(ErrorCode::KAFKA_STORAGE_ERROR)
+            }
+        }
+    }
+}
+
+/// Loads a shard's log into a fresh core (blocking).
+fn load(settings: &ShardSettings) -> Result<(ShardCore, Log), String> {
+    let started = std::time::Instant::now();
+    let mut core = ShardCore::new(settings.core.clone(), Box::new(RandomIds));
+    let mut records_loaded: u64 = 0;
+    let options = LogOptions { segment_bytes: settings.segment_bytes, repair: settings.repair };
+    let log = Log::open(&settings.dir, options, &mut |loc, payload| match records::decode(payload) {
+        Ok(stored) => {
+            core.load(stored);
+            records_loaded += 1;
+            Ok(())
+        }
+        Err(RecordError::UnknownKeyVersion(v)) => {
+            // A record type kcoord does not use (e.g. KIP-848 groups): skip it.
+            tracing::warn!(shard = settings.id, index = loc.index, key_version = v, "skipping a record of an unknown type");
+            Ok(())
+        }
+        Err(e) => Err(format!("record {} is unreadable: {e}", loc.index)),
+    })
+    .map_err(|e| format!("coordinator shard {} ({}): {e}", settings.id, settings.dir.display()))?;
+    if records_loaded > 0 {
+        tracing::info!(
+            shard = settings.id,
+            records = records_loaded,
+            groups = core.groups().count(),
+            offsets = core.store().offset_count(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "loaded coordinator shard"
+        );
+    }
+    Ok((core, log))
+}
+
+/// Awaits an optional future; never completes if there is none.
+async fn maybe<F: Future + Unpin>(f: Option<&mut F>) -> F::Output {
+    match f {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+fn loading_response(req: &Request) -> Response {
+    match req {
+        // Kafka answers heartbeats "blindly" while loading.
+        Request::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse { error: ErrorCode::NONE }),
+        other => other.error_response(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS),
+    }
+}
+
+async fn run(settings: ShardSettings, mut rx: mpsc::Receiver<ShardMsg>, permits: Arc<Semaphore>, fatal: FatalSender) {
+    let load_settings = settings.clone();
+    let loading = async move {
+        let _permit = permits.acquire_owned().await;
+        tokio::task::spawn_blocking(move || load(&load_settings))
+            .await
+            .unwrap_or_else(|e| Err(format!("loading panicked: {e}")))
+    };
+    tokio::pin!(loading);
+    let (core, log) = loop {
+        tokio::select! {
+            loaded = &mut loading => match loaded {
+                Ok(v) => break v,
+                Err(e) => {
+                    let _ = fatal.send(e);
+                    // Keep answering until the daemon stops.
+                    while let Some(msg) = rx.recv().await {
+                        match msg {
+                            ShardMsg::Request { req, reply } => {
+                                let _ = reply.send(req.error_response(ErrorCode::COORDINATOR_NOT_AVAILABLE));
+                            }
+                            ShardMsg::Shutdown { done } => {
+                                let _ = done.send(());
+                                return;
+                            }
+                        }
+                    }
+                    return;
+                }
+            },
+            msg = rx.recv() => match msg {
+                Some(ShardMsg::Request { req, reply }) => {
+                    let _ = reply.send(loading_response(&req));
+                }
+                Some(ShardMsg::Shutdown { done }) => {
+                    let _ = done.send(());
+                    return;
+                }
+                None => return,
+            },
+        }
+    };
+    let mut shard = Shard::new(settings, core, log, fatal);
+    shard.serve(rx).await;
+}
+
+/// The state of a loaded shard.
+struct Shard {
+    settings: ShardSettings,
+    core: ShardCore,
+    log: Log,
+    fatal: FatalSender,
+    pending: HashMap<ReplyToken, oneshot::Sender<Response>>,
+    next_token: ReplyToken,
+    /// Answers held until the log is durable up to the given end.
+    waiting: VecDeque<(u64, Reply)>,
+    sync: Option<JoinHandle<std::io::Result<u64>>>,
+    compaction: Option<JoinHandle<std::io::Result<SnapshotDone>>>,
+    failed: bool,
+}
+
+enum Event {
+    Synced(Result<std::io::Result<u64>, tokio::task::JoinError>),
+    Compacted(Result<std::io::Result<SnapshotDone>, tokio::task::JoinError>),
+    Msg(Option<ShardMsg>),
+    Timer,
+    Tick,
+}
+
+/// Requests handled before group-committing their writes.
+const MAX_BATCH: usize = 512;
+
+impl Shard {
+    fn new(settings: ShardSettings, core: ShardCore, log: Log, fatal: FatalSender) -> Self {
+        let mut shard = Shard {
+            settings,
+            core,
+            log,
+            fatal,
+            pending: HashMap::new(),
+            next_token: 0,
+            waiting: VecDeque::new(),
+            sync: None,
+            compaction: None,
+            failed: false,
+        };
+        let mut out = Vec::new();
+        let mut sink = LogSink { log: &mut shard.log, wrote: false, shard: shard.settings.id };
+        shard.core.on_loaded(now_ms(), &mut sink, &mut out);
+        let wrote = sink.wrote;
+        shard.route(out, wrote);
+        shard
+    }
+
+    async fn serve(&mut self, mut rx: mpsc::Receiver<ShardMsg>) {
+        let timer = tokio::time::sleep(Duration::from_secs(3600));
+        tokio::pin!(timer);
+        let mut ticker = tokio::time::interval(self.settings.fsync_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let interval_sync = self.settings.fsync == FsyncPolicy::Interval;
+        loop {
+            let sleep_for = match self.core.next_deadline() {
+                Some(d) => Duration::from_millis((d - now_ms()).max(0) as u64),
+                None => Duration::from_secs(3600),
+            };
+            timer.as_mut().reset(tokio::time::Instant::now() + sleep_for);
+            let event = tokio::select! {
+                biased;
+                r = maybe(self.sync.as_mut()) => Event::Synced(r),
+                r = maybe(self.compaction.as_mut()) => Event::Compacted(r),
+                m = rx.recv() => Event::Msg(m),
+                _ = &mut timer => Event::Timer,
+                _ = ticker.tick(), if interval_sync => Event::Tick,
+            };
+            match event {
+                Event::Synced(r) => {
+                    self.sync = None;
+                    self.on_synced(r);
+                }
+                Event::Compacted(r) => {
+                    self.compaction = None;
+                    self.on_compacted(r);
+                }
+                Event::Msg(None) => return self.shutdown(None).await,
+                Event::Msg(Some(ShardMsg::Shutdown { done })) => return self.shutdown(Some(done)).await,
+                Event::Msg(Some(ShardMsg::Request { req, reply })) => {
+                    self.handle(req, reply);
+                    // Take whatever else is queued before committing (group commit).
+                    for _ in 0..MAX_BATCH {
+                        match rx.try_recv() {
+                            Ok(ShardMsg::Request { req, reply }) => self.handle(req, reply),
+                            Ok(ShardMsg::Shutdown { done }) => return self.shutdown(Some(done)).await,
+                            Err(_) => break,
+                        }
+                    }
+                    self.fire_timers();
+                }
+                Event::Timer => self.fire_timers(),
+                Event::Tick => self.start_sync(),
+            }
+            if self.settings.fsync == FsyncPolicy::Always {
+                self.start_sync();
+            }
+            self.maybe_compact();
+        }
+    }
+
+    fn handle(&mut self, req: Request, reply: oneshot::Sender<Response>) {
+        if self.failed {
+            let _ = reply.send(req.error_response(ErrorCode::NOT_COORDINATOR));
+            return;
+        }
+        self.next_token += 1;
+        let token = self.next_token;
+        self.pending.insert(token, reply);
+        // OffsetFetch reads only durable offsets (read your acknowledged writes).
+        let read_durable = matches!(req, Request::Fetch { .. }) && self.log.synced() < self.log.end();
+        let mut out = Vec::new();
+        let mut sink = LogSink { log: &mut self.log, wrote: false, shard: self.settings.id };
+        self.core.handle(now_ms(), token, req, &mut sink, &mut out);
+        let wait = sink.wrote || read_durable;
+        self.route(out, wait);
+    }
+
+    fn fire_timers(&mut self) {
+        let mut out = Vec::new();
+        let mut sink = LogSink { log: &mut self.log, wrote: false, shard: self.settings.id };
+        self.core.fire_timers(now_ms(), &mut sink, &mut out);
+        let wrote = sink.wrote;
+        self.route(out, wrote);
+    }
+
+    /// Sends answers now, or holds them until the log is durable.
+    fn route(&mut self, out: Vec<Reply>, wait_for_durability: bool) {
+        let hold = wait_for_durability && self.settings.fsync == FsyncPolicy::Always && self.log.synced() < self.log.end();
+        let end = self.log.end();
+        for r in out {
+            if hold {
+                self.waiting.push_back((end, r));
+            } else {
+                self.deliver(r);
+            }
+        }
+    }
+
+    fn deliver(&mut self, r: Reply) {
+        if let Some(tx) = self.pending.remove(&r.token) {
+            let _ = tx.send(r.response);
+        }
+    }
+
+    fn start_sync(&mut self) {
+        if self.sync.is_some() || self.failed {
+            return;
+        }
+        if let Some(job) = self.log.sync_job() {
+            self.sync = Some(tokio::task::spawn_blocking(move || job.run()));
+        }
+    }
+
+    fn on_synced(&mut self, r: Result<std::io::Result<u64>, tokio::task::JoinError>) {
+        match r {
+            Ok(Ok(end)) => {
+                self.log.mark_synced(end);
+                let synced = self.log.synced();
+                while self.waiting.front().is_some_and(|(e, _)| *e <= synced) {
+                    if let Some((_, reply)) = self.waiting.pop_front() {
+                        self.deliver(reply);
+                    }
+                }
+            }
+            Ok(Err(e)) => self.fail(format!("fsync of coordinator shard {} failed: {e}", self.settings.id)),
+            Err(e) => self.fail(format!("fsync task of coordinator shard {} failed: {e}", self.settings.id)),
+        }
+    }
+
+    /// After a failed fsync nothing written since the last good one can be
+    /// trusted to be on disk; stop acknowledging and stop the daemon.
+    fn fail(&mut self, message: String) {
+        tracing::error!("{message}");
+        self.failed = true;
+        let _ = self.fatal.send(message);
+    }
+
+    fn maybe_compact(&mut self) {
+        if self.compaction.is_some() || self.failed {
+            return;
+        }
+        let since = self.log.bytes_since_snapshot();
+        if since < self.settings.compaction_trigger_bytes.max(self.log.snapshot_bytes()) {
+            return;
+        }
+        let plan = match self.log.begin_snapshot() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(shard = self.settings.id, error = %e, "cannot start compaction");
+                return;
+            }
+        };
+        let payloads = self.core.snapshot(now_ms());
+        tracing::info!(shard = self.settings.id, records = payloads.len(), history_bytes = since, "compacting coordinator log");
+        self.compaction = Some(tokio::task::spawn_blocking(move || {
+            let mut it = payloads.into_iter().map(|b| b.to_vec());
+            plan.write(&mut it)
+        }));
+    }
+
+    fn on_compacted(&mut self, r: Result<std::io::Result<SnapshotDone>, tokio::task::JoinError>) {
+        match r {
+            Ok(Ok(done)) => {
+                let (base, records, bytes) = (done.base(), done.records(), done.bytes());
+                match self.log.finish_snapshot(done) {
+                    Ok(()) => tracing::info!(shard = self.settings.id, base, records, bytes, "compaction finished"),
+                    Err(e) => tracing::warn!(shard = self.settings.id, error = %e, "cannot finish compaction"),
+                }
+            }
+            Ok(Err(e)) => tracing::warn!(shard = self.settings.id, error = %e, "compaction failed; will retry"),
+            Err(e) => tracing::warn!(shard = self.settings.id, error = %e, "compaction task failed"),
+        }
+    }
+
+    /// Kafka's unload: parked requests get NOT_COORDINATOR; pending writes
+    /// are made durable and acknowledged; then the task ends.
+    async fn shutdown(&mut self, done: Option<oneshot::Sender<()>>) {
+        let mut out = Vec::new();
+        self.core.unload(now_ms(), &mut out);
+        for r in out {
+            self.deliver(r);
+        }
+        if let Some(sync) = self.sync.take() {
+            let _ = sync.await;
+        }
+        if let Some(c) = self.compaction.take() {
+            if let Ok(Ok(done)) = c.await {
+                let _ = self.log.finish_snapshot(done);
+            }
+        }
+        if !self.failed {
+            match self.log.sync() {
+                Ok(()) => {
+                    while let Some((_, reply)) = self.waiting.pop_front() {
+                        self.deliver(reply);
+                    }
+                }
+                Err(e) => tracing::error!(shard = self.settings.id, error = %e, "final fsync failed"),
+            }
+        }
+        // Anything still pending is dropped: its connection sees the close.
+        self.pending.clear();
+        if let Some(done) = done {
+            let _ = done.send(());
+        }
+    }
+}
