@@ -35,6 +35,8 @@ pub enum Request {
     Describe { group_id: String, version: i16, include_authorized_operations: bool },
     List(ListGroupsRequest),
     Delete { group_id: String },
+    /// A topic was deleted: tombstone every group's offsets for it.
+    DeleteTopicOffsets { topic: String },
 }
 
 impl Request {
@@ -50,7 +52,7 @@ impl Request {
             Request::OffsetDelete(r) => &r.group_id,
             Request::Describe { group_id, .. } => group_id,
             Request::Delete { group_id } => group_id,
-            Request::List(_) => return None,
+            Request::List(_) | Request::DeleteTopicOffsets { .. } => return None,
         })
     }
 
@@ -71,7 +73,7 @@ impl Request {
             Request::OffsetDelete(_) => Response::OffsetDelete(OffsetDeleteResponse { error, topics: vec![] }),
             Request::Describe { group_id, .. } => Response::Describe(DescribedGroup::bare(group_id, error, "")),
             Request::List(_) => Response::List(ListGroupsResponse { error, groups: vec![] }),
-            Request::Delete { .. } => Response::Delete(error),
+            Request::Delete { .. } | Request::DeleteTopicOffsets { .. } => Response::Delete(error),
         }
     }
 }
@@ -334,6 +336,10 @@ impl ShardCore {
             }
             Request::Delete { group_id } => {
                 let err = offsets::delete_group(groups, &group_id, &mut cx);
+                cx.reply(token, Response::Delete(err));
+            }
+            Request::DeleteTopicOffsets { topic } => {
+                let err = offsets::delete_topic_offsets(&topic, &mut cx);
                 cx.reply(token, Response::Delete(err));
             }
         }

@@ -244,6 +244,27 @@ pub fn delete_group(groups: &mut HashMap<String, ClassicGroup>, group_id: &str, 
     }
 }
 
+/// Topic deletion (spec §3.5): tombstones for every group's offsets on the
+/// topic. Groups themselves stay (retention removes empty ones later).
+pub fn delete_topic_offsets(topic: &str, cx: &mut Cx) -> ErrorCode {
+    let mut records = Vec::new();
+    let mut groups: Vec<&String> = cx.store.groups_with_offsets().collect();
+    groups.sort();
+    for g in groups {
+        if let Some(parts) = cx.store.offsets(g).and_then(|t| t.get(topic)) {
+            let mut ps: Vec<i32> = parts.keys().copied().collect();
+            ps.sort_unstable();
+            for p in ps {
+                records.push(Record::offset_tombstone(g, topic, p));
+            }
+        }
+    }
+    match cx.append(records) {
+        Ok(()) => ErrorCode::NONE,
+        Err(e) => e,
+    }
+}
+
 /// Kafka's `OffsetExpirationCondition` for a group: the timestamp each
 /// offset's retention counts from, or None if nothing may expire now.
 fn expiration_base(g: &ClassicGroup) -> Option<Box<dyn Fn(&OffsetValue) -> i64 + '_>> {

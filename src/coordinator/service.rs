@@ -247,6 +247,24 @@ impl Coordinator {
         Ok(DeleteGroupsResponse { results })
     }
 
+    /// Tombstones every group's committed offsets for a deleted topic, on
+    /// every shard. Returns the first error, if any.
+    pub async fn delete_topic_offsets(&self, topic: &str) -> Result<ErrorCode> {
+        let calls = self
+            .shards
+            .iter()
+            .map(|s| Self::call_shard(s, Request::DeleteTopicOffsets { topic: topic.to_string() }));
+        let mut error = ErrorCode::NONE;
+        for r in join_all(calls).await {
+            match r? {
+                Response::Delete(e) if !e.is_none() && error.is_none() => error = e,
+                Response::Delete(_) => {}
+                other => return Err(unexpected(other)),
+            }
+        }
+        Ok(error)
+    }
+
     /// Unloads every shard: parked requests get NOT_COORDINATOR, pending
     /// writes are made durable, logs are closed.
     pub async fn shutdown(&self) {

@@ -986,3 +986,16 @@ fn list_groups_filters_by_state_and_type() {
     assert_eq!(list(&mut h, &["stable"], &["classic"]), vec!["stable"]);
     assert!(list(&mut h, &[], &["consumer"]).is_empty());
 }
+
+#[test]
+fn deleting_a_topic_tombstones_its_offsets_in_every_group() {
+    let mut h = Harness::new();
+    h.commit("a", "", -1, "gone", 0, 1);
+    h.commit("a", "", -1, "kept", 0, 2);
+    h.commit("b", "", -1, "gone", 3, 4);
+    let t = h.send(Request::DeleteTopicOffsets { topic: "gone".into() });
+    assert_eq!(h.take(t), Some(Response::Delete(ErrorCode::NONE)));
+    assert_eq!(h.fetch("a", "gone", 0).offset, -1);
+    assert_eq!(h.fetch("b", "gone", 3).offset, -1);
+    assert_eq!(h.fetch("a", "kept", 0).offset, 2);
+}
