@@ -153,6 +153,16 @@ async fn serve(config: Config, options: StartOptions) -> ExitCode {
         daemon.node().cluster_id,
         data_dir.display()
     );
+    let services = daemon.services().clone();
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        services.coordinator.wait_until_loaded().await;
+        tracing::info!(
+            shards = services.coordinator.shard_count(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "group coordinator ready: every shard loaded"
+        );
+    });
     let failure = tokio::select! {
         _ = wait_for_signal() => None,
         message = daemon.fatal_error() => Some(message),

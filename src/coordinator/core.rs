@@ -182,8 +182,11 @@ impl Cx<'_> {
     }
 
     /// Writes records and, only if the write succeeded, replays them into the
-    /// durable state. On failure nothing changed and the error is mapped as
-    /// Kafka maps coordinator write errors.
+    /// durable state. What is replayed is decoded from the very bytes that
+    /// were written, so live state equals a later recovery's by construction
+    /// (e.g. an OffsetCommitValue v1 carries no leader epoch, live or
+    /// reloaded, as in Kafka). On failure nothing changed and the error is
+    /// mapped as Kafka maps coordinator write errors.
     pub fn append(&mut self, records: Vec<Record>) -> Result<(), ErrorCode> {
         if records.is_empty() {
             return Ok(());
@@ -191,8 +194,11 @@ impl Cx<'_> {
         let payloads: Vec<Bytes> = records.iter().map(|r| records::encode(r, self.now)).collect();
         self.sink.append(&payloads).map_err(ErrorCode::for_coordinator_write)?;
         self.appended += payloads.len() as u64;
-        for record in records {
-            self.store.replay(&StoredRecord { timestamp: self.now, record });
+        for p in &payloads {
+            match records::decode(p) {
+                Ok(stored) => self.store.replay(&stored),
+                Err(e) => tracing::error!(error = %e, "a record we encoded does not decode"),
+            }
         }
         Ok(())
     }

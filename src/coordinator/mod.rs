@@ -16,6 +16,8 @@ pub mod shard;
 pub mod store;
 #[cfg(test)]
 pub mod testkit;
+#[cfg(test)]
+mod replay_tests;
 pub mod timers;
 
 pub use service::{Coordinator, Unavailable};

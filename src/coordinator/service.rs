@@ -12,7 +12,7 @@ use tokio::sync::{oneshot, Semaphore};
 use super::core::{CoreConfig, Request, Response};
 use super::messages::*;
 use super::routing::partition_for;
-use super::shard::{self, FatalSender, ShardHandle, ShardMsg, ShardSettings};
+use super::shard::{self, FatalSender, LoadProgress, ShardHandle, ShardMsg, ShardSettings};
 use crate::config::Config;
 use crate::error_code::ErrorCode;
 use crate::topics::Catalog;
@@ -27,6 +27,7 @@ pub type Result<T> = std::result::Result<T, Unavailable>;
 pub struct Coordinator {
     shards: Vec<ShardHandle>,
     catalog: Arc<Catalog>,
+    progress: Arc<LoadProgress>,
 }
 
 impl Coordinator {
@@ -36,6 +37,7 @@ impl Coordinator {
         let root = config.storage.data_dir.join("coordinator");
         let core = CoreConfig::from_config(config);
         let permits = Arc::new(Semaphore::new(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)));
+        let progress = Arc::new(LoadProgress::default());
         let shards = (0..config.offsets.partitions)
             .map(|id| {
                 shard::spawn(
@@ -52,10 +54,22 @@ impl Coordinator {
                     config.offsets.shard_mailbox,
                     permits.clone(),
                     fatal.clone(),
+                    progress.clone(),
                 )
             })
             .collect();
-        Coordinator { shards, catalog }
+        Coordinator { shards, catalog, progress }
+    }
+
+    /// Completes once every shard has loaded its log (until then, requests
+    /// for a loading shard get COORDINATOR_LOAD_IN_PROGRESS).
+    pub async fn wait_until_loaded(&self) {
+        self.progress.wait_for(self.shards.len()).await;
+    }
+
+    /// Shards loaded so far.
+    pub fn shards_loaded(&self) -> usize {
+        self.progress.loaded()
     }
 
     pub fn shard_count(&self) -> usize {

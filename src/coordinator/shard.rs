@@ -65,11 +65,46 @@ pub struct ShardSettings {
 /// here; the daemon stops.
 pub type FatalSender = mpsc::UnboundedSender<String>;
 
+/// Counts shards that finished loading, so callers can wait for all.
+#[derive(Debug, Default)]
+pub struct LoadProgress {
+    loaded: std::sync::atomic::AtomicUsize,
+    notify: tokio::sync::Notify,
+}
+
+impl LoadProgress {
+    fn mark_loaded(&self) {
+        self.loaded.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    pub fn loaded(&self) -> usize {
+        self.loaded.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits until `n` shards have loaded.
+    pub async fn wait_for(&self, n: usize) {
+        loop {
+            let notified = self.notify.notified();
+            if self.loaded() >= n {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
 /// Starts a shard task.
-pub fn spawn(settings: ShardSettings, mailbox: usize, load_permits: Arc<Semaphore>, fatal: FatalSender) -> ShardHandle {
+pub fn spawn(
+    settings: ShardSettings,
+    mailbox: usize,
+    load_permits: Arc<Semaphore>,
+    fatal: FatalSender,
+    progress: Arc<LoadProgress>,
+) -> ShardHandle {
     let (tx, rx) = mpsc::channel(mailbox);
     let id = settings.id;
-    tokio::spawn(run(settings, rx, load_permits, fatal));
+    tokio::spawn(run(settings, rx, load_permits, fatal, progress));
     ShardHandle { id, tx }
 }
 
@@ -145,7 +180,13 @@ fn loading_response(req: &Request) -> Response {
     }
 }
 
-async fn run(settings: ShardSettings, mut rx: mpsc::Receiver<ShardMsg>, permits: Arc<Semaphore>, fatal: FatalSender) {
+async fn run(
+    settings: ShardSettings,
+    mut rx: mpsc::Receiver<ShardMsg>,
+    permits: Arc<Semaphore>,
+    fatal: FatalSender,
+    progress: Arc<LoadProgress>,
+) {
     let load_settings = settings.clone();
     let loading = async move {
         let _permit = permits.acquire_owned().await;
@@ -188,6 +229,7 @@ async fn run(settings: ShardSettings, mut rx: mpsc::Receiver<ShardMsg>, permits:
         }
     };
     let mut shard = Shard::new(settings, core, log, fatal);
+    progress.mark_loaded();
     shard.serve(rx).await;
 }
 

@@ -138,14 +138,20 @@ impl Store {
         self.groups.len()
     }
 
-    /// The records that rebuild this state, for a compaction snapshot: every
-    /// group record, then every offset, then tombstones younger than
-    /// `tombstone_retention_ms` (older ones are forgotten here). Group
-    /// records come first so that loading recreates groups before their
-    /// offsets (an offset for an unknown group would create a simple group).
+    /// The records that rebuild this state, for a compaction snapshot:
+    /// tombstones younger than `tombstone_retention_ms` (older ones are
+    /// forgotten here), then every group record, then every offset. The
+    /// order matters for the live groups rebuilt on load: a tombstone must
+    /// not come after the values it no longer shadows (a group tombstone
+    /// after a later simple commit's offset would delete that group), and
+    /// group records come before offsets so that offsets do not create
+    /// simple groups in place of real ones.
     pub fn snapshot(&mut self, now: i64, tombstone_retention_ms: i64) -> Vec<Bytes> {
         self.tombstones.retain(|_, ts| now.saturating_sub(*ts) < tombstone_retention_ms);
         let mut out = Vec::with_capacity(self.groups.len() + self.offset_count + self.tombstones.len());
+        for (key, ts) in &self.tombstones {
+            out.push(records::encode(&Record { key: key.clone(), value: None }, *ts));
+        }
         let mut groups: Vec<_> = self.groups.iter().collect();
         groups.sort_by(|a, b| a.0.cmp(b.0));
         for (g, v) in groups {
@@ -157,9 +163,6 @@ impl Store {
                     out.push(records::encode(&Record::offset(g, t, *p, v.clone()), v.commit_timestamp));
                 }
             }
-        }
-        for (key, ts) in &self.tombstones {
-            out.push(records::encode(&Record { key: key.clone(), value: None }, *ts));
         }
         out
     }

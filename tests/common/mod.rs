@@ -85,7 +85,13 @@ async fn start_daemon(dir: &tempfile::TempDir, settings: &[String], addr: Option
     let mut last = None;
     for _ in 0..50 {
         match Daemon::start(config.clone()).await {
-            Ok(d) => return d,
+            Ok(d) => {
+                // Tests start once every coordinator shard has loaded.
+                tokio::time::timeout(DEADLINE, d.services().coordinator.wait_until_loaded())
+                    .await
+                    .expect("coordinator shards did not load");
+                return d;
+            }
             Err(e) => {
                 last = Some(e);
                 tokio::time::sleep(Duration::from_millis(100)).await;

@@ -1,0 +1,259 @@
+//! "The log is the truth": after any sequence of client operations, loading
+//! the records the shard wrote must rebuild exactly the durable state the live
+//! shard holds, and every Stable or Empty group must come back as it is live.
+//! The same holds for a compaction snapshot.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+
+use super::core::{Request, Response, ShardCore, CountingIds};
+use super::messages::*;
+use super::records;
+use super::testkit::{join, test_config, Harness};
+use crate::coordinator::classic::group::GroupState;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Join { slot: usize, version: i16, static_member: bool, changed: bool },
+    Sync { slot: usize },
+    Heartbeat { slot: usize },
+    Leave { slot: usize },
+    Commit { slot: usize, partition: i32, offset: i64, simple: bool },
+    DeleteGroup { group: usize },
+    DeleteOffsets { group: usize, partition: i32 },
+    DeleteTopic,
+    Advance { ms: i64 },
+}
+
+const GROUPS: usize = 2;
+const SLOTS: usize = 6;
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..SLOTS, prop_oneof![Just(3i16), Just(5i16), Just(9i16)], any::<bool>(), prop::bool::weighted(0.2))
+            .prop_map(|(slot, version, static_member, changed)| Op::Join { slot, version, static_member, changed }),
+        3 => (0..SLOTS).prop_map(|slot| Op::Sync { slot }),
+        2 => (0..SLOTS).prop_map(|slot| Op::Heartbeat { slot }),
+        1 => (0..SLOTS).prop_map(|slot| Op::Leave { slot }),
+        3 => (0..SLOTS, 0..3i32, 0..1000i64, any::<bool>())
+            .prop_map(|(slot, partition, offset, simple)| Op::Commit { slot, partition, offset, simple }),
+        1 => (0..GROUPS).prop_map(|group| Op::DeleteGroup { group }),
+        1 => (0..GROUPS, 0..3i32).prop_map(|(group, partition)| Op::DeleteOffsets { group, partition }),
+        1 => Just(Op::DeleteTopic),
+        2 => prop_oneof![Just(1i64), Just(5_000), Just(20_000), Just(700_000), Just(8 * 24 * 3600 * 1000)]
+            .prop_map(|ms| Op::Advance { ms }),
+    ]
+}
+
+/// What a simulated client knows.
+#[derive(Debug, Default, Clone)]
+struct Slot {
+    member_id: String,
+    generation: i32,
+}
+
+fn group_of(slot: usize) -> String {
+    format!("g{}", slot % GROUPS)
+}
+
+struct Sim {
+    h: Harness,
+    slots: Vec<Slot>,
+    tokens: HashMap<u64, usize>,
+}
+
+impl Sim {
+    fn absorb(&mut self) {
+        self.h.fire();
+        let replies = std::mem::take(&mut self.h.replies);
+        for r in replies {
+            let Some(&slot) = self.tokens.get(&r.token) else { continue };
+            let s = &mut self.slots[slot];
+            match r.response {
+                Response::Join(j) if j.error.is_none() || j.error == crate::ErrorCode::MEMBER_ID_REQUIRED => {
+                    s.member_id = j.member_id;
+                    if j.error.is_none() {
+                        s.generation = j.generation_id;
+                    }
+                }
+                Response::Join(j) if j.error == crate::ErrorCode::UNKNOWN_MEMBER_ID || j.error == crate::ErrorCode::FENCED_INSTANCE_ID => {
+                    *s = Slot::default();
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn send(&mut self, slot: usize, req: Request) {
+        let t = self.h.send(req);
+        self.tokens.insert(t, slot);
+    }
+
+    fn apply(&mut self, op: &Op) {
+        match op.clone() {
+            Op::Join { slot, version, static_member, changed } => {
+                let s = self.slots[slot].clone();
+                let mut b = join(&group_of(slot), &s.member_id, &format!("c{slot}")).version(version);
+                if static_member && version >= 5 {
+                    b = b.instance(&format!("i{slot}"));
+                }
+                if changed {
+                    b = b.metadata(&["t", "x"]);
+                }
+                self.send(slot, Request::Join(b.build()));
+            }
+            Op::Sync { slot } => {
+                let s = self.slots[slot].clone();
+                let g = group_of(slot);
+                let members: Vec<(String, bytes::Bytes)> = self
+                    .h
+                    .core
+                    .group(&g)
+                    .map(|g| g.members.keys().map(|m| (m.clone(), bytes::Bytes::from(format!("a-{m}")))).collect())
+                    .unwrap_or_default();
+                self.send(
+                    slot,
+                    Request::Sync(SyncGroupRequest {
+                        version: 3,
+                        group_id: g,
+                        generation_id: s.generation,
+                        member_id: s.member_id,
+                        group_instance_id: None,
+                        protocol_type: None,
+                        protocol_name: None,
+                        assignments: members,
+                    }),
+                );
+            }
+            Op::Heartbeat { slot } => {
+                let s = self.slots[slot].clone();
+                self.send(
+                    slot,
+                    Request::Heartbeat(HeartbeatRequest {
+                        group_id: group_of(slot),
+                        generation_id: s.generation,
+                        member_id: s.member_id,
+                        group_instance_id: None,
+                    }),
+                );
+            }
+            Op::Leave { slot } => {
+                let s = self.slots[slot].clone();
+                self.send(
+                    slot,
+                    Request::Leave(LeaveGroupRequest {
+                        group_id: group_of(slot),
+                        members: vec![LeaveMember { member_id: s.member_id, group_instance_id: None, reason: None }],
+                    }),
+                );
+            }
+            Op::Commit { slot, partition, offset, simple } => {
+                let s = self.slots[slot].clone();
+                let (member, generation) = if simple { (String::new(), -1) } else { (s.member_id, s.generation) };
+                self.send(
+                    slot,
+                    Request::Commit(OffsetCommitRequest {
+                        version: 8,
+                        group_id: group_of(slot),
+                        generation_id: generation,
+                        member_id: member,
+                        group_instance_id: None,
+                        retention_time_ms: if offset % 7 == 0 { 60_000 } else { -1 },
+                        topics: vec![CommitTopic {
+                            name: if partition == 2 { "other".into() } else { "t".into() },
+                            partitions: vec![CommitPartition { partition, offset, leader_epoch: (offset % 3) as i32 - 1, metadata: Some(format!("m{offset}")) }],
+                        }],
+                    }),
+                );
+            }
+            Op::DeleteGroup { group } => self.send(0, Request::Delete { group_id: format!("g{group}") }),
+            Op::DeleteOffsets { group, partition } => self.send(
+                0,
+                Request::OffsetDelete(OffsetDeleteRequest {
+                    group_id: format!("g{group}"),
+                    topics: vec![FetchTopic { name: "t".into(), partitions: vec![partition] }],
+                }),
+            ),
+            Op::DeleteTopic => self.send(0, Request::DeleteTopicOffsets { topic: "other".into() }),
+            Op::Advance { ms } => self.h.advance(ms),
+        }
+        self.absorb();
+    }
+}
+
+/// A core rebuilt from log payloads.
+fn rebuild(payloads: &[bytes::Bytes]) -> ShardCore {
+    let mut core = ShardCore::new(test_config(), Box::new(CountingIds::default()));
+    for p in payloads {
+        core.load(records::decode(p).expect("every written record decodes"));
+    }
+    core
+}
+
+/// Every live group that is Stable or Empty comes back identical from the log.
+///
+/// One divergence is Kafka's own: when writing the record of a group that
+/// just became Empty fails, the group stays Empty in memory and a restart
+/// brings back the previous generation (no member is waiting on that write).
+/// `write_failed` allows exactly that case.
+fn assert_groups_match(live: &ShardCore, fresh: &ShardCore, write_failed: bool) {
+    for g in live.groups() {
+        if !(g.is(GroupState::Stable) || g.is(GroupState::Empty)) {
+            continue;
+        }
+        if write_failed && g.is(GroupState::Empty) && g.members.is_empty() {
+            continue;
+        }
+        let has_durable_trace = live.store().group_record(&g.group_id).is_some() || live.store().has_offsets(&g.group_id);
+        if !has_durable_trace {
+            continue; // A group that wrote nothing (as in Kafka, it vanishes on restart).
+        }
+        let f = fresh.group(&g.group_id).unwrap_or_else(|| panic!("group {} missing after replay", g.group_id));
+        assert_eq!(f.state, g.state, "state of {}", g.group_id);
+        assert_eq!(f.generation_id, g.generation_id, "generation of {}", g.group_id);
+        assert_eq!(f.protocol_type, g.protocol_type, "protocol type of {}", g.group_id);
+        assert_eq!(f.protocol_name, g.protocol_name, "protocol of {}", g.group_id);
+        assert_eq!(f.leader_id, g.leader_id, "leader of {}", g.group_id);
+        let members = |x: &crate::coordinator::classic::group::ClassicGroup| {
+            let mut v: Vec<(String, Option<String>, bytes::Bytes)> = x
+                .members
+                .values()
+                .map(|m| (m.member_id.clone(), m.group_instance_id.clone(), m.assignment.clone()))
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(members(f), members(g), "members of {}", g.group_id);
+    }
+    for f in fresh.groups() {
+        assert!(live.group(&f.group_id).is_some(), "group {} exists only after replay", f.group_id);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn replaying_the_log_rebuilds_the_live_state(ops in prop::collection::vec(op(), 1..80), fail_at in prop::option::of(0usize..80)) {
+        let mut sim = Sim { h: Harness::new(), slots: vec![Slot::default(); SLOTS], tokens: HashMap::new() };
+        for (i, op) in ops.iter().enumerate() {
+            if fail_at == Some(i) {
+                sim.h.sink.fail_next = 1;
+            }
+            sim.apply(op);
+            sim.h.sink.fail_next = 0;
+        }
+        let write_failed = fail_at.is_some_and(|i| i < ops.len());
+        let fresh = rebuild(&sim.h.sink.payloads);
+        prop_assert_eq!(fresh.store(), sim.h.core.store());
+        assert_groups_match(&sim.h.core, &fresh, write_failed);
+
+        // Compaction: the snapshot alone rebuilds the same durable state.
+        let now = sim.h.now;
+        let snapshot = sim.h.core.snapshot(now);
+        let compacted = rebuild(&snapshot);
+        prop_assert_eq!(compacted.store(), sim.h.core.store());
+        assert_groups_match(&sim.h.core, &compacted, write_failed);
+    }
+}
