@@ -110,9 +110,13 @@ pub struct Client {
 
 impl Client {
     pub async fn connect(addr: SocketAddr) -> Client {
-        let stream = TcpStream::connect(addr).await.expect("connect");
+        Self::try_connect(addr).await.expect("connect")
+    }
+
+    pub async fn try_connect(addr: SocketAddr) -> std::io::Result<Client> {
+        let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true).ok();
-        Client { stream, correlation_id: 0, client_id: "kcoord-test".into() }
+        Ok(Client { stream, correlation_id: 0, client_id: "kcoord-test".into() })
     }
 
     /// Encodes a request frame (length included) without sending it.
