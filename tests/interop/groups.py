@@ -1,0 +1,81 @@
+"""Helpers for group interop tests: member processes that report their
+assignments through state files."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import wait_for
+
+WORKERS = Path(__file__).resolve().parent / "workers"
+
+
+class Member:
+    """A consumer group member running in its own process."""
+
+    def __init__(self, tmp_path, name, argv):
+        self.name = name
+        self.state_file = tmp_path / f"{name}.json"
+        self.log_path = tmp_path / f"{name}.log"
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(argv + ["--state-file", str(self.state_file)], stdout=self.log, stderr=subprocess.STDOUT)
+
+    def state(self):
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def log_text(self):
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def assigned(self):
+        return {tuple(p) for p in self.state().get("assigned", [])}
+
+    def close(self, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+
+def rdk_member(tmp_path, name, kcoord, group, topic, strategy="range", instance_id=None, session_ms=6000):
+    argv = [sys.executable, str(WORKERS / "rdk_member.py"), "--bootstrap", kcoord.bootstrap, "--group", group,
+            "--topic", topic, "--strategy", strategy, "--session-ms", str(session_ms)]
+    if instance_id:
+        argv += ["--instance-id", instance_id]
+    return Member(tmp_path, name, argv)
+
+
+def balanced(members, partitions):
+    """The members' assignments are disjoint and cover every partition."""
+    sets = [m.assigned() for m in members]
+    union = set().union(*sets) if sets else set()
+    return sum(len(s) for s in sets) == len(union) and union == set(partitions) and all(sets)
+
+
+def wait_balanced(members, partitions, timeout=60):
+    return wait_for(
+        f"{[m.name for m in members]} to share {len(partitions)} partitions",
+        lambda: balanced(members, partitions),
+        timeout=timeout,
+    )
+
+
+def stop_all(members):
+    for m in members:
+        try:
+            m.close(timeout=15)
+        except Exception:
+            m.kill()

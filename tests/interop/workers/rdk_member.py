@@ -1,0 +1,109 @@
+"""A confluent-kafka (librdkafka) consumer group member for interop tests.
+
+Joins a group, and after every rebalance event writes what it owns to a JSON
+state file (atomically), so a test can watch assignments from outside and
+kill this process with SIGKILL. SIGTERM/SIGINT close the consumer cleanly
+(LeaveGroup for dynamic members).
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaException
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--group", required=True)
+    ap.add_argument("--topic", action="append", required=True)
+    ap.add_argument("--strategy", default="range")
+    ap.add_argument("--state-file", required=True)
+    ap.add_argument("--instance-id")
+    ap.add_argument("--session-ms", type=int, default=6000)
+    ap.add_argument("--consume", action="store_true", help="record consumed messages too")
+    args = ap.parse_args()
+
+    state = {"pid": os.getpid(), "assigned": [], "generations": 0, "revocations": 0, "errors": [], "fatal": None,
+             "member_id": None, "consumed": 0}
+
+    def save():
+        tmp = args.state_file + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+        os.replace(tmp, args.state_file)
+
+    owned = set()
+
+    def on_assign(consumer, partitions):
+        owned.update((p.topic, p.partition) for p in partitions)
+        state["assigned"] = sorted(owned)
+        state["generations"] += 1
+        state["member_id"] = consumer.memberid()
+        save()
+
+    def on_revoke(consumer, partitions):
+        owned.difference_update((p.topic, p.partition) for p in partitions)
+        state["assigned"] = sorted(owned)
+        state["revocations"] += 1
+        save()
+
+    def on_lost(consumer, partitions):
+        on_revoke(consumer, partitions)
+
+    def on_error(err):
+        # Keep the last few errors only: a member outliving its daemon keeps failing to connect.
+        state["errors"] = (state["errors"] + [f"{err.code()}:{err.name()}:{err.str()}"])[-20:]
+        if err.fatal():
+            state["fatal"] = err.str()
+        save()
+
+    conf = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "session.timeout.ms": args.session_ms,
+        "heartbeat.interval.ms": 500,
+        "partition.assignment.strategy": args.strategy,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "error_cb": on_error,
+    }
+    if args.instance_id:
+        conf["group.instance.id"] = args.instance_id
+    consumer = Consumer(conf)
+    consumer.subscribe(args.topic, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    save()
+
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    while not stop:
+        try:
+            msg = consumer.poll(0.1)
+        except KafkaException as e:
+            # Fatal errors (e.g. a fenced static member) are raised by poll().
+            state["fatal"] = str(e)
+            save()
+            break
+        if msg is not None and not msg.error():
+            state["consumed"] += 1
+        elif msg is not None and msg.error() and msg.error().fatal():
+            state["fatal"] = msg.error().str()
+            save()
+            break
+    while state["fatal"] and not stop:
+        time.sleep(0.1)
+    try:
+        consumer.close()
+    except KafkaException:
+        pass
+    state["closed"] = True
+    save()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
