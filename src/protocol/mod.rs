@@ -7,6 +7,7 @@
 //! input. Swapping the codec crate touches only this module.
 
 pub mod api;
+pub mod client;
 pub mod codec;
 pub mod header;
 pub mod versions;

@@ -1,0 +1,225 @@
+//! Scenarios that run their own kcoord process: recovery time and memory.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kcoord::coordinator::records::{self, OffsetValue, Record};
+use kcoord::coordinator::routing::partition_for;
+use kcoord::protocol::client::ClientError;
+use kcoord::storage::{Log, LogOptions};
+use serde_json::json;
+
+use crate::scenarios::{self, Common};
+use crate::stats::Report;
+use crate::swarm::Swarm;
+
+pub struct Spawned {
+    child: Child,
+    pub addr: String,
+    stderr: PathBuf,
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts kcoord on a free loopback port; returns once it prints its address.
+pub fn spawn(bin: &Path, data_dir: &Path, extra: &[&str]) -> std::io::Result<Spawned> {
+    let stderr = data_dir.with_extension("log");
+    let mut child = Command::new(bin)
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .args(["--log-format", "json", "--log-level", "info"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr)?)
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    let addr = line
+        .split("serving on ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .ok_or_else(|| std::io::Error::other(format!("unexpected output: {line:?}")))?
+        .to_string();
+    Ok(Spawned { child, addr, stderr })
+}
+
+impl Spawned {
+    /// Resident memory of the daemon, in bytes.
+    pub fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+            .unwrap_or(0)
+    }
+
+    /// Waits for the "every shard loaded" log line; returns the elapsed
+    /// milliseconds the daemon reports.
+    pub fn wait_ready(&self, timeout: Duration) -> Option<u64> {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+            for line in text.lines() {
+                if line.contains("group coordinator ready") {
+                    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+                    return v["fields"]["elapsed_ms"].as_u64();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+/// Writes `n` offset commit records straight into the shard logs of a fresh
+/// data dir (as `shards` coordinator shards), spread over groups of 100
+/// partitions each: the same bytes the daemon would have written.
+fn write_offsets(dir: &Path, n: u64, shards: u32) -> std::io::Result<()> {
+    let root = dir.join("coordinator");
+    let mut logs: Vec<Log> = (0..shards)
+        .map(|i| {
+            Log::open(&root.join(format!("shard-{i:04}")), LogOptions { segment_bytes: 104_857_600, repair: false }, &mut |_, _| Ok(()))
+                .map_err(std::io::Error::other)
+        })
+        .collect::<Result<_, _>>()?;
+    let mut batch: Vec<Vec<Bytes>> = vec![Vec::new(); shards as usize];
+    let now = 1_700_000_000_000i64;
+    for i in 0..n {
+        let group = format!("recovery-{}", i / 100);
+        let shard = partition_for(&group, shards) as usize;
+        let rec = Record::offset(
+            &group,
+            "t",
+            (i % 100) as i32,
+            OffsetValue { offset: i as i64, leader_epoch: 0, metadata: String::new(), commit_timestamp: now, expire_timestamp: None },
+        );
+        batch[shard].push(records::encode(&rec, now));
+        if batch[shard].len() >= 1024 {
+            let refs: Vec<&[u8]> = batch[shard].iter().map(|b| b.as_ref()).collect();
+            logs[shard].append(&refs)?;
+            batch[shard].clear();
+        }
+    }
+    for (i, b) in batch.iter().enumerate() {
+        if !b.is_empty() {
+            let refs: Vec<&[u8]> = b.iter().map(|x| x.as_ref()).collect();
+            logs[i].append(&refs)?;
+        }
+    }
+    for l in &mut logs {
+        l.sync()?;
+    }
+    Ok(())
+}
+
+pub async fn recovery(bin: &Path, records_n: u64, shards: u32) -> Result<Report, ClientError> {
+    let tmp = tempdir()?;
+    let data = tmp.join("data");
+    let started = Instant::now();
+    write_offsets(&data, records_n, shards)?;
+    let write_s = started.elapsed().as_secs_f64();
+    let bytes: u64 = dir_size(&data);
+    let spawn_at = Instant::now();
+    let d = spawn(bin, &data, &["--set", &format!("offsets.partitions={shards}")])?;
+    let reported = d.wait_ready(Duration::from_secs(600)).ok_or_else(|| ClientError::Timeout(Duration::from_secs(600)))?;
+    let wall = spawn_at.elapsed();
+    let mut r = Report::new("recovery", json!({"records": records_n, "shards": shards, "log_bytes": bytes}));
+    r.metric("load_ms", reported as f64, "ms");
+    r.metric("records_per_sec", records_n as f64 / (reported.max(1) as f64 / 1000.0), "1/s");
+    r.metric("start_to_ready_ms", wall.as_secs_f64() * 1000.0, "ms");
+    r.metric("bytes_per_record_on_disk", bytes as f64 / records_n.max(1) as f64, "B");
+    r.metric("rss_after_load_mb", d.rss() as f64 / 1e6, "MB");
+    r.metric("generate_s", write_s, "s");
+    drop(d);
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(r)
+}
+
+pub async fn memory(bin: &Path, groups: usize, members: usize, partitions: i32, per_conn: usize) -> Result<Report, ClientError> {
+    let tmp = tempdir()?;
+    let d = spawn(
+        bin,
+        &tmp.join("data"),
+        &["--set", "storage.fsync=never", "--set", "group.initial_rebalance_delay_ms=1000", "--set", "server.max_connections=100000"],
+    )?;
+    d.wait_ready(Duration::from_secs(60));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let base = d.rss();
+    let common = Common {
+        bootstrap: d.addr.clone(),
+        depth: 16,
+        duration: Duration::from_secs(1),
+        max_requests: u64::MAX,
+        members_per_connection: per_conn,
+        settle_timeout: Duration::from_secs(300),
+    };
+    let names: Vec<String> = (0..groups).map(|i| format!("mem-{i}")).collect();
+    let mut swarm = Swarm::connect(&common.bootstrap, &names, members, per_conn).await?;
+    swarm.settle(common.settle_timeout).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_members = d.rss();
+    scenarios::ensure_topic(&common.bootstrap, "memtopic", partitions).await?;
+    let mut conn = kcoord::protocol::client::Connection::connect_negotiated(&common.bootstrap, "kcoord-bench-mem").await?;
+    let v = conn.version::<kafka_protocol::messages::OffsetCommitRequest>(2, 7)?;
+    for g in &names {
+        let req = kafka_protocol::messages::OffsetCommitRequest::default()
+            .with_group_id(kafka_protocol::messages::GroupId(kcoord::protocol::client::s(g)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(kafka_protocol::messages::TopicName(kcoord::protocol::client::s("memtopic")))
+                .with_partitions(
+                    (0..partitions)
+                        .map(|p| kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition::default().with_partition_index(p).with_committed_offset(p as i64))
+                        .collect(),
+                )]);
+        let r = conn.call(&req, v).await?;
+        let _ = r;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_offsets = d.rss();
+    let n_members = (groups * members) as f64;
+    let n_offsets = (groups as f64) * partitions as f64;
+    let mut r = Report::new("memory", json!({"groups": groups, "members": members, "partitions": partitions}));
+    r.metric("rss_base_mb", base as f64 / 1e6, "MB");
+    r.metric("bytes_per_member", (with_members.saturating_sub(base)) as f64 / n_members.max(1.0), "B");
+    r.metric("bytes_per_group", (with_members.saturating_sub(base)) as f64 / (groups as f64).max(1.0), "B");
+    r.metric("bytes_per_offset", (with_offsets.saturating_sub(with_members)) as f64 / n_offsets.max(1.0), "B");
+    drop(swarm);
+    drop(d);
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(r)
+}
+
+fn tempdir() -> std::io::Result<PathBuf> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("kcoord-bench-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn dir_size(p: &Path) -> u64 {
+    let mut total = 0;
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                total += dir_size(&path);
+            } else if let Ok(m) = e.metadata() {
+                total += m.len();
+            }
+        }
+    }
+    total
+}

@@ -1,0 +1,194 @@
+//! kcoord-bench: a load generator for kcoord or any Kafka-compatible group
+//! coordinator. It speaks the wire protocol itself (kafka-protocol's client
+//! side), carries many simulated members per connection with pipelined
+//! requests, and is bounded in time and count. It only targets loopback
+//! addresses. See docs/benchmarks.md.
+
+mod daemon;
+mod load;
+mod scenarios;
+mod stats;
+mod swarm;
+
+use std::net::ToSocketAddrs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "kcoord-bench", version, about = "Load generator for Kafka group coordinators (loopback only)")]
+struct Cli {
+    /// Broker to load (must be a loopback address).
+    #[arg(long, default_value = "127.0.0.1:9092", global = true)]
+    bootstrap: String,
+    /// Print one JSON object per result instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Requests in flight per connection.
+    #[arg(long, default_value_t = 16, global = true)]
+    pipeline: usize,
+    /// How long the measured phase runs (at most 600 s).
+    #[arg(long, default_value_t = 10.0, global = true)]
+    duration_secs: f64,
+    /// Stop each connection after this many requests.
+    #[arg(long, default_value_t = 100_000_000, global = true)]
+    max_requests: u64,
+    /// Simulated members sharing one connection (use 1 against Apache
+    /// Kafka, which serves one request per connection at a time).
+    #[arg(long, default_value_t = 50, global = true)]
+    members_per_connection: usize,
+    /// How long group formation may take.
+    #[arg(long, default_value_t = 300.0, global = true)]
+    settle_timeout_secs: f64,
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Subcommand, Debug)]
+enum Scenario {
+    /// G groups × M members join, then heartbeat as fast as allowed.
+    Heartbeat {
+        #[arg(long, default_value_t = 10)]
+        groups: usize,
+        #[arg(long, default_value_t = 100)]
+        members: usize,
+    },
+    /// Members commit K partitions per request.
+    Commit {
+        #[arg(long, default_value_t = 10)]
+        groups: usize,
+        #[arg(long, default_value_t = 10)]
+        members: usize,
+        #[arg(long, default_value_t = 10)]
+        partitions: i32,
+        #[arg(long, default_value_t = 0)]
+        metadata_bytes: usize,
+        #[arg(long, default_value = "kcoord-bench")]
+        topic: String,
+    },
+    /// A stable group of M members; one leaves (or joins); time until every
+    /// member has its SyncGroup answer for the new generation.
+    Rebalance {
+        #[arg(long, default_value_t = 100)]
+        members: usize,
+        #[arg(long, default_value = "leave", value_parser = ["leave", "join"])]
+        change: String,
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
+    /// Many groups forming at once.
+    JoinStorm {
+        #[arg(long, default_value_t = 100)]
+        groups: usize,
+        #[arg(long, default_value_t = 10)]
+        members: usize,
+    },
+    /// OffsetFetch throughput for groups with many committed partitions.
+    FetchOffsets {
+        #[arg(long, default_value_t = 100)]
+        groups: usize,
+        #[arg(long, default_value_t = 100)]
+        partitions: i32,
+        #[arg(long, default_value_t = 4)]
+        connections: usize,
+        #[arg(long, default_value = "kcoord-bench")]
+        topic: String,
+    },
+    /// (kcoord only) Write N offset records, start kcoord on them, time until ready.
+    Recovery {
+        #[arg(long)]
+        kcoord_bin: PathBuf,
+        #[arg(long, default_value_t = 1_000_000)]
+        records: u64,
+        #[arg(long, default_value_t = 50)]
+        shards: u32,
+    },
+    /// (kcoord only) Resident memory per group, member and committed offset.
+    Memory {
+        #[arg(long)]
+        kcoord_bin: PathBuf,
+        #[arg(long, default_value_t = 100)]
+        groups: usize,
+        #[arg(long, default_value_t = 10)]
+        members: usize,
+        #[arg(long, default_value_t = 100)]
+        partitions: i32,
+    },
+}
+
+/// Refuses anything but loopback addresses.
+fn check_loopback(bootstrap: &str) -> Result<(), String> {
+    let addrs: Vec<_> = bootstrap.to_socket_addrs().map_err(|e| format!("{bootstrap}: {e}"))?.collect();
+    if addrs.is_empty() || addrs.iter().any(|a| !a.ip().is_loopback()) {
+        return Err(format!("{bootstrap} is not a loopback address; kcoord-bench only loads brokers on this machine"));
+    }
+    Ok(())
+}
+
+/// Many simulated members need many sockets: raise the soft file limit.
+fn raise_nofile_limit() {
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    raise_nofile_limit();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kcoord-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let common = scenarios::Common {
+            bootstrap: cli.bootstrap.clone(),
+            depth: cli.pipeline.clamp(1, 4096),
+            duration: Duration::from_secs_f64(cli.duration_secs.clamp(0.1, 600.0)),
+            max_requests: cli.max_requests,
+            members_per_connection: cli.members_per_connection.max(1),
+            settle_timeout: Duration::from_secs_f64(cli.settle_timeout_secs.clamp(1.0, 3600.0)),
+        };
+        let needs_broker = !matches!(cli.scenario, Scenario::Recovery { .. } | Scenario::Memory { .. });
+        if needs_broker {
+            if let Err(e) = check_loopback(&cli.bootstrap) {
+                eprintln!("kcoord-bench: {e}");
+                return ExitCode::from(2);
+            }
+        }
+        let result = match &cli.scenario {
+            Scenario::Heartbeat { groups, members } => scenarios::heartbeat(&common, *groups, *members).await,
+            Scenario::Commit { groups, members, partitions, metadata_bytes, topic } => {
+                scenarios::commit(&common, *groups, *members, *partitions, *metadata_bytes, topic).await
+            }
+            Scenario::Rebalance { members, change, rounds } => scenarios::rebalance(&common, *members, change, *rounds).await,
+            Scenario::JoinStorm { groups, members } => scenarios::join_storm(&common, *groups, *members).await,
+            Scenario::FetchOffsets { groups, partitions, connections, topic } => {
+                scenarios::fetch_offsets(&common, *groups, *partitions, *connections, topic).await
+            }
+            Scenario::Recovery { kcoord_bin, records, shards } => daemon::recovery(kcoord_bin, (*records).min(100_000_000), *shards).await,
+            Scenario::Memory { kcoord_bin, groups, members, partitions } => {
+                daemon::memory(kcoord_bin, *groups, *members, *partitions, common.members_per_connection).await
+            }
+        };
+        match result {
+            Ok(report) => {
+                report.print(cli.json);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("kcoord-bench: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}

@@ -1,0 +1,182 @@
+//! A small Kafka client connection, for kcoord's own tools (the load
+//! generator and the admin CLI) to talk to kcoord or any Kafka-compatible
+//! cluster: typed requests at a chosen version, version negotiation through
+//! ApiVersions, and pipelining (several requests written before the answers
+//! are read, answers matched in order).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{lookup_host, TcpStream};
+
+/// What can go wrong talking to a broker.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("cannot encode request: {0}")]
+    Encode(String),
+    #[error("cannot decode response: {0}")]
+    Decode(String),
+    #[error("response correlation id {got} does not match request {want}")]
+    Correlation { want: i32, got: i32 },
+    #[error("the broker does not support {api} (versions {min}..{max} needed)")]
+    Unsupported { api: String, min: i16, max: i16 },
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("response of {0} bytes exceeds the limit")]
+    TooLarge(usize),
+}
+
+/// The largest response accepted.
+const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+
+/// One TCP connection to a broker.
+pub struct Connection {
+    reader: BufReader<OwnedReadHalf>,
+    writer: BufWriter<OwnedWriteHalf>,
+    next_correlation: i32,
+    client_id: String,
+    versions: HashMap<i16, (i16, i16)>,
+    pub addr: SocketAddr,
+}
+
+impl Connection {
+    /// Connects to `addr` ("host:port").
+    pub async fn connect(addr: &str, client_id: &str) -> Result<Connection, ClientError> {
+        let resolved = lookup_host(addr)
+            .await?
+            .next()
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("cannot resolve {addr}")))?;
+        let stream = TcpStream::connect(resolved).await?;
+        stream.set_nodelay(true)?;
+        let (r, w) = stream.into_split();
+        Ok(Connection {
+            reader: BufReader::with_capacity(64 * 1024, r),
+            writer: BufWriter::with_capacity(64 * 1024, w),
+            next_correlation: 0,
+            client_id: client_id.to_string(),
+            versions: HashMap::new(),
+            addr: resolved,
+        })
+    }
+
+    /// Connects and learns the broker's API versions.
+    pub async fn connect_negotiated(addr: &str, client_id: &str) -> Result<Connection, ClientError> {
+        let mut c = Self::connect(addr, client_id).await?;
+        c.negotiate().await?;
+        Ok(c)
+    }
+
+    /// Asks the broker which API versions it serves (ApiVersions v0, which
+    /// every broker answers).
+    pub async fn negotiate(&mut self) -> Result<(), ClientError> {
+        let r = self.call(&ApiVersionsRequest::default(), 0).await?;
+        self.versions = r.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect();
+        Ok(())
+    }
+
+    /// The highest version of `R` both sides support, within `min..=max`.
+    pub fn version<R: Request>(&self, min: i16, max: i16) -> Result<i16, ClientError> {
+        let name = ApiKey::try_from(R::KEY).map(|k| format!("{k:?}")).unwrap_or_else(|_| R::KEY.to_string());
+        match self.versions.get(&R::KEY) {
+            Some(&(lo, hi)) if hi >= min && lo <= max => Ok(hi.min(max)),
+            _ => Err(ClientError::Unsupported { api: name, min, max }),
+        }
+    }
+
+    /// Encodes a request frame (length prefix included); returns its
+    /// correlation id.
+    pub fn encode<R: Request>(&mut self, req: &R, version: i16) -> Result<(i32, Bytes), ClientError> {
+        self.next_correlation = self.next_correlation.wrapping_add(1);
+        let correlation = self.next_correlation;
+        let key = ApiKey::try_from(R::KEY).map_err(|_| ClientError::Encode(format!("unknown API key {}", R::KEY)))?;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation)
+            .with_client_id(Some(StrBytes::from_string(self.client_id.clone())));
+        let mut buf = BytesMut::with_capacity(128);
+        buf.put_i32(0);
+        header.encode(&mut buf, key.request_header_version(version)).map_err(|e| ClientError::Encode(e.to_string()))?;
+        req.encode(&mut buf, version).map_err(|e| ClientError::Encode(e.to_string()))?;
+        let len = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&len.to_be_bytes());
+        Ok((correlation, buf.freeze()))
+    }
+
+    /// Writes frames without waiting for answers (pipelining).
+    pub async fn write(&mut self, frames: &[Bytes]) -> Result<(), ClientError> {
+        for f in frames {
+            self.writer.write_all(f).await?;
+        }
+        self.writer.flush().await?;
+        Ok(())
+    }
+
+    /// Reads the next response and decodes it as the answer to `R`.
+    pub async fn read<R: Request>(&mut self, version: i16) -> Result<(i32, R::Response), ClientError> {
+        let len = self.reader.read_i32().await?;
+        if len < 4 || len as usize > MAX_RESPONSE_BYTES {
+            return Err(ClientError::TooLarge(len.max(0) as usize));
+        }
+        let mut buf = vec![0u8; len as usize];
+        self.reader.read_exact(&mut buf).await?;
+        let mut bytes = Bytes::from(buf);
+        let header_version = <R::Response as HeaderVersion>::header_version(version);
+        let header = ResponseHeader::decode(&mut bytes, header_version).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let resp = R::Response::decode(&mut bytes, version).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let _ = bytes.remaining();
+        Ok((header.correlation_id, resp))
+    }
+
+    /// Whether a complete response is already buffered (so reading it will
+    /// not wait for the network): lets pipelined callers batch their writes.
+    pub fn response_buffered(&self) -> bool {
+        let b = self.reader.buffer();
+        if b.len() < 4 {
+            return false;
+        }
+        let len = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        len >= 0 && b.len() >= 4 + len as usize
+    }
+
+    /// Writes frames into the send buffer without flushing.
+    pub async fn buffer(&mut self, frame: &[u8]) -> Result<(), ClientError> {
+        self.writer.write_all(frame).await?;
+        Ok(())
+    }
+
+    /// Flushes buffered frames to the socket.
+    pub async fn flush(&mut self) -> Result<(), ClientError> {
+        self.writer.flush().await?;
+        Ok(())
+    }
+
+    /// Sends one request and waits for its answer.
+    pub async fn call<R: Request>(&mut self, req: &R, version: i16) -> Result<R::Response, ClientError> {
+        let (want, frame) = self.encode(req, version)?;
+        self.write(&[frame]).await?;
+        let (got, resp) = self.read::<R>(version).await?;
+        if got != want {
+            return Err(ClientError::Correlation { want, got });
+        }
+        Ok(resp)
+    }
+
+    /// `call` with a deadline.
+    pub async fn call_timeout<R: Request>(&mut self, req: &R, version: i16, timeout: Duration) -> Result<R::Response, ClientError> {
+        tokio::time::timeout(timeout, self.call(req, version)).await.map_err(|_| ClientError::Timeout(timeout))?
+    }
+}
+
+/// Shorthand for kafka-protocol strings.
+pub fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
