@@ -6,6 +6,7 @@
 //! its member until a later call (a request or a timer) answers it. This is
 //! what makes every timing scenario a fast, deterministic unit test.
 
+use crate::coordinator::Groups;
 use std::collections::HashMap;
 
 use bytes::Bytes;
@@ -13,7 +14,7 @@ use bytes::Bytes;
 use super::classic::{self, group::ClassicGroup, group::GroupState};
 use super::messages::*;
 use super::offsets;
-use super::records::{self, Record, RecordKey, RecordValue, StoredRecord};
+use super::records::{self, Record, RecordKey, RecordValue, RecordView, StoredRecord};
 use super::store::{RecordSink, Store};
 use super::timers::{DeadlineQueue, Pop, Slot, TimerKey};
 use crate::config::Config;
@@ -195,8 +196,8 @@ impl Cx<'_> {
         self.sink.append(&payloads).map_err(ErrorCode::for_coordinator_write)?;
         self.appended += payloads.len() as u64;
         for p in &payloads {
-            match records::decode(p) {
-                Ok(stored) => self.store.replay(&stored),
+            match records::decode_view(p) {
+                Ok(view) => self.store.replay_view(&view),
                 Err(e) => tracing::error!(error = %e, "a record we encoded does not decode"),
             }
         }
@@ -207,7 +208,7 @@ impl Cx<'_> {
 /// One shard's groups, offsets and timers.
 pub struct ShardCore {
     cfg: CoreConfig,
-    pub(crate) groups: HashMap<String, ClassicGroup>,
+    pub(crate) groups: Groups,
     store: Store,
     timers: DeadlineQueue,
     ids: Box<dyn IdSource>,
@@ -218,7 +219,7 @@ impl ShardCore {
     pub fn new(cfg: CoreConfig, ids: Box<dyn IdSource>) -> Self {
         ShardCore {
             cfg,
-            groups: HashMap::new(),
+            groups: Groups::default(),
             store: Store::new(),
             timers: DeadlineQueue::new(),
             ids,
@@ -266,6 +267,24 @@ impl ShardCore {
         }
     }
 
+    /// Loads one log payload (the fast path for offset commits, which make
+    /// up most of a log).
+    pub fn load_payload(&mut self, payload: &[u8]) -> Result<(), records::RecordError> {
+        match records::decode_view(payload)? {
+            RecordView::Other(stored) => self.load(stored),
+            view @ RecordView::Offset { timestamp, group, value: Some(_), .. } => {
+                self.store.replay_view(&view);
+                if !self.groups.contains_key(group) {
+                    let mut g = ClassicGroup::new(group, timestamp);
+                    g.state_timestamp = None;
+                    self.groups.insert(group.to_string(), g);
+                }
+            }
+            view => self.store.replay_view(&view),
+        }
+        Ok(())
+    }
+
     /// Kafka's `onLoaded`: arm every member's session, rebalance groups over
     /// the (possibly lowered) size limit, start the retention timer.
     pub fn on_loaded(&mut self, now: i64, sink: &mut dyn RecordSink, out: &mut Vec<Reply>) {
@@ -290,7 +309,7 @@ impl ShardCore {
         now: i64,
         sink: &'a mut dyn RecordSink,
         out: &'a mut Vec<Reply>,
-    ) -> (&'a mut HashMap<String, ClassicGroup>, Cx<'a>) {
+    ) -> (&'a mut Groups, Cx<'a>) {
         (
             &mut self.groups,
             Cx {

@@ -21,3 +21,11 @@ mod replay_tests;
 pub mod timers;
 
 pub use service::{Coordinator, Unavailable};
+
+/// A HashMap with a fast, randomly seeded hasher (foldhash): group, member
+/// and topic names are hashed on every request and every replayed record,
+/// and SipHash dominated the recovery profile.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// A shard's live groups by id.
+pub type Groups = FastMap<String, classic::group::ClassicGroup>;

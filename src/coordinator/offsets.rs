@@ -1,7 +1,7 @@
 //! OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups and offset
 //! retention (spec §3, Kafka's `OffsetMetadataManager`).
 
-use std::collections::HashMap;
+use crate::coordinator::Groups;
 
 use super::classic::group::{ClassicGroup, GroupState};
 use super::classic::{rebalance, validate_existing_member};
@@ -54,7 +54,7 @@ fn utf16_len(s: &str) -> usize {
 
 /// Serves an OffsetCommit whose topics and partitions were already checked
 /// against the catalog.
-pub fn commit(groups: &mut HashMap<String, ClassicGroup>, req: &OffsetCommitRequest, cx: &mut Cx) -> OffsetCommitResponse {
+pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> OffsetCommitResponse {
     if !groups.contains_key(&req.group_id) {
         if req.generation_id < 0 {
             // A "simple" group: created in memory; only offset records are written.
@@ -120,7 +120,7 @@ pub fn commit(groups: &mut HashMap<String, ClassicGroup>, req: &OffsetCommitRequ
 
 /// Serves OffsetFetch for one group. Unknown groups, topics and partitions
 /// answer offset -1, leader epoch -1, metadata "" and no error.
-pub fn fetch(groups: &HashMap<String, ClassicGroup>, req: &OffsetFetchGroup, cx: &Cx) -> OffsetFetchGroupResult {
+pub fn fetch(groups: &Groups, req: &OffsetFetchGroup, cx: &Cx) -> OffsetFetchGroupResult {
     let known = groups.get(&req.group_id).is_some_and(|g| !g.is(GroupState::Dead));
     let offsets = if known { cx.store.offsets(&req.group_id) } else { None };
     let value = |v: &OffsetValue, partition: i32| FetchedPartition {
@@ -168,7 +168,7 @@ pub fn fetch(groups: &HashMap<String, ClassicGroup>, req: &OffsetFetchGroup, cx:
 }
 
 /// Serves OffsetDelete (KIP-496) for topics already checked against the catalog.
-pub fn delete_offsets(groups: &mut HashMap<String, ClassicGroup>, req: &OffsetDeleteRequest, cx: &mut Cx) -> OffsetDeleteResponse {
+pub fn delete_offsets(groups: &mut Groups, req: &OffsetDeleteRequest, cx: &mut Cx) -> OffsetDeleteResponse {
     let error_only = |error| OffsetDeleteResponse { error, topics: vec![] };
     if req.group_id.is_empty() {
         return error_only(ErrorCode::INVALID_GROUP_ID);
@@ -223,7 +223,7 @@ fn offset_tombstones(group_id: &str, cx: &Cx) -> Vec<Record> {
 
 /// Serves one group of DeleteGroups: only Empty groups may be deleted; their
 /// offsets and the group itself are tombstoned, so the deletion survives a restart.
-pub fn delete_group(groups: &mut HashMap<String, ClassicGroup>, group_id: &str, cx: &mut Cx) -> ErrorCode {
+pub fn delete_group(groups: &mut Groups, group_id: &str, cx: &mut Cx) -> ErrorCode {
     let Some(g) = groups.get(group_id) else { return ErrorCode::GROUP_ID_NOT_FOUND };
     match g.state {
         GroupState::Dead => return ErrorCode::GROUP_ID_NOT_FOUND,
@@ -285,7 +285,7 @@ fn expiration_base(g: &ClassicGroup) -> Option<Box<dyn Fn(&OffsetValue) -> i64 +
 
 /// The periodic retention pass (KIP-211): expire offsets by Kafka's rules
 /// and delete Empty groups left without offsets.
-pub fn expire_offsets(groups: &mut HashMap<String, ClassicGroup>, cx: &mut Cx) {
+pub fn expire_offsets(groups: &mut Groups, cx: &mut Cx) {
     let retention = cx.cfg.offsets_retention_ms;
     let now = cx.now;
     let mut records = Vec::new();

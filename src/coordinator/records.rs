@@ -452,9 +452,92 @@ pub fn decode(payload: &[u8]) -> Result<StoredRecord, RecordError> {
     Ok(StoredRecord { timestamp, record: Record { key, value } })
 }
 
+/// A decoded record whose offset-commit key borrows its strings from the
+/// payload. Offset commits are the bulk of every log; replaying them this
+/// way allocates only for keys not seen before (the recovery profile was
+/// dominated by allocating and hashing owned keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordView<'a> {
+    Offset { timestamp: i64, group: &'a str, topic: &'a str, partition: i32, value: Option<OffsetValue> },
+    Other(StoredRecord),
+}
+
+fn str_of(bytes: &[u8]) -> Result<&str, RecordError> {
+    std::str::from_utf8(bytes).map_err(|_| RecordError::Invalid)
+}
+
+/// Decodes a log payload, borrowing offset keys (see [`RecordView`]).
+pub fn decode_view(payload: &[u8]) -> Result<RecordView<'_>, RecordError> {
+    let mut r = Reader::new(payload);
+    let format = r.u8()?;
+    if format != 0 {
+        return Err(RecordError::Format(format));
+    }
+    let timestamp = r.i64()?;
+    let key_len = r.i32()?;
+    if key_len < 0 {
+        return Err(RecordError::Invalid);
+    }
+    let key_bytes = r.take(key_len as usize)?;
+    let mut k = Reader::new(key_bytes);
+    match k.i16()? {
+        0 | 1 => {
+            let group = match k.len(false)? {
+                Some(n) => str_of(k.take(n)?)?,
+                None => return Err(RecordError::Invalid),
+            };
+            let topic = match k.len(false)? {
+                Some(n) => str_of(k.take(n)?)?,
+                None => return Err(RecordError::Invalid),
+            };
+            let partition = k.i32()?;
+            if k.buf.has_remaining() {
+                return Err(RecordError::Trailing);
+            }
+            let value = match r.i32()? {
+                -1 => None,
+                n if n >= 0 => Some(decode_offset_value(r.take(n as usize)?)?),
+                _ => return Err(RecordError::Invalid),
+            };
+            if r.buf.has_remaining() {
+                return Err(RecordError::Trailing);
+            }
+            Ok(RecordView::Offset { timestamp, group, topic, partition, value })
+        }
+        _ => decode(payload).map(RecordView::Other),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn views_agree_with_owned_decoding() {
+        for rec in [
+            Record::offset("g", "t", 3, OffsetValue { offset: 1, leader_epoch: 2, metadata: "m".into(), commit_timestamp: 3, expire_timestamp: None }),
+            Record::offset_tombstone("g", "t", 3),
+            Record::group_tombstone("g"),
+        ] {
+            let p = encode(&rec, 7);
+            let owned = decode(&p).unwrap();
+            match decode_view(&p).unwrap() {
+                RecordView::Offset { timestamp, group, topic, partition, value } => {
+                    assert_eq!(timestamp, owned.timestamp);
+                    let want = Record {
+                        key: RecordKey::Offset { group: group.into(), topic: topic.into(), partition },
+                        value: value.map(RecordValue::Offset),
+                    };
+                    assert_eq!(want, owned.record);
+                }
+                RecordView::Other(o) => assert_eq!(o, owned),
+            }
+        }
+        let p = encode(&Record::offset_tombstone("g", "t", 3), 7);
+        for n in 0..p.len() {
+            assert!(decode_view(&p[..n]).is_err());
+        }
+    }
 
     fn group_value() -> GroupValue {
         GroupValue {

@@ -9,7 +9,6 @@ use proptest::prelude::*;
 
 use super::core::{Request, Response, ShardCore, CountingIds};
 use super::messages::*;
-use super::records;
 use super::testkit::{join, test_config, Harness};
 use crate::coordinator::classic::group::GroupState;
 
@@ -186,7 +185,7 @@ impl Sim {
 fn rebuild(payloads: &[bytes::Bytes]) -> ShardCore {
     let mut core = ShardCore::new(test_config(), Box::new(CountingIds::default()));
     for p in payloads {
-        core.load(records::decode(p).expect("every written record decodes"));
+        core.load_payload(p).expect("every written record decodes");
     }
     core
 }

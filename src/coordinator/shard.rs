@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 
 use super::core::{CoreConfig, RandomIds, Reply, ReplyToken, Request, Response, ShardCore};
 use super::messages::HeartbeatResponse;
-use super::records::{self, RecordError};
+use super::records::RecordError;
 use super::store::RecordSink;
 use crate::config::FsyncPolicy;
 use crate::error_code::ErrorCode;
@@ -137,9 +137,8 @@ fn load(settings: &ShardSettings) -> Result<(ShardCore, Log), String> {
     let mut core = ShardCore::new(settings.core.clone(), Box::new(RandomIds));
     let mut records_loaded: u64 = 0;
     let options = LogOptions { segment_bytes: settings.segment_bytes, repair: settings.repair };
-    let log = Log::open(&settings.dir, options, &mut |loc, payload| match records::decode(payload) {
-        Ok(stored) => {
-            core.load(stored);
+    let log = Log::open(&settings.dir, options, &mut |loc, payload| match core.load_payload(payload) {
+        Ok(()) => {
             records_loaded += 1;
             Ok(())
         }

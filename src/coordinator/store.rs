@@ -6,15 +6,14 @@
 //! read back always equals what a restart would rebuild (the classic peer bug
 //! this rules out: offsets that change after a restart).
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
 
-use super::records::{self, GroupValue, OffsetValue, Record, RecordKey, RecordValue, StoredRecord};
+use super::records::{self, GroupValue, OffsetValue, Record, RecordKey, RecordValue, RecordView, StoredRecord};
+use super::FastMap;
 use crate::error_code::ErrorCode;
 
 /// Offsets of one group: topic → partition → value.
-pub type GroupOffsets = HashMap<String, HashMap<i32, OffsetValue>>;
+pub type GroupOffsets = FastMap<String, FastMap<i32, OffsetValue>>;
 
 /// Where a shard's records go: the shard's log, or memory in tests.
 pub trait RecordSink {
@@ -45,10 +44,10 @@ impl RecordSink for MemorySink {
 /// Durable state: the latest record per key, plus recent tombstones.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Store {
-    groups: HashMap<String, GroupValue>,
-    offsets: HashMap<String, GroupOffsets>,
+    groups: FastMap<String, GroupValue>,
+    offsets: FastMap<String, GroupOffsets>,
     /// Tombstones and when they were written, kept for compaction.
-    tombstones: HashMap<RecordKey, i64>,
+    tombstones: FastMap<RecordKey, i64>,
     offset_count: usize,
 }
 
@@ -62,7 +61,9 @@ impl Store {
         let key = &stored.record.key;
         match &stored.record.value {
             Some(_) => {
-                self.tombstones.remove(key);
+                if !self.tombstones.is_empty() {
+                    self.tombstones.remove(key);
+                }
             }
             None => {
                 self.tombstones.insert(key.clone(), stored.timestamp);
@@ -76,7 +77,11 @@ impl Store {
                 self.groups.remove(group);
             }
             (RecordKey::Offset { group, topic, partition }, Some(RecordValue::Offset(v))) => {
-                let topics = self.offsets.entry(group.clone()).or_default();
+                // Look up before inserting so replay allocates keys only for new entries.
+                let topics = match self.offsets.get_mut(group.as_str()) {
+                    Some(t) => t,
+                    None => self.offsets.entry(group.clone()).or_default(),
+                };
                 let parts = match topics.get_mut(topic.as_str()) {
                     Some(p) => p,
                     None => topics.entry(topic.clone()).or_default(),
@@ -102,6 +107,50 @@ impl Store {
             }
             // A key/value type mismatch cannot be produced by the decoder.
             _ => {}
+        }
+    }
+
+    /// Applies a record decoded as a view; same effect as [`Store::replay`].
+    pub fn replay_view(&mut self, view: &RecordView<'_>) {
+        match view {
+            RecordView::Other(stored) => self.replay(stored),
+            RecordView::Offset { timestamp, group, topic, partition, value } => {
+                let owned_key = || RecordKey::Offset { group: group.to_string(), topic: topic.to_string(), partition: *partition };
+                match value {
+                    Some(v) => {
+                        if !self.tombstones.is_empty() {
+                            self.tombstones.remove(&owned_key());
+                        }
+                        let topics = match self.offsets.get_mut(*group) {
+                            Some(t) => t,
+                            None => self.offsets.entry(group.to_string()).or_default(),
+                        };
+                        let parts = match topics.get_mut(*topic) {
+                            Some(p) => p,
+                            None => topics.entry(topic.to_string()).or_default(),
+                        };
+                        if parts.insert(*partition, v.clone()).is_none() {
+                            self.offset_count += 1;
+                        }
+                    }
+                    None => {
+                        self.tombstones.insert(owned_key(), *timestamp);
+                        if let Some(topics) = self.offsets.get_mut(*group) {
+                            if let Some(parts) = topics.get_mut(*topic) {
+                                if parts.remove(partition).is_some() {
+                                    self.offset_count -= 1;
+                                }
+                                if parts.is_empty() {
+                                    topics.remove(*topic);
+                                }
+                            }
+                            if topics.is_empty() {
+                                self.offsets.remove(*group);
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 

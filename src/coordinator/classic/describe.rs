@@ -1,8 +1,8 @@
 //! DescribeGroups and ListGroups (spec §2.14).
 
-use std::collections::HashMap;
+use crate::coordinator::Groups;
 
-use super::group::{ClassicGroup, GroupState};
+use super::group::GroupState;
 use crate::cluster::GROUP_AUTHORIZED_OPERATIONS;
 use crate::coordinator::messages::{DescribedGroup, DescribedMember, ListGroupsRequest, ListedGroup};
 use crate::error_code::ErrorCode;
@@ -10,7 +10,7 @@ use crate::error_code::ErrorCode;
 /// Describes one group. Stable groups show each member's metadata for the
 /// selected protocol; other states show none, but (as Kafka's new
 /// coordinator) still show the stored assignment.
-pub fn describe(groups: &HashMap<String, ClassicGroup>, group_id: &str, version: i16, include_ops: bool) -> DescribedGroup {
+pub fn describe(groups: &Groups, group_id: &str, version: i16, include_ops: bool) -> DescribedGroup {
     let Some(g) = groups.get(group_id) else {
         return if version >= 6 {
             let mut d = DescribedGroup::bare(group_id, ErrorCode::GROUP_ID_NOT_FOUND, "");
@@ -46,7 +46,7 @@ pub fn describe(groups: &HashMap<String, ClassicGroup>, group_id: &str, version:
 }
 
 /// Lists groups matching the (lower-cased) state and type filters.
-pub fn list(groups: &HashMap<String, ClassicGroup>, req: &ListGroupsRequest) -> Vec<ListedGroup> {
+pub fn list(groups: &Groups, req: &ListGroupsRequest) -> Vec<ListedGroup> {
     let type_ok = req.types_filter.is_empty() || req.types_filter.iter().any(|t| t == "classic");
     if !type_ok {
         return Vec::new();

@@ -1,18 +1,18 @@
 //! Heartbeat (spec §2.8).
 
-use std::collections::HashMap;
+use crate::coordinator::Groups;
 
-use super::group::{ClassicGroup, GroupState};
+use super::group::GroupState;
 use super::{rebalance, validate_existing_member};
 use crate::coordinator::core::Cx;
 use crate::coordinator::messages::{HeartbeatRequest, HeartbeatResponse};
 use crate::error_code::ErrorCode;
 
-pub fn heartbeat(groups: &mut HashMap<String, ClassicGroup>, req: &HeartbeatRequest, cx: &mut Cx) -> HeartbeatResponse {
+pub fn heartbeat(groups: &mut Groups, req: &HeartbeatRequest, cx: &mut Cx) -> HeartbeatResponse {
     HeartbeatResponse { error: heartbeat_error(groups, req, cx) }
 }
 
-fn heartbeat_error(groups: &mut HashMap<String, ClassicGroup>, req: &HeartbeatRequest, cx: &mut Cx) -> ErrorCode {
+fn heartbeat_error(groups: &mut Groups, req: &HeartbeatRequest, cx: &mut Cx) -> ErrorCode {
     if req.group_id.is_empty() {
         return ErrorCode::INVALID_GROUP_ID;
     }

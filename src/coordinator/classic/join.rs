@@ -1,7 +1,7 @@
 //! JoinGroup (spec §2.5, Kafka's `classicGroupJoin`), including KIP-394
 //! member-id assignment and KIP-345 static-member replacement.
 
-use std::collections::HashMap;
+use crate::coordinator::Groups;
 
 use bytes::Bytes;
 
@@ -20,7 +20,7 @@ fn reply(cx: &mut Cx, token: ReplyToken, response: JoinGroupResponse) {
 
 /// Serves a JoinGroup: validation, group creation, then the new-member or
 /// existing-member path.
-pub fn join_group(groups: &mut HashMap<String, ClassicGroup>, req: JoinGroupRequest, token: ReplyToken, cx: &mut Cx) {
+pub fn join_group(groups: &mut Groups, req: JoinGroupRequest, token: ReplyToken, cx: &mut Cx) {
     if req.group_id.is_empty() {
         return reply(cx, token, JoinGroupResponse::error(ErrorCode::INVALID_GROUP_ID, req.member_id));
     }

@@ -1,6 +1,6 @@
 //! LeaveGroup (spec §2.12), including KIP-345 batch leave by instance id.
 
-use std::collections::HashMap;
+use crate::coordinator::Groups;
 
 use super::group::{ClassicGroup, GroupState};
 use super::rebalance::{self, maybe_complete_join_phase, maybe_prepare_rebalance_or_complete_join};
@@ -9,7 +9,7 @@ use crate::coordinator::core::Cx;
 use crate::coordinator::messages::{LeaveGroupRequest, LeaveGroupResponse, LeaveMemberResult};
 use crate::error_code::ErrorCode;
 
-pub fn leave_group(groups: &mut HashMap<String, ClassicGroup>, req: &LeaveGroupRequest, cx: &mut Cx) -> LeaveGroupResponse {
+pub fn leave_group(groups: &mut Groups, req: &LeaveGroupRequest, cx: &mut Cx) -> LeaveGroupResponse {
     if req.group_id.is_empty() {
         return LeaveGroupResponse { error: ErrorCode::INVALID_GROUP_ID, members: vec![] };
     }

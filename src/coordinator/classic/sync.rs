@@ -1,6 +1,7 @@
 //! SyncGroup (spec §2.7): followers wait; the leader's assignment is
 //! written as a GroupMetadata record and, once written, sent to everyone.
 
+use crate::coordinator::Groups;
 use std::collections::HashMap;
 
 use bytes::Bytes;
@@ -38,7 +39,7 @@ fn validate(g: &ClassicGroup, req: &SyncGroupRequest) -> Result<(), ErrorCode> {
     Ok(())
 }
 
-pub fn sync_group(groups: &mut HashMap<String, ClassicGroup>, req: SyncGroupRequest, token: ReplyToken, cx: &mut Cx) {
+pub fn sync_group(groups: &mut Groups, req: SyncGroupRequest, token: ReplyToken, cx: &mut Cx) {
     if req.version >= 5 && (req.protocol_type.is_none() || req.protocol_name.is_none()) {
         return reply(cx, token, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
     }
