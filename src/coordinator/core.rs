@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use super::classic::{self, group::ClassicGroup, group::GroupState};
+use super::classic::{self, group::ClassicGroup, group::GroupState, history::Cause};
 use super::messages::*;
 use super::offsets;
 use super::records::{self, Record, RecordKey, RecordValue, RecordView, StoredRecord};
@@ -140,6 +140,8 @@ pub struct CoreConfig {
     pub retention_check_interval_ms: i64,
     pub metadata_max_bytes: i32,
     pub tombstone_retention_ms: i64,
+    /// Rebalances remembered per group.
+    pub rebalance_history: usize,
 }
 
 impl CoreConfig {
@@ -154,6 +156,7 @@ impl CoreConfig {
             retention_check_interval_ms: c.offsets.retention_check_interval_ms,
             metadata_max_bytes: c.offsets.metadata_max_bytes,
             tombstone_retention_ms: c.offsets.tombstone_retention_ms,
+            rebalance_history: c.group.rebalance_history,
         }
     }
 }
@@ -297,7 +300,7 @@ impl ShardCore {
                 classic::rebalance::reschedule_heartbeat(g, &m, &mut cx);
             }
             if g.members.len() > cx.cfg.max_size.max(0) as usize {
-                classic::rebalance::prepare_rebalance(g, &mut cx, "group is over group.max_size after loading");
+                classic::rebalance::prepare_rebalance(g, &mut cx, Cause::OverMaxSize);
             }
         }
         let next = now + self.cfg.retention_check_interval_ms;

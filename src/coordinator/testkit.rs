@@ -31,6 +31,7 @@ pub fn test_config() -> CoreConfig {
         retention_check_interval_ms: 600_000,
         metadata_max_bytes: 4096,
         tombstone_retention_ms: 86_400_000,
+        rebalance_history: 32,
     }
 }
 

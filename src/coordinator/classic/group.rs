@@ -138,6 +138,8 @@ pub struct ClassicGroup {
     pub sync_timer: Slot,
     /// Generation the pending-sync timer was armed for.
     pub sync_generation: i32,
+    /// The last rebalances and why they happened.
+    pub history: super::history::History,
 }
 
 impl ClassicGroup {
@@ -163,6 +165,7 @@ impl ClassicGroup {
             initial_delay: None,
             sync_timer: Slot::default(),
             sync_generation: -1,
+            history: Default::default(),
         }
     }
 
@@ -399,6 +402,11 @@ impl ClassicGroup {
             Some(t) => t.contains(topic),
             None => self.uses_consumer_protocol(),
         }
+    }
+
+    /// Member ids, in group order.
+    pub fn member_ids(&self) -> Vec<String> {
+        self.members.keys().cloned().collect()
     }
 
     /// The member list the leader receives.

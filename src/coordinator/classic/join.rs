@@ -6,6 +6,7 @@ use crate::coordinator::Groups;
 use bytes::Bytes;
 
 use super::group::{ClassicGroup, GroupState, Member, ParkedJoin};
+use super::history::Cause;
 use super::rebalance::{self, complete_join_future, maybe_complete_join_phase, maybe_prepare_rebalance_or_complete_join};
 use super::validate_existing_member;
 use crate::coordinator::core::{Cx, ReplyToken, Response};
@@ -126,25 +127,21 @@ fn join_existing_member(g: &mut ClassicGroup, req: JoinGroupRequest, token: Repl
         return reply(cx, token, JoinGroupResponse::error(e, member_id));
     }
     let matches = g.members.get(&member_id).is_some_and(|m| m.matches(&req.protocols));
+    let changed = Cause::ProtocolChanged { member_id: member_id.clone(), reason: req.reason.clone() };
     match g.state {
-        GroupState::PreparingRebalance => {
-            update_member_then_rebalance_or_complete_join(g, req, token, cx, "member joined during a rebalance")
-        }
+        GroupState::PreparingRebalance => update_member_then_rebalance_or_complete_join(g, req, token, cx, changed),
         GroupState::CompletingRebalance if matches => {
             // Same metadata (it probably lost the previous answer): return the current generation.
             let members = if g.is_leader(&member_id) { g.join_members() } else { Vec::new() };
             reply(cx, token, current_generation(g, member_id, members));
         }
-        GroupState::CompletingRebalance => {
-            update_member_then_rebalance_or_complete_join(g, req, token, cx, "member changed its metadata during CompletingRebalance")
-        }
+        GroupState::CompletingRebalance => update_member_then_rebalance_or_complete_join(g, req, token, cx, changed),
         GroupState::Stable if g.is_leader(&member_id) => {
             // The leader may force a rebalance (e.g. topic metadata changed).
-            update_member_then_rebalance_or_complete_join(g, req, token, cx, "leader rejoined the group")
+            let cause = Cause::LeaderRejoined { member_id: member_id.clone(), reason: req.reason.clone() };
+            update_member_then_rebalance_or_complete_join(g, req, token, cx, cause)
         }
-        GroupState::Stable if !matches => {
-            update_member_then_rebalance_or_complete_join(g, req, token, cx, "member changed its metadata")
-        }
+        GroupState::Stable if !matches => update_member_then_rebalance_or_complete_join(g, req, token, cx, changed),
         GroupState::Stable => reply(cx, token, current_generation(g, member_id, Vec::new())),
         GroupState::Empty | GroupState::Dead => {
             reply(cx, token, JoinGroupResponse::error(ErrorCode::UNKNOWN_MEMBER_ID, member_id))
@@ -173,6 +170,12 @@ fn add_member_then_rebalance_or_complete_join(
     token: ReplyToken,
     cx: &mut Cx,
 ) {
+    let cause = Cause::MemberJoined {
+        member_id: member_id.clone(),
+        client_id: req.client_id.clone(),
+        client_host: req.client_host.clone(),
+        reason: req.reason.clone(),
+    };
     let member = Member {
         member_id: member_id.clone(),
         group_instance_id: req.group_instance_id,
@@ -195,7 +198,7 @@ fn add_member_then_rebalance_or_complete_join(
     g.add(member);
     // A parked new member cannot heartbeat; bound how long it may wait.
     rebalance::schedule_heartbeat(g, &member_id, cx.cfg.new_member_join_timeout_ms, cx);
-    maybe_prepare_rebalance_or_complete_join(g, cx, "a new member joined");
+    maybe_prepare_rebalance_or_complete_join(g, cx, cause);
 }
 
 /// Parks a member's JoinGroup with its new protocols and timeouts.
@@ -204,7 +207,7 @@ fn update_member_then_rebalance_or_complete_join(
     req: JoinGroupRequest,
     token: ReplyToken,
     cx: &mut Cx,
-    reason: &str,
+    cause: Cause,
 ) {
     // A second JoinGroup while one is parked supersedes it; answer the old
     // one so no connection waits forever (Kafka silently drops it).
@@ -216,7 +219,7 @@ fn update_member_then_rebalance_or_complete_join(
         req.session_timeout_ms,
         Some(ParkedJoin { token, version: req.version }),
     );
-    maybe_prepare_rebalance_or_complete_join(g, cx, reason);
+    maybe_prepare_rebalance_or_complete_join(g, cx, cause);
 }
 
 /// KIP-345: a static member rejoins with an unknown member id and replaces
@@ -238,6 +241,7 @@ fn update_static_member(
         None => return,
     };
     let version = req.version;
+    let reason = req.reason.clone();
     g.update_member(&new_id, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, Some(ParkedJoin { token, version }));
     match g.state {
         GroupState::Stable => {
@@ -274,12 +278,14 @@ fn update_static_member(
                     }
                 }
             } else {
-                maybe_prepare_rebalance_or_complete_join(g, cx, "static member rejoined with a different protocol");
+                let cause = Cause::ProtocolChanged { member_id: new_id.clone(), reason };
+                maybe_prepare_rebalance_or_complete_join(g, cx, cause);
             }
         }
         GroupState::CompletingRebalance => {
             // The leader may already have assigned partitions to the old id.
-            rebalance::prepare_rebalance(g, cx, "static member replaced during CompletingRebalance");
+            let cause = Cause::StaticMemberReplaced { instance_id: instance.to_string(), old_member_id: old_id, new_member_id: new_id };
+            rebalance::prepare_rebalance(g, cx, cause);
         }
         GroupState::PreparingRebalance => maybe_complete_join_phase(g, cx),
         GroupState::Empty | GroupState::Dead => {

@@ -3,6 +3,7 @@
 use crate::coordinator::Groups;
 
 use super::group::{ClassicGroup, GroupState};
+use super::history::Cause;
 use super::rebalance::{self, maybe_complete_join_phase, maybe_prepare_rebalance_or_complete_join};
 use super::validate_existing_member;
 use crate::coordinator::core::Cx;
@@ -34,6 +35,7 @@ pub fn leave_group(groups: &mut Groups, req: &LeaveGroupRequest, cx: &mut Cx) ->
     }
     let mut results = Vec::with_capacity(req.members.len());
     let mut removed = Vec::new();
+    let mut reasons = Vec::new();
     for m in &req.members {
         let error = if m.member_id.is_empty() {
             // Administrative removal by instance id.
@@ -41,6 +43,7 @@ pub fn leave_group(groups: &mut Groups, req: &LeaveGroupRequest, cx: &mut Cx) ->
                 Some(id) => {
                     remove(g, &id, m.reason.as_deref(), cx);
                     removed.push(id);
+                    reasons.extend(m.reason.clone());
                     ErrorCode::NONE
                 }
                 None => ErrorCode::UNKNOWN_MEMBER_ID,
@@ -54,6 +57,7 @@ pub fn leave_group(groups: &mut Groups, req: &LeaveGroupRequest, cx: &mut Cx) ->
                 Ok(()) => {
                     remove(g, &m.member_id, m.reason.as_deref(), cx);
                     removed.push(m.member_id.clone());
+                    reasons.extend(m.reason.clone());
                     ErrorCode::NONE
                 }
                 Err(e) => e,
@@ -68,7 +72,7 @@ pub fn leave_group(groups: &mut Groups, req: &LeaveGroupRequest, cx: &mut Cx) ->
     if !removed.is_empty() {
         match g.state {
             GroupState::Stable | GroupState::CompletingRebalance => {
-                maybe_prepare_rebalance_or_complete_join(g, cx, "members left the group")
+                maybe_prepare_rebalance_or_complete_join(g, cx, Cause::MemberLeft { member_ids: removed, reasons })
             }
             GroupState::PreparingRebalance => maybe_complete_join_phase(g, cx),
             _ => {}

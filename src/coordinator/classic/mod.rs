@@ -4,6 +4,7 @@
 pub mod describe;
 pub mod group;
 pub mod heartbeat;
+pub mod history;
 pub mod join;
 pub mod leave;
 pub mod rebalance;

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use super::group::{ClassicGroup, GroupState, InitialDelay};
+use super::history::{Cause, Outcome};
 use crate::coordinator::core::{Cx, Reply, Response};
 use crate::coordinator::messages::{JoinGroupResponse, SyncGroupResponse};
 use crate::coordinator::records::Record;
@@ -83,7 +84,7 @@ pub fn remove_member(g: &mut ClassicGroup, member_id: &str, cx: &mut Cx) {
 }
 
 /// Kafka's `prepareRebalance`.
-pub fn prepare_rebalance(g: &mut ClassicGroup, cx: &mut Cx, reason: &str) {
+pub fn prepare_rebalance(g: &mut ClassicGroup, cx: &mut Cx, cause: Cause) {
     if g.is(GroupState::CompletingRebalance) {
         reset_and_propagate_assignment_with_error(g, ErrorCode::REBALANCE_IN_PROGRESS, cx);
     }
@@ -100,9 +101,12 @@ pub fn prepare_rebalance(g: &mut ClassicGroup, cx: &mut Cx, reason: &str) {
         group = %g.group_id,
         generation = g.generation_id,
         members = g.members.len(),
-        %reason,
+        cause = cause.kind(),
         "preparing to rebalance group"
     );
+    metrics::counter!("kcoord_rebalances_total", "cause" => cause.kind()).increment(1);
+    let members = g.member_ids();
+    g.history.start(cause, cx.now, g.generation_id, members, cx.cfg.rebalance_history);
     if !initial {
         maybe_complete_join_else_schedule(g, cx);
     }
@@ -118,9 +122,9 @@ fn maybe_complete_join_else_schedule(g: &mut ClassicGroup, cx: &mut Cx) {
 }
 
 /// Kafka's `maybePrepareRebalanceOrCompleteJoin`.
-pub fn maybe_prepare_rebalance_or_complete_join(g: &mut ClassicGroup, cx: &mut Cx, reason: &str) {
+pub fn maybe_prepare_rebalance_or_complete_join(g: &mut ClassicGroup, cx: &mut Cx, cause: Cause) {
     if g.can_rebalance() {
-        prepare_rebalance(g, cx, reason);
+        prepare_rebalance(g, cx, cause);
     } else {
         maybe_complete_join_phase(g, cx);
     }
@@ -166,6 +170,9 @@ pub fn complete_join(g: &mut ClassicGroup, cx: &mut Cx) {
     for id in &not_rejoined {
         remove_member(g, id, cx);
     }
+    if !not_rejoined.is_empty() {
+        g.history.note_removed(&not_rejoined);
+    }
     if g.is(GroupState::Dead) {
         return;
     }
@@ -186,6 +193,7 @@ pub fn complete_join(g: &mut ClassicGroup, cx: &mut Cx) {
             // next rebalance brings the previous generation back.
             tracing::warn!(group = %g.group_id, error = ?e, "failed to write the empty group's metadata");
         }
+        finish_rebalance(g, cx.now, Outcome::Empty);
         return;
     }
     tracing::info!(
@@ -283,11 +291,33 @@ pub fn set_and_propagate_assignment(g: &mut ClassicGroup, assignment: &HashMap<S
     propagate_assignment(g, ErrorCode::NONE, cx);
 }
 
+/// Ends the rebalance in progress and logs it as one structured line.
+pub fn finish_rebalance(g: &mut ClassicGroup, now: i64, outcome: Outcome) {
+    let members = g.member_ids();
+    let generation = g.generation_id;
+    if let Some(r) = g.history.finish(now, generation, members, outcome) {
+        let duration = r.duration_ms.unwrap_or(0);
+        metrics::histogram!("kcoord_rebalance_duration_seconds").record(duration as f64 / 1000.0);
+        tracing::info!(
+            group = %g.group_id,
+            generation,
+            cause = r.cause.kind(),
+            detail = ?r.cause,
+            outcome = ?outcome,
+            duration_ms = duration,
+            members_before = r.members_before.len(),
+            members_after = r.members_after.len(),
+            removed_at_rebalance_timeout = ?r.removed_at_rebalance_timeout,
+            "rebalance completed"
+        );
+    }
+}
+
 /// Kafka's `removeMemberAndUpdateClassicGroup` (expiry and similar paths).
-pub fn remove_member_and_update_group(g: &mut ClassicGroup, member_id: &str, cx: &mut Cx, reason: &str) {
+pub fn remove_member_and_update_group(g: &mut ClassicGroup, member_id: &str, cx: &mut Cx, cause: Cause) {
     remove_member(g, member_id, cx);
     match g.state {
-        GroupState::Stable | GroupState::CompletingRebalance => maybe_prepare_rebalance_or_complete_join(g, cx, reason),
+        GroupState::Stable | GroupState::CompletingRebalance => maybe_prepare_rebalance_or_complete_join(g, cx, cause),
         GroupState::PreparingRebalance if g.has_all_members_joined() => complete_join(g, cx),
         _ => {}
     }
@@ -320,7 +350,8 @@ fn expire_member(g: &mut ClassicGroup, member_id: &str, cx: &mut Cx) {
         return;
     }
     tracing::info!(group = %g.group_id, member = %member_id, "member session expired; removing it from the group");
-    remove_member_and_update_group(g, member_id, cx, "member session expired");
+    metrics::counter!("kcoord_session_expirations_total").increment(1);
+    remove_member_and_update_group(g, member_id, cx, Cause::SessionExpired { member_id: member_id.to_string() });
 }
 
 /// A KIP-394 pending member never rejoined within its session timeout.
@@ -373,7 +404,7 @@ pub fn on_sync_timer(g: &mut ClassicGroup, deadline: i64, cx: &mut Cx) {
             for id in &pending {
                 remove_member(g, id, cx);
             }
-            prepare_rebalance(g, cx, "pending members did not send SyncGroup in time");
+            prepare_rebalance(g, cx, Cause::PendingSyncTimeout { removed: pending });
         }
         _ => {}
     }

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use super::group::{ClassicGroup, GroupState};
+use super::history::{Cause, Outcome};
 use super::rebalance::{self, remove_pending_sync_member};
 use super::validate_existing_member;
 use crate::coordinator::core::{Cx, ReplyToken, Response};
@@ -106,12 +107,12 @@ fn complete_with_leader_assignment(g: &mut ClassicGroup, assignments: Vec<(Strin
         Ok(()) => {
             rebalance::set_and_propagate_assignment(g, &assignment, cx);
             g.transition_to(GroupState::Stable, cx.now);
-            tracing::info!(group = %g.group_id, generation = g.generation_id, "group is stable");
+            rebalance::finish_rebalance(g, cx.now, Outcome::Stable);
         }
         Err(e) => {
             tracing::warn!(group = %g.group_id, error = ?e, "failed to store the group's assignment");
             rebalance::reset_and_propagate_assignment_with_error(g, e, cx);
-            rebalance::maybe_prepare_rebalance_or_complete_join(g, cx, "failed to store the assignment");
+            rebalance::maybe_prepare_rebalance_or_complete_join(g, cx, Cause::AssignmentWriteFailed { error: e.name().to_string() });
         }
     }
 }
