@@ -4,11 +4,13 @@
 //! started in-process by tests: [`Daemon::start`] binds the listener and
 //! returns a handle whose [`RunningDaemon::shutdown`] stops it cleanly.
 
+pub mod admin;
 pub mod alloc_guard;
 pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod error_code;
+pub mod observability;
 pub mod protocol;
 pub mod server;
 pub mod storage;

@@ -25,6 +25,140 @@ enum Command {
     Serve(ServeArgs),
     /// Print the effective configuration as TOML and exit.
     Config(ServeArgs),
+    /// Consumer group administration (like kafka-consumer-groups.sh), against
+    /// kcoord or any Kafka-compatible cluster.
+    Groups {
+        #[command(subcommand)]
+        command: GroupsCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum GroupsCommand {
+    /// List groups (with --state, their states; --state S filters).
+    List {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long, num_args = 0..=1, default_missing_value = "")]
+        state: Option<String>,
+    },
+    /// Describe a group: offsets and owners (default), --members, or --state.
+    Describe {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long)]
+        group: String,
+        #[arg(long, conflicts_with = "state")]
+        members: bool,
+        #[arg(long)]
+        state: bool,
+    },
+    /// A group's committed offsets, log end offsets, lag and metadata.
+    Offsets {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long)]
+        group: String,
+    },
+    /// Delete groups (only groups without active members).
+    Delete {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long = "group", required = true)]
+        groups: Vec<String>,
+    },
+    /// Reset a group's offsets (dry run unless --execute; the group must be inactive).
+    ResetOffsets {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long)]
+        group: String,
+        /// TOPIC or TOPIC:P1,P2 (repeatable).
+        #[arg(long = "topic")]
+        topics: Vec<String>,
+        #[arg(long)]
+        all_topics: bool,
+        #[arg(long, group = "spec")]
+        to_earliest: bool,
+        #[arg(long, group = "spec")]
+        to_latest: bool,
+        #[arg(long, group = "spec", value_name = "OFFSET")]
+        to_offset: Option<i64>,
+        #[arg(long, group = "spec", value_name = "N", allow_hyphen_values = true)]
+        shift_by: Option<i64>,
+        #[arg(long, group = "spec", value_name = "YYYY-MM-DDTHH:mm:SS.sss")]
+        to_datetime: Option<String>,
+        /// Only show the new offsets (the default).
+        #[arg(long, conflicts_with = "execute")]
+        dry_run: bool,
+        /// Commit the new offsets.
+        #[arg(long)]
+        execute: bool,
+    },
+}
+
+/// Runs an admin command; prints its output or "Error: ..." like Kafka's tools.
+fn run_groups(command: GroupsCommand) -> ExitCode {
+    use kcoord::admin::{cluster::Cluster, groups};
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        let bootstrap = match &command {
+            GroupsCommand::List { bootstrap, .. }
+            | GroupsCommand::Describe { bootstrap, .. }
+            | GroupsCommand::Offsets { bootstrap, .. }
+            | GroupsCommand::Delete { bootstrap, .. }
+            | GroupsCommand::ResetOffsets { bootstrap, .. } => bootstrap.clone(),
+        };
+        let mut cluster = Cluster::connect(&bootstrap).await?;
+        match command {
+            GroupsCommand::List { state, .. } => {
+                let states: Vec<String> = state.iter().filter(|s| !s.is_empty()).cloned().collect();
+                groups::list(&mut cluster, state.is_some(), &states).await
+            }
+            GroupsCommand::Describe { group, members, state, .. } => {
+                let view = if members { "members" } else if state { "state" } else { "offsets" };
+                groups::describe(&mut cluster, &group, view).await
+            }
+            GroupsCommand::Offsets { group, .. } => groups::offsets(&mut cluster, &group).await,
+            GroupsCommand::Delete { groups: names, .. } => groups::delete(&mut cluster, &names).await,
+            GroupsCommand::ResetOffsets {
+                group, topics, all_topics, to_earliest, to_latest, to_offset, shift_by, to_datetime, execute, ..
+            } => {
+                let spec = if to_earliest {
+                    groups::ResetSpec::Earliest
+                } else if to_latest {
+                    groups::ResetSpec::Latest
+                } else if let Some(o) = to_offset {
+                    groups::ResetSpec::Offset(o)
+                } else if let Some(n) = shift_by {
+                    groups::ResetSpec::ShiftBy(n)
+                } else if let Some(d) = to_datetime {
+                    groups::ResetSpec::Datetime(d)
+                } else {
+                    return Err(kcoord::admin::cluster::AdminError::Message(
+                        "one of --to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime is required".into(),
+                    ));
+                };
+                groups::reset_offsets(&mut cluster, &group, &topics, all_topics, &spec, execute).await
+            }
+        }
+    });
+    match result {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[derive(Args, Debug, Default, Clone)]
@@ -111,6 +245,7 @@ fn main() -> ExitCode {
     let (args, print_config) = match cli.command {
         Some(Command::Serve(a)) => (a, false),
         Some(Command::Config(a)) => (a, true),
+        Some(Command::Groups { command }) => return run_groups(command),
         None => (cli.serve, false),
     };
     let config = match args.build() {

@@ -38,6 +38,12 @@ pub enum Request {
     Delete { group_id: String },
     /// A topic was deleted: tombstone every group's offsets for it.
     DeleteTopicOffsets { topic: String },
+    /// Observability: one group in full.
+    Details { group_id: String },
+    /// Observability: every group in brief.
+    Summaries,
+    /// Observability: counts for metrics.
+    Stats,
 }
 
 impl Request {
@@ -53,7 +59,8 @@ impl Request {
             Request::OffsetDelete(r) => &r.group_id,
             Request::Describe { group_id, .. } => group_id,
             Request::Delete { group_id } => group_id,
-            Request::List(_) | Request::DeleteTopicOffsets { .. } => return None,
+            Request::Details { group_id } => group_id,
+            Request::List(_) | Request::DeleteTopicOffsets { .. } | Request::Summaries | Request::Stats => return None,
         })
     }
 
@@ -75,6 +82,9 @@ impl Request {
             Request::Describe { group_id, .. } => Response::Describe(DescribedGroup::bare(group_id, error, "")),
             Request::List(_) => Response::List(ListGroupsResponse { error, groups: vec![] }),
             Request::Delete { .. } | Request::DeleteTopicOffsets { .. } => Response::Delete(error),
+            Request::Details { .. } => Response::Details(None),
+            Request::Summaries => Response::Summaries(Vec::new()),
+            Request::Stats => Response::Stats(ShardStats::default()),
         }
     }
 }
@@ -92,6 +102,9 @@ pub enum Response {
     Describe(DescribedGroup),
     List(ListGroupsResponse),
     Delete(ErrorCode),
+    Details(Option<Box<GroupDetails>>),
+    Summaries(Vec<GroupSummary>),
+    Stats(ShardStats),
 }
 
 /// A response addressed to a waiting request.
@@ -369,6 +382,18 @@ impl ShardCore {
             Request::DeleteTopicOffsets { topic } => {
                 let err = offsets::delete_topic_offsets(&topic, &mut cx);
                 cx.reply(token, Response::Delete(err));
+            }
+            Request::Details { group_id } => {
+                let d = classic::describe::details(groups, cx.store, &group_id);
+                cx.reply(token, Response::Details(d.map(Box::new)));
+            }
+            Request::Summaries => {
+                let s = classic::describe::summaries(groups);
+                cx.reply(token, Response::Summaries(s));
+            }
+            Request::Stats => {
+                let s = classic::describe::stats(groups, cx.store);
+                cx.reply(token, Response::Stats(s));
             }
         }
     }

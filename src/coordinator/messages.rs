@@ -316,3 +316,58 @@ pub struct ListGroupsResponse {
 pub struct DeleteGroupsResponse {
     pub results: Vec<(String, ErrorCode)>,
 }
+
+/// Everything known about one group, for the HTTP API and the admin CLI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDetails {
+    pub group_id: String,
+    pub state: String,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    pub members: Vec<MemberDetails>,
+    pub offsets: Vec<OffsetDetails>,
+    pub rebalances: Vec<crate::coordinator::classic::history::Rebalance>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberDetails {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub assignment: Bytes,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetDetails {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub commit_timestamp: i64,
+}
+
+/// One line per group for listings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSummary {
+    pub group_id: String,
+    pub state: String,
+    pub generation: i32,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: usize,
+    pub last_rebalance_cause: Option<String>,
+}
+
+/// Counts for metrics, per shard.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    pub groups_by_state: Vec<(String, usize)>,
+    pub members: usize,
+    pub offsets: usize,
+}

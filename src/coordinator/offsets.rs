@@ -105,6 +105,7 @@ pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Of
         }
         response.topics.push(TopicErrors { name: t.name.clone(), partitions });
     }
+    let committed = records.len() as u64;
     if let Err(e) = cx.append(records) {
         // Nothing was written: every partition that would have been gets the error.
         for t in &mut response.topics {
@@ -114,6 +115,8 @@ pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Of
                 }
             }
         }
+    } else {
+        metrics::counter!("kcoord_committed_partitions_total").increment(committed);
     }
     response
 }

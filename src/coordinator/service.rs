@@ -279,6 +279,44 @@ impl Coordinator {
         Ok(error)
     }
 
+    /// One group in full (None if unknown).
+    pub async fn group_details(&self, group_id: &str) -> Result<Option<Box<GroupDetails>>> {
+        match self.call(group_id, Request::Details { group_id: group_id.to_string() }).await? {
+            Response::Details(d) => Ok(d),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Every group in brief, sorted by id.
+    pub async fn group_summaries(&self) -> Result<Vec<GroupSummary>> {
+        let calls = self.shards.iter().map(|s| Self::call_shard(s, Request::Summaries));
+        let mut out = Vec::new();
+        for r in join_all(calls).await {
+            match r? {
+                Response::Summaries(v) => out.extend(v),
+                other => return Err(unexpected(other)),
+            }
+        }
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        Ok(out)
+    }
+
+    /// Counts per shard, and each shard's mailbox depth.
+    pub async fn shard_stats(&self) -> Result<Vec<(u32, ShardStats, usize)>> {
+        let calls = self.shards.iter().map(|s| async move {
+            let depth = s.tx.max_capacity() - s.tx.capacity();
+            (s.id, Self::call_shard(s, Request::Stats).await, depth)
+        });
+        let mut out = Vec::new();
+        for (id, r, depth) in join_all(calls).await {
+            match r? {
+                Response::Stats(st) => out.push((id, st, depth)),
+                other => return Err(unexpected(other)),
+            }
+        }
+        Ok(out)
+    }
+
     /// Unloads every shard: parked requests get NOT_COORDINATOR, pending
     /// writes are made durable, logs are closed.
     pub async fn shutdown(&self) {

@@ -121,6 +121,8 @@ impl RecordSink for LogSink<'_> {
         match self.log.append(&refs) {
             Ok(_) => {
                 self.wrote = true;
+                metrics::counter!("kcoord_log_appends_total").increment(1);
+                metrics::counter!("kcoord_log_appended_records_total").increment(payloads.len() as u64);
                 Ok(())
             }
             Err(e) => {
@@ -382,7 +384,14 @@ impl Shard {
             return;
         }
         if let Some(job) = self.log.sync_job() {
-            self.sync = Some(tokio::task::spawn_blocking(move || job.run()));
+            let batch = job.end().saturating_sub(self.log.synced());
+            self.sync = Some(tokio::task::spawn_blocking(move || {
+                let started = std::time::Instant::now();
+                let r = job.run();
+                metrics::histogram!("kcoord_fsync_duration_seconds").record(started.elapsed().as_secs_f64());
+                metrics::histogram!("kcoord_fsync_batch_records").record(batch as f64);
+                r
+            }));
         }
     }
 

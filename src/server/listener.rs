@@ -33,13 +33,16 @@ pub async fn run(listener: TcpListener, svc: Arc<Services>, mut shutdown: watch:
                     drop(stream);
                     continue;
                 }
-                open.fetch_add(1, Ordering::Relaxed);
+                let now_open = open.fetch_add(1, Ordering::Relaxed) + 1;
+                metrics::counter!("kcoord_connections_total").increment(1);
+                metrics::gauge!("kcoord_connections").set(now_open as f64);
                 let svc = svc.clone();
                 let rx = shutdown.clone();
                 let open = open.clone();
                 tasks.spawn(async move {
                     connection::serve(stream, peer, svc, rx).await;
-                    open.fetch_sub(1, Ordering::Relaxed);
+                    let left = open.fetch_sub(1, Ordering::Relaxed) - 1;
+                    metrics::gauge!("kcoord_connections").set(left as f64);
                 });
                 // Reap finished connection tasks so the set stays small.
                 while tasks.try_join_next().is_some() {}

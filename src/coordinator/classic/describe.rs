@@ -4,7 +4,11 @@ use crate::coordinator::Groups;
 
 use super::group::GroupState;
 use crate::cluster::GROUP_AUTHORIZED_OPERATIONS;
-use crate::coordinator::messages::{DescribedGroup, DescribedMember, ListGroupsRequest, ListedGroup};
+use crate::coordinator::messages::{
+    DescribedGroup, DescribedMember, GroupDetails, GroupSummary, ListGroupsRequest, ListedGroup, MemberDetails, OffsetDetails,
+    ShardStats,
+};
+use crate::coordinator::store::Store;
 use crate::error_code::ErrorCode;
 
 /// Describes one group. Stable groups show each member's metadata for the
@@ -65,4 +69,82 @@ pub fn list(groups: &Groups, req: &ListGroupsRequest) -> Vec<ListedGroup> {
         .collect();
     out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     out
+}
+
+/// One group in full: members, committed offsets and rebalance history.
+pub fn details(groups: &Groups, store: &Store, group_id: &str) -> Option<GroupDetails> {
+    let g = groups.get(group_id)?;
+    let mut offsets: Vec<OffsetDetails> = store
+        .offsets(group_id)
+        .map(|topics| {
+            topics
+                .iter()
+                .flat_map(|(t, parts)| {
+                    parts.iter().map(move |(p, v)| OffsetDetails {
+                        topic: t.clone(),
+                        partition: *p,
+                        offset: v.offset,
+                        leader_epoch: v.leader_epoch,
+                        metadata: v.metadata.clone(),
+                        commit_timestamp: v.commit_timestamp,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    offsets.sort_by(|a, b| (a.topic.as_str(), a.partition).cmp(&(b.topic.as_str(), b.partition)));
+    Some(GroupDetails {
+        group_id: g.group_id.clone(),
+        state: g.state.as_str().to_string(),
+        generation: g.generation_id,
+        protocol_type: g.protocol_type.clone(),
+        protocol: g.protocol_name.clone(),
+        leader: g.leader_id.clone(),
+        members: g
+            .members
+            .values()
+            .map(|m| MemberDetails {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                session_timeout_ms: m.session_timeout_ms,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                assignment: m.assignment.clone(),
+            })
+            .collect(),
+        offsets,
+        rebalances: g.history.entries().cloned().collect(),
+    })
+}
+
+/// Every group in brief.
+pub fn summaries(groups: &Groups) -> Vec<GroupSummary> {
+    groups
+        .values()
+        .map(|g| GroupSummary {
+            group_id: g.group_id.clone(),
+            state: g.state.as_str().to_string(),
+            generation: g.generation_id,
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            protocol: g.protocol_name.clone().unwrap_or_default(),
+            members: g.members.len(),
+            last_rebalance_cause: g.history.last().map(|r| r.cause.kind().to_string()),
+        })
+        .collect()
+}
+
+/// Counts for metrics.
+pub fn stats(groups: &Groups, store: &Store) -> ShardStats {
+    let mut by_state: std::collections::BTreeMap<&'static str, usize> = Default::default();
+    let mut members = 0;
+    for g in groups.values() {
+        *by_state.entry(g.state.as_str()).or_default() += 1;
+        members += g.members.len();
+    }
+    ShardStats {
+        groups_by_state: by_state.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        members,
+        offsets: store.offset_count(),
+    }
 }

@@ -1,0 +1,148 @@
+//! Talking to a Kafka-compatible cluster for the admin CLI: bootstrap,
+//! find a group's coordinator, partition leaders, and list offsets.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::*;
+
+use crate::protocol::client::{s, ClientError, Connection};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+const CLIENT_ID: &str = "kcoord-admin";
+
+/// An error for the operator, with Kafka's error name where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("{0}")]
+    Client(#[from] ClientError),
+    #[error("{0}")]
+    Message(String),
+}
+
+pub type Result<T> = std::result::Result<T, AdminError>;
+
+pub fn error_name(code: i16) -> String {
+    format!("{:?}", crate::ErrorCode(code))
+}
+
+/// Broker connections, opened on demand.
+pub struct Cluster {
+    bootstrap: String,
+    pub brokers: HashMap<i32, String>,
+    conns: HashMap<String, Connection>,
+}
+
+/// Partitions of the topics asked about: name → partition count.
+pub type Partitions = BTreeMap<String, i32>;
+
+impl Cluster {
+    pub async fn connect(bootstrap: &str) -> Result<Cluster> {
+        let mut c = Cluster { bootstrap: bootstrap.to_string(), brokers: HashMap::new(), conns: HashMap::new() };
+        c.conn(bootstrap).await?;
+        Ok(c)
+    }
+
+    /// A negotiated connection to `addr`.
+    pub async fn conn(&mut self, addr: &str) -> Result<&mut Connection> {
+        if !self.conns.contains_key(addr) {
+            let c = tokio::time::timeout(TIMEOUT, Connection::connect_negotiated(addr, CLIENT_ID))
+                .await
+                .map_err(|_| ClientError::Timeout(TIMEOUT))??;
+            self.conns.insert(addr.to_string(), c);
+        }
+        self.conns.get_mut(addr).ok_or_else(|| AdminError::Message("connection lost".into()))
+    }
+
+    pub async fn bootstrap(&mut self) -> Result<&mut Connection> {
+        let b = self.bootstrap.clone();
+        self.conn(&b).await
+    }
+
+    /// The address of `group`'s coordinator.
+    pub async fn coordinator(&mut self, group: &str) -> Result<String> {
+        let conn = self.bootstrap().await?;
+        let v = conn.version::<FindCoordinatorRequest>(0, 3)?;
+        let mut req = FindCoordinatorRequest::default().with_key(s(group));
+        if v >= 1 {
+            req.key_type = 0;
+        }
+        let r = conn.call_timeout(&req, v, TIMEOUT).await?;
+        if r.error_code != 0 {
+            return Err(AdminError::Message(format!("cannot find the coordinator of group '{group}': {}", error_name(r.error_code))));
+        }
+        Ok(format!("{}:{}", r.host, r.port))
+    }
+
+    /// Topics (all if `topics` is None) with their partition counts and
+    /// the leader address of every partition.
+    pub async fn metadata(&mut self, topics: Option<&[String]>) -> Result<(Partitions, HashMap<(String, i32), String>)> {
+        let conn = self.bootstrap().await?;
+        let v = conn.version::<MetadataRequest>(1, 9)?;
+        let req = MetadataRequest::default()
+            .with_topics(topics.map(|ts| ts.iter().map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(s(t))))).collect()))
+            .with_allow_auto_topic_creation(false);
+        let r = conn.call_timeout(&req, v, TIMEOUT).await?;
+        self.brokers = r.brokers.iter().map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port))).collect();
+        let mut parts = Partitions::new();
+        let mut leaders = HashMap::new();
+        for t in &r.topics {
+            let Some(name) = t.name.as_ref().map(|n| n.to_string()) else { continue };
+            if t.error_code != 0 {
+                continue;
+            }
+            parts.insert(name.clone(), t.partitions.len() as i32);
+            for p in &t.partitions {
+                if let Some(addr) = self.brokers.get(&p.leader_id.0) {
+                    leaders.insert((name.clone(), p.partition_index), addr.clone());
+                }
+            }
+        }
+        Ok((parts, leaders))
+    }
+
+    /// ListOffsets for each partition at `timestamp` (-1 latest, -2 earliest).
+    pub async fn list_offsets(
+        &mut self,
+        partitions: &[(String, i32)],
+        timestamp: i64,
+        leaders: &HashMap<(String, i32), String>,
+    ) -> Result<HashMap<(String, i32), i64>> {
+        let mut by_leader: HashMap<String, Vec<(String, i32)>> = HashMap::new();
+        for tp in partitions {
+            if let Some(addr) = leaders.get(tp) {
+                by_leader.entry(addr.clone()).or_default().push(tp.clone());
+            }
+        }
+        let mut out = HashMap::new();
+        for (addr, tps) in by_leader {
+            let conn = self.conn(&addr).await?;
+            let v = conn.version::<ListOffsetsRequest>(1, 5)?;
+            let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+            for (t, p) in &tps {
+                topics.entry(t.as_str()).or_default().push(*p);
+            }
+            let req = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(
+                topics
+                    .iter()
+                    .map(|(t, ps)| {
+                        ListOffsetsTopic::default().with_name(TopicName(s(t))).with_partitions(
+                            ps.iter().map(|p| ListOffsetsPartition::default().with_partition_index(*p).with_timestamp(timestamp)).collect(),
+                        )
+                    })
+                    .collect(),
+            );
+            let r = conn.call_timeout(&req, v, TIMEOUT).await?;
+            for t in &r.topics {
+                for p in &t.partitions {
+                    if p.error_code == 0 && p.offset >= 0 {
+                        out.insert((t.name.to_string(), p.partition_index), p.offset);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,6 @@
+//! The admin CLI (`kcoord groups ...`), speaking the Kafka wire protocol to
+//! kcoord or any Kafka-compatible cluster.
+
+pub mod cluster;
+pub mod groups;
+pub mod time;

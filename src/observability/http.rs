@@ -1,0 +1,249 @@
+//! The operator HTTP listener: `GET /metrics` (Prometheus text format),
+//! `GET /v1/groups` and `GET /v1/groups/{id}` (JSON).
+//!
+//! A deliberately small HTTP/1.1 server: one request per connection, only
+//! GET, bounded request head, bounded concurrent connections, a timeout on
+//! slow clients. Nothing here is on the Kafka request path.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+
+use super::consumer_protocol::assignment_partitions;
+use super::LogEndOffsets;
+use crate::coordinator::Coordinator;
+use crate::server::Services;
+
+const MAX_HEAD: usize = 8192;
+const MAX_CONNECTIONS: usize = 64;
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the HTTP handlers read.
+pub struct HttpState {
+    pub services: Arc<Services>,
+    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    pub log_ends: Arc<dyn LogEndOffsets>,
+}
+
+impl HttpState {
+    fn coordinator(&self) -> &Coordinator {
+        &self.services.coordinator
+    }
+}
+
+/// Serves until `shutdown` turns true.
+pub async fn serve(listener: TcpListener, state: Arc<HttpState>, mut shutdown: watch::Receiver<bool>) {
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let Ok(permit) = permits.clone().try_acquire_owned() else {
+                    drop(stream);
+                    continue;
+                };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let _ = tokio::time::timeout(READ_TIMEOUT, handle(stream, &state)).await;
+                });
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+async fn read_head(stream: &mut TcpStream) -> Option<String> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            return String::from_utf8(buf).ok();
+        }
+        if buf.len() > MAX_HEAD {
+            return None;
+        }
+    }
+}
+
+async fn handle(mut stream: TcpStream, state: &HttpState) {
+    let Some(head) = read_head(&mut stream).await else { return };
+    let mut parts = head.lines().next().unwrap_or("").split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let (status, content_type, body) = if method != "GET" {
+        (405, "text/plain", "only GET is supported\n".to_string())
+    } else {
+        route(path, state).await
+    };
+    let reason = match status {
+        200 => "OK",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        _ => "Service Unavailable",
+    };
+    let response = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+async fn route(path: &str, state: &HttpState) -> (u16, &'static str, String) {
+    let json_ok = |v: Value| (200, "application/json", format!("{v:#}\n"));
+    match path {
+        "/metrics" => match &state.metrics {
+            Some(h) => {
+                refresh_gauges(state).await;
+                (200, "text/plain; version=0.0.4", h.render())
+            }
+            None => (503, "text/plain", "metrics are not available\n".into()),
+        },
+        "/v1/groups" | "/v1/groups/" => match state.coordinator().group_summaries().await {
+            Ok(groups) => json_ok(json!({
+                "groups": groups.iter().map(|g| json!({
+                    "group_id": g.group_id,
+                    "state": g.state,
+                    "generation": g.generation,
+                    "protocol_type": g.protocol_type,
+                    "protocol": g.protocol,
+                    "members": g.members,
+                    "last_rebalance_cause": g.last_rebalance_cause,
+                })).collect::<Vec<_>>()
+            })),
+            Err(e) => (503, "text/plain", format!("{e}\n")),
+        },
+        p if p.starts_with("/v1/groups/") => {
+            let id = percent_decode(&p["/v1/groups/".len()..]);
+            match state.coordinator().group_details(&id).await {
+                Ok(Some(d)) => json_ok(group_json(&d, state.log_ends.as_ref())),
+                Ok(None) => (404, "application/json", format!("{}\n", json!({"error": format!("group {id} not found")}))),
+                Err(e) => (503, "text/plain", format!("{e}\n")),
+            }
+        }
+        _ => (404, "text/plain", "not found\n".into()),
+    }
+}
+
+/// The JSON view of one group, with assignments decoded where they use the
+/// consumer protocol, and lag where partition logs are known.
+fn group_json(d: &crate::coordinator::messages::GroupDetails, ends: &dyn LogEndOffsets) -> Value {
+    json!({
+        "group_id": d.group_id,
+        "state": d.state,
+        "generation": d.generation,
+        "protocol_type": d.protocol_type,
+        "protocol": d.protocol,
+        "leader": d.leader,
+        "members": d.members.iter().map(|m| {
+            let decoded = if d.protocol_type.as_deref() == Some("consumer") { assignment_partitions(&m.assignment) } else { None };
+            json!({
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "session_timeout_ms": m.session_timeout_ms,
+                "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                "assignment_bytes": m.assignment.len(),
+                "assignment": decoded.map(|tps| tps.into_iter().map(|(t, p)| json!({"topic": t, "partitions": p})).collect::<Vec<_>>()),
+            })
+        }).collect::<Vec<_>>(),
+        "offsets": d.offsets.iter().map(|o| {
+            let end = ends.log_end_offset(&o.topic, o.partition);
+            json!({
+                "topic": o.topic,
+                "partition": o.partition,
+                "offset": o.offset,
+                "leader_epoch": o.leader_epoch,
+                "metadata": o.metadata,
+                "commit_timestamp": o.commit_timestamp,
+                "log_end_offset": end,
+                "lag": end.map(|e| (e - o.offset).max(0)),
+            })
+        }).collect::<Vec<_>>(),
+        "rebalances": d.rebalances,
+    })
+}
+
+/// Gauges computed at scrape time.
+async fn refresh_gauges(state: &HttpState) {
+    if let Ok(stats) = state.coordinator().shard_stats().await {
+        let mut by_state: std::collections::BTreeMap<String, usize> = Default::default();
+        for s in ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"] {
+            by_state.insert(s.to_string(), 0);
+        }
+        let (mut members, mut offsets) = (0, 0);
+        for (shard, st, depth) in &stats {
+            for (s, n) in &st.groups_by_state {
+                *by_state.entry(s.clone()).or_default() += n;
+            }
+            members += st.members;
+            offsets += st.offsets;
+            metrics::gauge!("kcoord_shard_mailbox_depth", "shard" => shard.to_string()).set(*depth as f64);
+        }
+        for (s, n) in by_state {
+            metrics::gauge!("kcoord_groups", "state" => s, "type" => "classic").set(n as f64);
+        }
+        metrics::gauge!("kcoord_group_members").set(members as f64);
+        metrics::gauge!("kcoord_committed_offsets").set(offsets as f64);
+    }
+    // Consumer lag, where partition logs are known (bounded: at most 10,000 series).
+    if let Ok(groups) = state.coordinator().group_summaries().await {
+        let mut series = 0;
+        for g in groups {
+            if series > 10_000 {
+                break;
+            }
+            let Ok(Some(d)) = state.coordinator().group_details(&g.group_id).await else { continue };
+            for o in &d.offsets {
+                if let Some(end) = state.log_ends.log_end_offset(&o.topic, o.partition) {
+                    metrics::gauge!("kcoord_consumer_lag", "group" => d.group_id.clone(), "topic" => o.topic.clone(), "partition" => o.partition.to_string())
+                        .set((end - o.offset).max(0) as f64);
+                    series += 1;
+                }
+            }
+        }
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() + 1 && i + 2 <= b.len().saturating_sub(1) {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push(h * 16 + l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_decoding_handles_escapes_and_stray_percents() {
+        assert_eq!(percent_decode("my%20group"), "my group");
+        assert_eq!(percent_decode("a%2Fb"), "a/b");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz"), "%zz");
+    }
+}

@@ -1,0 +1,63 @@
+//! Prometheus metrics through the `metrics` crate.
+//!
+//! Counters and histograms are recorded where things happen (requests,
+//! rebalances, fsyncs); gauges that describe state (groups by state,
+//! members, offsets, mailbox depth, lag) are computed when `/metrics` is
+//! scraped, so they are exact at scrape time and cost nothing in between.
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Latency buckets in seconds (100 µs .. 30 s).
+const SECONDS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// Records per fsync.
+const BATCH: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0];
+
+/// Installs the process-wide recorder once; later calls (several daemons
+/// in one test process) share it.
+pub fn install() -> Option<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS)
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Full("kcoord_fsync_batch_records".into()), BATCH));
+            match builder.and_then(|b| b.install_recorder()) {
+                Ok(h) => {
+                    describe();
+                    Some(h)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot install the metrics recorder");
+                    None
+                }
+            }
+        })
+        .clone()
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!("kcoord_requests_total", "Requests served, by API and version");
+    describe_histogram!("kcoord_request_duration_seconds", Unit::Seconds, "Time from decoding a request to its response, by API");
+    describe_counter!("kcoord_request_errors_total", "Error codes returned, by API and error");
+    describe_gauge!("kcoord_groups", "Groups by state and type");
+    describe_gauge!("kcoord_group_members", "Members of all groups");
+    describe_gauge!("kcoord_committed_offsets", "Committed offsets stored");
+    describe_counter!("kcoord_rebalances_total", "Rebalances started, by cause");
+    describe_histogram!("kcoord_rebalance_duration_seconds", Unit::Seconds, "Duration of completed rebalances");
+    describe_counter!("kcoord_session_expirations_total", "Members removed because their session expired");
+    describe_counter!("kcoord_committed_partitions_total", "Partitions committed by OffsetCommit");
+    describe_counter!("kcoord_log_appends_total", "Writes to the coordinator logs");
+    describe_counter!("kcoord_log_appended_records_total", "Records written to the coordinator logs");
+    describe_histogram!("kcoord_fsync_duration_seconds", Unit::Seconds, "fdatasync latency of the coordinator logs");
+    describe_histogram!("kcoord_fsync_batch_records", "Records made durable by one fsync (group commit)");
+    describe_gauge!("kcoord_shard_mailbox_depth", "Requests queued at a coordinator shard");
+    describe_gauge!("kcoord_connections", "Open client connections");
+    describe_counter!("kcoord_connections_total", "Client connections accepted");
+    describe_gauge!("kcoord_consumer_lag", "Log end offset minus committed offset, by group, topic and partition (standalone mode)");
+}

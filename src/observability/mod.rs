@@ -1,0 +1,20 @@
+//! What operators see: Prometheus metrics and the JSON view of groups, served
+//! on the optional HTTP listener (`metrics.listen`).
+
+pub mod consumer_protocol;
+pub mod http;
+pub mod metrics;
+
+/// Log end offsets of partitions, for consumer lag (standalone mode).
+pub trait LogEndOffsets: Send + Sync {
+    fn log_end_offset(&self, topic: &str, partition: i32) -> Option<i64>;
+}
+
+/// No data plane: lag is unknown.
+pub struct NoLogEnds;
+
+impl LogEndOffsets for NoLogEnds {
+    fn log_end_offset(&self, _: &str, _: i32) -> Option<i64> {
+        None
+    }
+}
