@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod error_code;
+pub mod fuzzing;
 pub mod observability;
 pub mod protocol;
 pub mod server;

@@ -1,0 +1,110 @@
+//! Entry points for the fuzz targets in `fuzz/`, kept in the library so that
+//! a plain `cargo test` (tests/fuzz_regressions.rs) replays the committed
+//! seeds and minimised crashers through exactly the same code.
+#![doc(hidden)]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::coordinator::records;
+use crate::server::dispatch::{self, Outcome};
+use crate::server::Services;
+use crate::storage::{Log, LogOptions};
+
+/// A record payload: decoding never panics, and the borrowed and owned
+/// decoders agree.
+pub fn records(data: &[u8]) {
+    let owned = records::decode(data);
+    match records::decode_view(data) {
+        Ok(records::RecordView::Other(o)) => assert_eq!(Ok(o), owned),
+        Ok(records::RecordView::Offset { .. }) => assert!(owned.is_ok(), "view decoded what owned decoding rejects"),
+        Err(_) => assert!(owned.is_err(), "owned decoded what the view rejects"),
+    }
+}
+
+/// Arbitrary bytes as the only segment of a log: opening never panics, and
+/// whatever is replayed is whole records (the frame CRCs held).
+pub fn log_recovery(data: &[u8]) {
+    let Ok(dir) = tempfile_dir() else { return };
+    let seg = dir.join(format!("{:020}.log", 0));
+    if std::fs::write(&seg, data).is_err() {
+        return;
+    }
+    let mut count = 0u64;
+    let opened = Log::open(&dir, LogOptions { segment_bytes: 1 << 20, repair: false }, &mut |loc, payload| {
+        assert_eq!(loc.index, count);
+        assert_eq!(loc.payload_len as usize, payload.len());
+        count += 1;
+        Ok(())
+    });
+    if let Ok(log) = opened {
+        assert_eq!(log.end(), count);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempfile_dir() -> std::io::Result<std::path::PathBuf> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("kcoord-fuzz-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+struct InProcess {
+    runtime: tokio::runtime::Runtime,
+    services: Arc<Services>,
+    _daemon: crate::RunningDaemon,
+}
+
+fn daemon() -> Option<&'static InProcess> {
+    static D: OnceLock<Option<InProcess>> = OnceLock::new();
+    D.get_or_init(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().ok()?;
+        let dir = tempfile_dir().ok()?;
+        let config = crate::config::ConfigBuilder::new()
+            .set("server.listen=\"127.0.0.1:0\"")
+            .ok()?
+            .set(&format!("storage.data_dir=\"{}\"", dir.display()))
+            .ok()?
+            .set("storage.fsync=\"never\"")
+            .ok()?
+            .set("offsets.partitions=2")
+            .ok()?
+            .set("group.initial_rebalance_delay_ms=0")
+            .ok()?
+            .set("topics.define=[\"t:2\"]")
+            .ok()?
+            .build()
+            .ok()?;
+        let daemon = runtime.block_on(crate::Daemon::start(config)).ok()?;
+        let services = daemon.services().clone();
+        runtime.block_on(services.coordinator.wait_until_loaded());
+        Some(InProcess { runtime, services, _daemon: daemon })
+    })
+    .as_ref()
+}
+
+/// A request frame (without its length prefix) through the real dispatch
+/// path of an in-process daemon: it must be answered or refused, never
+/// panic. Requests that park (JoinGroup, SyncGroup) are abandoned after a
+/// moment, as a disconnecting client would.
+pub fn frame(data: &[u8]) {
+    let Some(d) = daemon() else { return };
+    let peer: SocketAddr = ([127, 0, 0, 1], 1).into();
+    let frame = Bytes::copy_from_slice(data);
+    let services = d.services.clone();
+    let outcome = d.runtime.block_on(async move {
+        tokio::time::timeout(Duration::from_millis(20), dispatch::handle_frame(services, peer, frame)).await
+    });
+    if let Ok(Outcome::Respond(bytes)) = outcome {
+        // A response frame always carries its own length and the correlation id.
+        assert!(bytes.len() >= 8);
+        let len = i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        assert_eq!(len as usize, bytes.len() - 4);
+    }
+}
