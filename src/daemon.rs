@@ -8,13 +8,12 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::cluster::{self, Cluster, NodeInfo, TopicCreator};
+use crate::cluster::{self, Cluster, NodeInfo};
 use crate::config::{Config, Endpoint};
 use crate::coordinator::Coordinator;
 use crate::server::{listener, Services};
 use crate::storage::fsutil::DirLock;
-use crate::topics::catalog::CatalogError;
-use crate::topics::{Catalog, TopicInfo};
+use crate::topics::{Catalog, DataPlane, DataPlaneSettings};
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -30,8 +29,8 @@ pub enum StartError {
 /// Options that are not configuration (one-off operator decisions).
 #[derive(Debug, Clone, Default)]
 pub struct StartOptions {
-    /// Truncate coordinator logs at the first corrupt record instead of
-    /// refusing to start (`kcoord serve --repair`).
+    /// Truncate coordinator and partition logs at the first corrupt record
+    /// instead of refusing to start (`kcoord serve --repair`).
     pub repair: bool,
 }
 
@@ -48,15 +47,6 @@ pub struct RunningDaemon {
     fatal: mpsc::UnboundedReceiver<String>,
     shutdown_timeout: Duration,
     _lock: DirLock,
-}
-
-/// Auto-creation through the catalog alone (no partition data).
-struct CatalogCreator(Arc<Catalog>);
-
-impl TopicCreator for CatalogCreator {
-    fn create_topic(&self, name: &str, partitions: i32) -> Result<TopicInfo, CatalogError> {
-        self.0.create(name, partitions, false)
-    }
 }
 
 impl Daemon {
@@ -103,13 +93,19 @@ impl Daemon {
         }
 
         let (fatal_tx, fatal) = mpsc::unbounded_channel();
+        // Partition logs are open before anything is served, so every topic
+        // Metadata lists can be produced to and fetched from at once.
+        let data_plane = DataPlane::open(DataPlaneSettings::from_config(&config, options.repair), catalog.clone(), fatal_tx.clone())
+            .await
+            .map_err(|e| StartError::Topic { name: e.topic, message: e.message })?;
         let coordinator = Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx);
         let config = Arc::new(config);
         let services = Arc::new(Services {
             cluster: Cluster::new(node.clone(), config.topics.auto_create, config.topics.default_partitions),
-            topic_creator: Arc::new(CatalogCreator(catalog.clone())),
+            topic_creator: data_plane.clone(),
             catalog,
             coordinator,
+            data_plane,
             config: config.clone(),
         });
         let (tx, rx) = watch::channel(false);
@@ -152,16 +148,19 @@ impl RunningDaemon {
 
     /// Stops accepting and reading requests, unloads the coordinator (parked
     /// JoinGroup/SyncGroup get NOT_COORDINATOR, pending writes are made
-    /// durable and acknowledged), then waits for connections to drain
-    /// (bounded by `server.shutdown_timeout_ms`).
+    /// durable and acknowledged), answers parked fetches, waits for
+    /// connections to drain (bounded by `server.shutdown_timeout_ms`), then
+    /// fsyncs every partition log.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         self.services.coordinator.shutdown().await;
+        self.services.data_plane.begin_shutdown();
         let mut listener = self.listener;
         if tokio::time::timeout(self.shutdown_timeout, &mut listener).await.is_err() {
             tracing::warn!("connections did not finish within server.shutdown_timeout_ms; closing them");
             listener.abort();
         }
+        self.services.data_plane.close().await;
         tracing::info!("kcoord stopped");
     }
 }

@@ -190,7 +190,7 @@ struct ServeArgs {
     /// Log format (log.format).
     #[arg(long, value_enum)]
     log_format: Option<LogFormat>,
-    /// Truncate a coordinator log at the first corrupt record instead of refusing to start.
+    /// Truncate a corrupt log (coordinator or partition) at its first corrupt record instead of refusing to start.
     #[arg(long)]
     repair: bool,
 }
@@ -272,6 +272,15 @@ fn main() -> ExitCode {
 }
 
 async fn serve(config: Config, options: StartOptions) -> ExitCode {
+    // Install the signal handlers before announcing the address, so a
+    // SIGTERM sent right after "serving on" is a clean shutdown.
+    let signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("kcoord: cannot install signal handlers: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let data_dir = config.storage.data_dir.clone();
     let mut daemon = match Daemon::start_with(config, options).await {
         Ok(d) => d,
@@ -299,7 +308,7 @@ async fn serve(config: Config, options: StartOptions) -> ExitCode {
         );
     });
     let failure = tokio::select! {
-        _ = wait_for_signal() => None,
+        _ = signals.wait() => None,
         message = daemon.fatal_error() => Some(message),
     };
     tracing::info!("shutting down");
@@ -313,18 +322,23 @@ async fn serve(config: Config, options: StartOptions) -> ExitCode {
     }
 }
 
-/// Waits for SIGINT (Ctrl-C) or SIGTERM.
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// SIGINT (Ctrl-C) and SIGTERM, registered up front.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals { interrupt: signal(SignalKind::interrupt())?, terminate: signal(SignalKind::terminate())? })
+    }
+
+    /// Waits for either signal.
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
     }
 }

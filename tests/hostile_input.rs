@@ -29,6 +29,54 @@ fn sample_body(key: i16, version: i16) -> Option<Bytes> {
     }
     let s = |x: &str| StrBytes::from_string(x.to_string());
     match key {
+        0 => enc(
+            ProduceRequest::default().with_acks(-1).with_timeout_ms(1000).with_topic_data(vec![
+                produce_request::TopicProduceData::default().with_name(TopicName(s("t"))).with_partition_data(vec![
+                    produce_request::PartitionProduceData::default().with_index(0).with_records(Some(one_batch())),
+                ]),
+            ]),
+            version,
+        ),
+        1 => enc(
+            FetchRequest::default().with_max_wait_ms(0).with_max_bytes(1 << 20).with_topics(vec![
+                fetch_request::FetchTopic::default()
+                    .with_topic(TopicName(s("t")))
+                    .with_topic_id(if version >= 13 { uuid::Uuid::from_u128(7) } else { uuid::Uuid::nil() })
+                    .with_partitions(vec![fetch_request::FetchPartition::default().with_partition_max_bytes(1 << 20)]),
+            ]),
+            version,
+        ),
+        2 => enc(
+            ListOffsetsRequest::default().with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default().with_timestamp(-1)])]),
+            version,
+        ),
+        19 => enc(
+            // validate_only and -1 counts, so that mutated requests never
+            // create large topics.
+            CreateTopicsRequest::default().with_validate_only(true).with_topics(vec![
+                create_topics_request::CreatableTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
+                    .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
+                        .with_name(s("retention.ms"))
+                        .with_value(Some(s("1")))]),
+            ]),
+            version,
+        ),
+        20 => enc(
+            if version >= 6 {
+                DeleteTopicsRequest::default().with_topics(vec![
+                    delete_topics_request::DeleteTopicState::default().with_name(Some(TopicName(s("t"))))
+                ])
+            } else {
+                DeleteTopicsRequest::default().with_topic_names(vec![TopicName(s("t"))])
+            },
+            version,
+        ),
+        22 => enc(InitProducerIdRequest::default().with_transactional_id(None), version),
         3 => enc(
             MetadataRequest::default().with_topics(Some(vec![
                 metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(s("t"))))
@@ -122,8 +170,22 @@ fn sample_body(key: i16, version: i16) -> Option<Bytes> {
     }
 }
 
+/// A one-record RecordBatch v2 (its CRC is whatever the mutation leaves).
+fn one_batch() -> Bytes {
+    let mut b = vec![0u8; 61];
+    b[8..12].copy_from_slice(&49i32.to_be_bytes());
+    b[16] = 2;
+    b[57..61].copy_from_slice(&1i32.to_be_bytes());
+    b.extend_from_slice(&[14, 0, 0, 0, 1, 2, b'v', 0]);
+    let len = (b.len() - 12) as i32;
+    b[8..12].copy_from_slice(&len.to_be_bytes());
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(b)
+}
+
 /// Every API key the hostile suite knows how to build a request for.
-const COVERED: &[i16] = &[3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 42, 47];
+const COVERED: &[i16] = &[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 42, 47];
 
 fn frame(key: i16, version: i16, body: &[u8]) -> Vec<u8> {
     let support = versions::lookup(key).unwrap();

@@ -12,8 +12,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::Services;
 use crate::protocol::api::{
-    api_versions, delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups, metadata,
-    offset_commit, offset_delete, offset_fetch, sync_group,
+    api_versions, create_topics, delete_groups, delete_topics, describe_groups, fetch, find_coordinator, heartbeat,
+    init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch,
+    produce, sync_group,
 };
 use crate::protocol::header::{self, RequestHeader};
 use crate::protocol::versions::{self, ApiSupport};
@@ -137,6 +138,33 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
     let v = ctx.version();
     match ctx.header.api_key {
         k if k == api_versions::SUPPORT.key => api_versions::respond(body, v, out)?,
+        k if k == produce::SUPPORT.key => {
+            let req = produce::decode(body, v)?;
+            match svc.data_plane.produce(req).await.map_err(RouteError::Other)? {
+                Some(resp) => produce::encode(&resp, v, out)?,
+                None => return Ok(false),
+            }
+        }
+        k if k == fetch::SUPPORT.key => {
+            let resp = svc.data_plane.fetch(fetch::decode(body, v)?).await;
+            fetch::encode(&resp, v, out)?;
+        }
+        k if k == list_offsets::SUPPORT.key => {
+            let resp = svc.data_plane.list_offsets(&list_offsets::decode(body, v)?);
+            list_offsets::encode(&resp, v, out)?;
+        }
+        k if k == create_topics::SUPPORT.key => {
+            let resp = svc.data_plane.create_topics(create_topics::decode(body, v)?).await;
+            create_topics::encode(&resp, v, out)?;
+        }
+        k if k == delete_topics::SUPPORT.key => {
+            let resp = svc.data_plane.delete_topics(delete_topics::decode(body, v)?, &svc.coordinator).await;
+            delete_topics::encode(&resp, v, out)?;
+        }
+        k if k == init_producer_id::SUPPORT.key => {
+            let resp = svc.data_plane.init_producer_id(&init_producer_id::decode(body, v)?);
+            init_producer_id::encode(&resp, v, out)?;
+        }
         k if k == metadata::SUPPORT.key => {
             let req = metadata::decode(body, v)?;
             let resp = svc.cluster.metadata(&req, &svc.catalog, svc.topic_creator.as_ref());

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::cluster::{Cluster, TopicCreator};
 use crate::config::Config;
 use crate::coordinator::Coordinator;
-use crate::topics::Catalog;
+use crate::topics::{Catalog, DataPlane};
 
 /// Everything a request handler may use, shared by all connections.
 pub struct Services {
@@ -20,4 +20,6 @@ pub struct Services {
     pub catalog: Arc<Catalog>,
     pub topic_creator: Arc<dyn TopicCreator>,
     pub coordinator: Coordinator,
+    /// Standalone mode's topics: Produce, Fetch, ListOffsets, topic admin.
+    pub data_plane: Arc<DataPlane>,
 }

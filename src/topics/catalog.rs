@@ -5,6 +5,10 @@
 //! The catalog is a small JSON file rewritten atomically (tmp, fsync, rename,
 //! directory fsync) on every change; topic creation and deletion are rare, so
 //! a log would buy nothing here.
+//!
+//! Each topic also keeps the topic configs given at creation (CreateTopics
+//! `retention.ms`, `retention.bytes`, `segment.bytes`); only overrides are
+//! stored, so a topic without one follows the daemon's `topics.*` defaults.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -23,6 +27,23 @@ pub struct TopicInfo {
     pub name: String,
     pub id: Uuid,
     pub partitions: i32,
+    /// Topic config overrides; absent in catalogs written before they existed.
+    #[serde(default)]
+    pub config: TopicConfig,
+}
+
+/// Per-topic overrides of the `topics.*` defaults (Kafka topic configs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicConfig {
+    /// Kafka `retention.ms`; -1 keeps everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_ms: Option<i64>,
+    /// Kafka `retention.bytes`; -1 is unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_bytes: Option<i64>,
+    /// Kafka `segment.bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -84,7 +105,12 @@ impl Catalog {
     pub fn in_memory(topics: &[(&str, i32)]) -> Catalog {
         let mut state = State::default();
         for (name, partitions) in topics {
-            let t = TopicInfo { name: name.to_string(), id: Uuid::new_v4(), partitions: *partitions };
+            let t = TopicInfo {
+                name: name.to_string(),
+                id: Uuid::new_v4(),
+                partitions: *partitions,
+                config: TopicConfig::default(),
+            };
             state.by_id.insert(t.id, t.name.clone());
             state.by_name.insert(t.name.clone(), t);
         }
@@ -118,8 +144,21 @@ impl Catalog {
         self.read().by_name.get(name).map(|t| t.partitions)
     }
 
-    /// Creates a topic. `validate_only` checks without creating.
+    /// Creates a topic with the default config. `validate_only` checks
+    /// without creating.
     pub fn create(&self, name: &str, partitions: i32, validate_only: bool) -> Result<TopicInfo, CatalogError> {
+        self.create_with(name, partitions, TopicConfig::default(), validate_only)
+    }
+
+    /// Creates a topic with config overrides. `validate_only` checks without
+    /// creating.
+    pub fn create_with(
+        &self,
+        name: &str,
+        partitions: i32,
+        config: TopicConfig,
+        validate_only: bool,
+    ) -> Result<TopicInfo, CatalogError> {
         validate_topic_name(name).map_err(|m| CatalogError::new(ErrorCode::INVALID_TOPIC_EXCEPTION, m))?;
         if partitions < 1 {
             return Err(CatalogError::new(ErrorCode::INVALID_PARTITIONS, "Number of partitions must be larger than 0."));
@@ -143,7 +182,7 @@ impl Catalog {
                 format!("Topic '{name}' collides with existing topic: {existing}"),
             ));
         }
-        let info = TopicInfo { name: name.to_string(), id: Uuid::new_v4(), partitions };
+        let info = TopicInfo { name: name.to_string(), id: Uuid::new_v4(), partitions, config };
         if validate_only {
             return Ok(info);
         }
@@ -236,6 +275,19 @@ mod tests {
         assert_eq!(c.create("bad/name", 1, false).unwrap_err().code, ErrorCode::INVALID_TOPIC_EXCEPTION);
         assert!(c.create("v", 1, true).is_ok());
         assert!(c.get("v").is_none());
+    }
+
+    #[test]
+    fn catalogs_without_configs_still_load_and_configs_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = r#"{"topics":[{"name":"a","id":"0b6c9fd3-3c0a-4cde-9c8c-0e6a2f2d6a11","partitions":2}]}"#;
+        std::fs::write(dir.path().join("topics.json"), old).unwrap();
+        let c = Catalog::open(dir.path()).unwrap();
+        assert_eq!(c.get("a").unwrap().config, TopicConfig::default());
+        let config = TopicConfig { retention_ms: Some(5), retention_bytes: None, segment_bytes: Some(2048) };
+        c.create_with("b", 1, config.clone(), false).unwrap();
+        drop(c);
+        assert_eq!(Catalog::open(dir.path()).unwrap().get("b").unwrap().config, config);
     }
 
     #[test]

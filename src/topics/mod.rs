@@ -1,5 +1,31 @@
-//! Topics: the catalog of names, ids and partition counts.
+//! Topics: the catalog of names, ids and partition counts, and the
+//! standalone data plane that stores their data.
+//!
+//! - `catalog`: which topics exist (names, ids, partition counts, config
+//!   overrides), persisted in `topics.json`.
+//! - `service`: [`DataPlane`], the open partition logs of every topic, its
+//!   background tasks (retention, interval fsync) and shutdown.
+//! - `partition`: one partition log (the shared `storage::Log`, one Kafka
+//!   RecordBatch per record) with its offset index and producer state.
+//! - `batch`: RecordBatch v2 header parsing, validation and rewriting.
+//! - `producer_state`, `producer_ids`: idempotent producers.
+//! - `durability`: group-commit fsync of partition logs.
+//! - `retention`: deleting old segments by time and size.
+//! - `produce`, `fetch`, `list_offsets`, `admin` (CreateTopics,
+//!   DeleteTopics): the request handlers.
 
+pub mod admin;
+pub mod batch;
 pub mod catalog;
+pub mod durability;
+pub mod fetch;
+pub mod list_offsets;
+pub mod partition;
+pub mod produce;
+pub mod producer_ids;
+pub mod producer_state;
+pub mod retention;
+pub mod service;
 
-pub use catalog::{Catalog, TopicInfo};
+pub use catalog::{Catalog, TopicConfig, TopicInfo};
+pub use service::{DataPlane, DataPlaneSettings};

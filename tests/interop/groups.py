@@ -79,3 +79,22 @@ def stop_all(members):
             m.close(timeout=15)
         except Exception:
             m.kill()
+
+
+def kp_member(tmp_path, name, kcoord, group, topic, strategy="range", session_ms=6000):
+    argv = [sys.executable, str(WORKERS / "kp_member.py"), "--bootstrap", kcoord.bootstrap, "--group", group,
+            "--topic", topic, "--strategy", strategy, "--session-ms", str(session_ms)]
+    return Member(tmp_path, name, argv)
+
+
+def js_member(tmp_path, name, kcoord, group, topic):
+    script = Path(__file__).resolve().parent / "js" / "group_member.js"
+    state_file = tmp_path / f"{name}.json"
+    member = Member.__new__(Member)
+    member.name = name
+    member.state_file = state_file
+    member.log_path = tmp_path / f"{name}.log"
+    member.log = open(member.log_path, "wb")
+    member.proc = subprocess.Popen(["node", str(script), kcoord.bootstrap, group, topic, str(state_file)],
+                                   stdout=member.log, stderr=subprocess.STDOUT, cwd=script.parent.parent)
+    return member

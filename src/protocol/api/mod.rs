@@ -3,17 +3,23 @@
 //! types. Per-version differences live here, in one place per API.
 
 pub mod api_versions;
+pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_topics;
 pub mod describe_groups;
+pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
+pub mod list_offsets;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod produce;
 pub mod sync_group;
 
 use super::versions::ApiSupport;
@@ -21,6 +27,9 @@ use super::versions::ApiSupport;
 /// Every API we serve, in key order. Adding an API means adding its module
 /// here *and* a dispatch arm (a test checks every entry is dispatched).
 pub const SUPPORTED: &[ApiSupport] = &[
+    produce::SUPPORT,
+    fetch::SUPPORT,
+    list_offsets::SUPPORT,
     metadata::SUPPORT,
     offset_commit::SUPPORT,
     offset_fetch::SUPPORT,
@@ -32,6 +41,9 @@ pub const SUPPORTED: &[ApiSupport] = &[
     describe_groups::SUPPORT,
     list_groups::SUPPORT,
     api_versions::SUPPORT,
+    create_topics::SUPPORT,
+    delete_topics::SUPPORT,
+    init_producer_id::SUPPORT,
     delete_groups::SUPPORT,
     offset_delete::SUPPORT,
 ];

@@ -1,0 +1,576 @@
+//! CreateTopics and DeleteTopics, with Kafka's (KRaft controller's)
+//! validation and error codes, answered for a one-node cluster.
+//!
+//! Creation: a topic's partition logs are created before its catalog entry,
+//! and the catalog entry and the in-memory map change together, so a topic
+//! that Metadata lists always has its logs.
+//!
+//! Deletion: partitions are marked deleted (parked fetches wake up, appends
+//! stop), their directories renamed aside, the catalog entry removed (now
+//! Metadata stops listing the topic), then every group's committed offsets
+//! for it are tombstoned and the renamed directories removed. A crash after
+//! the renames leaves directories that the next start removes; a crash
+//! before the catalog write leaves the topic, empty, for the client to
+//! delete again.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::catalog::{CatalogError, TopicConfig, TopicInfo, MAX_PARTITIONS};
+use super::service::{trash_name, DataPlane, TopicLogs};
+use crate::coordinator::Coordinator;
+use crate::error_code::ErrorCode;
+use crate::storage::fsutil;
+
+/// Kafka's defaults for the topic configs kcoord supports, to tell a
+/// default (source DEFAULT_CONFIG) from a daemon setting (STATIC_BROKER_CONFIG).
+const KAFKA_RETENTION_MS: i64 = 604_800_000;
+const KAFKA_RETENTION_BYTES: i64 = -1;
+const KAFKA_SEGMENT_BYTES: u64 = 1_073_741_824;
+/// kcoord's smallest segment (the storage engine's limit on `topics.segment_bytes`).
+const MIN_SEGMENT_BYTES: i64 = 1024;
+
+/// DescribeConfigs `ConfigSource` values used in CreateTopics v5+ answers.
+pub const SOURCE_TOPIC_CONFIG: i8 = 1;
+pub const SOURCE_STATIC_BROKER_CONFIG: i8 = 4;
+pub const SOURCE_DEFAULT_CONFIG: i8 = 5;
+
+#[derive(Debug, Clone)]
+pub struct CreateTopicsRequest {
+    pub topics: Vec<NewTopic>,
+    pub validate_only: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewTopic {
+    pub name: String,
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+    /// Manual assignment: (partition, replica broker ids).
+    pub assignments: Vec<(i32, Vec<i32>)>,
+    pub configs: Vec<(String, Option<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateTopicsResponse {
+    pub topics: Vec<CreatedTopic>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedTopic {
+    pub name: String,
+    pub topic_id: Uuid,
+    pub error: ErrorCode,
+    pub message: Option<String>,
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+    /// The topic's configs (v5+), on success.
+    pub configs: Option<Vec<ConfigEntry>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigEntry {
+    pub name: String,
+    pub value: String,
+    pub source: i8,
+}
+
+impl CreatedTopic {
+    fn error(name: &str, error: ErrorCode, message: impl Into<String>) -> Self {
+        CreatedTopic {
+            name: name.to_string(),
+            topic_id: Uuid::nil(),
+            error,
+            message: Some(message.into()),
+            num_partitions: -1,
+            replication_factor: -1,
+            configs: None,
+        }
+    }
+}
+
+/// A topic to delete, by name (id nil) or by id (v6, name None).
+#[derive(Debug, Clone)]
+pub struct DeleteTopic {
+    pub name: Option<String>,
+    pub id: Uuid,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletedTopic {
+    pub name: Option<String>,
+    pub id: Uuid,
+    pub error: ErrorCode,
+    pub message: Option<String>,
+}
+
+impl DeletedTopic {
+    fn error(name: Option<String>, id: Uuid, error: ErrorCode, message: &str) -> Self {
+        DeletedTopic { name, id, error, message: Some(message.to_string()) }
+    }
+}
+
+type Invalid = (ErrorCode, String);
+
+fn invalid(code: ErrorCode, message: impl Into<String>) -> Invalid {
+    (code, message.into())
+}
+
+/// Parses the topic configs kcoord implements; everything else is refused
+/// rather than silently ignored.
+fn parse_configs(configs: &[(String, Option<String>)]) -> Result<TopicConfig, Invalid> {
+    let mut out = TopicConfig::default();
+    for (name, value) in configs {
+        let Some(value) = value else {
+            return Err(invalid(
+                ErrorCode::INVALID_REQUEST,
+                format!("Null value not supported for topic configs: {name}"),
+            ));
+        };
+        let bad = |why: &str| {
+            invalid(ErrorCode::INVALID_CONFIG, format!("Invalid value {value} for configuration {name}: {why}"))
+        };
+        let number = || value.trim().parse::<i64>().map_err(|_| bad("Not a number of type LONG"));
+        match name.as_str() {
+            "retention.ms" => {
+                let v = number()?;
+                if v < -1 {
+                    return Err(bad("Value must be at least -1"));
+                }
+                out.retention_ms = Some(v);
+            }
+            "retention.bytes" => out.retention_bytes = Some(number()?),
+            "segment.bytes" => {
+                let v = number()?;
+                if !(MIN_SEGMENT_BYTES..=i32::MAX as i64).contains(&v) {
+                    return Err(bad(&format!("Value must be between {MIN_SEGMENT_BYTES} and {}", i32::MAX)));
+                }
+                out.segment_bytes = Some(v as u64);
+            }
+            "cleanup.policy" if value == "delete" => {}
+            "cleanup.policy" => {
+                return Err(invalid(ErrorCode::INVALID_CONFIG, "kcoord supports only cleanup.policy=delete"));
+            }
+            other => return Err(invalid(ErrorCode::INVALID_CONFIG, format!("Unknown topic config name: {other}"))),
+        }
+    }
+    Ok(out)
+}
+
+impl DataPlane {
+    /// Kafka's partition-count and replication checks for a one-node cluster;
+    /// returns the partition count to create.
+    fn check_layout(&self, t: &NewTopic) -> Result<i32, Invalid> {
+        let node = self.settings.node_id;
+        if !t.assignments.is_empty() {
+            if t.replication_factor != -1 {
+                return Err(invalid(
+                    ErrorCode::INVALID_REQUEST,
+                    "A manual partition assignment was specified, but replication factor was not set to -1.",
+                ));
+            }
+            if t.num_partitions != -1 {
+                return Err(invalid(
+                    ErrorCode::INVALID_REQUEST,
+                    "A manual partition assignment was specified, but numPartitions was not set to -1.",
+                ));
+            }
+            for (i, (partition, brokers)) in t.assignments.iter().enumerate() {
+                if *partition as i64 != i as i64 {
+                    return Err(invalid(
+                        ErrorCode::INVALID_REPLICA_ASSIGNMENT,
+                        "partitions should be a consecutive 0-based integer sequence",
+                    ));
+                }
+                let mut sorted = brokers.clone();
+                sorted.sort_unstable();
+                if sorted.is_empty() {
+                    return Err(invalid(
+                        ErrorCode::INVALID_REPLICA_ASSIGNMENT,
+                        "The manual partition assignment includes an empty replica list.",
+                    ));
+                }
+                if let Some(b) = sorted.iter().find(|&&b| b != node) {
+                    return Err(invalid(
+                        ErrorCode::INVALID_REPLICA_ASSIGNMENT,
+                        format!(
+                            "The manual partition assignment includes broker {b}, but no such broker is registered."
+                        ),
+                    ));
+                }
+                if sorted.len() > 1 {
+                    return Err(invalid(
+                        ErrorCode::INVALID_REPLICA_ASSIGNMENT,
+                        format!("The manual partition assignment includes the broker {node} more than once."),
+                    ));
+                }
+            }
+            return i32::try_from(t.assignments.len())
+                .map_err(|_| invalid(ErrorCode::INVALID_PARTITIONS, "too many partitions"));
+        }
+        if t.replication_factor < -1 || t.replication_factor == 0 {
+            return Err(invalid(
+                ErrorCode::INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            ));
+        }
+        if t.num_partitions < -1 || t.num_partitions == 0 {
+            return Err(invalid(
+                ErrorCode::INVALID_PARTITIONS,
+                "Number of partitions was set to an invalid non-positive value.",
+            ));
+        }
+        if t.replication_factor > 1 {
+            return Err(invalid(
+                ErrorCode::INVALID_REPLICATION_FACTOR,
+                format!(
+                    "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only 1 broker(s) are registered.",
+                    rf = t.replication_factor
+                ),
+            ));
+        }
+        Ok(if t.num_partitions == -1 { self.settings.default_partitions } else { t.num_partitions })
+    }
+
+    /// The configs reported for a topic (CreateTopics v5+).
+    fn describe_configs(&self, c: &TopicConfig) -> Vec<ConfigEntry> {
+        let d = &self.settings;
+        let entry = |name: &str, set: Option<String>, default: String, kafka_default: String| {
+            let source = if set.is_some() {
+                SOURCE_TOPIC_CONFIG
+            } else if default == kafka_default {
+                SOURCE_DEFAULT_CONFIG
+            } else {
+                SOURCE_STATIC_BROKER_CONFIG
+            };
+            ConfigEntry { name: name.to_string(), value: set.unwrap_or(default), source }
+        };
+        vec![
+            entry("cleanup.policy", None, "delete".into(), "delete".into()),
+            entry(
+                "retention.bytes",
+                c.retention_bytes.map(|v| v.to_string()),
+                d.retention.retention_bytes.to_string(),
+                KAFKA_RETENTION_BYTES.to_string(),
+            ),
+            entry(
+                "retention.ms",
+                c.retention_ms.map(|v| v.to_string()),
+                d.retention.retention_ms.to_string(),
+                KAFKA_RETENTION_MS.to_string(),
+            ),
+            entry(
+                "segment.bytes",
+                c.segment_bytes.map(|v| v.to_string()),
+                d.segment_bytes.to_string(),
+                KAFKA_SEGMENT_BYTES.to_string(),
+            ),
+        ]
+    }
+
+    pub async fn create_topics(self: &Arc<Self>, req: CreateTopicsRequest) -> CreateTopicsResponse {
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for t in &req.topics {
+            *counts.entry(t.name.as_str()).or_default() += 1;
+        }
+        let mut out = Vec::with_capacity(req.topics.len());
+        let mut reported_duplicates = Vec::new();
+        for t in &req.topics {
+            if counts.get(t.name.as_str()).copied().unwrap_or(0) > 1 {
+                if !reported_duplicates.contains(&t.name) {
+                    reported_duplicates.push(t.name.clone());
+                    out.push(CreatedTopic::error(&t.name, ErrorCode::INVALID_REQUEST, "Duplicate topic name."));
+                }
+                continue;
+            }
+            out.push(self.create_one(t, req.validate_only).await);
+        }
+        CreateTopicsResponse { topics: out }
+    }
+
+    async fn create_one(self: &Arc<Self>, t: &NewTopic, validate_only: bool) -> CreatedTopic {
+        if let Err(e) = crate::config::validate_topic_name(&t.name) {
+            return CreatedTopic::error(&t.name, ErrorCode::INVALID_TOPIC_EXCEPTION, e);
+        }
+        if self.catalog.get(&t.name).is_some() {
+            return CreatedTopic::error(
+                &t.name,
+                ErrorCode::TOPIC_ALREADY_EXISTS,
+                format!("Topic '{}' already exists.", t.name),
+            );
+        }
+        let checked = self.check_layout(t).and_then(|n| Ok((n, parse_configs(&t.configs)?)));
+        let (partitions, config) = match checked {
+            Ok(v) => v,
+            Err((code, message)) => return CreatedTopic::error(&t.name, code, message),
+        };
+        if partitions > MAX_PARTITIONS {
+            return CreatedTopic::error(
+                &t.name,
+                ErrorCode::INVALID_PARTITIONS,
+                format!("Number of partitions must be at most {MAX_PARTITIONS}."),
+            );
+        }
+        let plane = Arc::clone(self);
+        let name = t.name.clone();
+        let created =
+            tokio::task::spawn_blocking(move || plane.create_topic_now(&name, partitions, config, validate_only))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(CatalogError { code: ErrorCode::UNKNOWN_SERVER_ERROR, message: e.to_string() })
+                });
+        match created {
+            Ok(info) => CreatedTopic {
+                name: info.name.clone(),
+                topic_id: info.id,
+                error: ErrorCode::NONE,
+                message: None,
+                num_partitions: info.partitions,
+                replication_factor: 1,
+                configs: Some(self.describe_configs(&info.config)),
+            },
+            Err(e) => CreatedTopic::error(&t.name, e.code, e.message),
+        }
+    }
+
+    /// Creates a topic: partition logs first, then the catalog entry and the
+    /// map entry together (blocking). Used by CreateTopics and auto-creation.
+    pub fn create_topic_now(
+        &self,
+        name: &str,
+        partitions: i32,
+        config: TopicConfig,
+        validate_only: bool,
+    ) -> Result<TopicInfo, CatalogError> {
+        let _admin = self.admin_lock();
+        let probe = self.catalog.create_with(name, partitions, config.clone(), true)?;
+        if validate_only {
+            return Ok(probe);
+        }
+        let storage_error = |message: String| CatalogError { code: ErrorCode::KAFKA_STORAGE_ERROR, message };
+        let dirs: Vec<PathBuf> =
+            (0..partitions).map(|p| super::service::partition_dir(&self.settings.root, name, p)).collect();
+        let remove_dirs = || {
+            for d in &dirs {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        };
+        let logs = match self.open_partitions(&probe, true) {
+            Ok(l) => l,
+            Err(e) => {
+                remove_dirs();
+                return Err(storage_error(e));
+            }
+        };
+        let mut topics = self.write_topics();
+        match self.catalog.create_with(name, partitions, config, false) {
+            Ok(info) => {
+                topics.insert(name.to_string(), Arc::new(TopicLogs { info: info.clone(), partitions: logs }));
+                tracing::info!(topic = name, partitions, id = %info.id, "created topic");
+                Ok(info)
+            }
+            Err(e) => {
+                drop(topics);
+                drop(logs);
+                remove_dirs();
+                Err(e)
+            }
+        }
+    }
+
+    /// Kafka's DeleteTopics (as `ControllerApis.deleteTopics`), then the
+    /// offsets tombstones.
+    pub async fn delete_topics(
+        self: &Arc<Self>,
+        req: Vec<DeleteTopic>,
+        coordinator: &Coordinator,
+    ) -> Vec<DeletedTopic> {
+        let mut out = Vec::with_capacity(req.len());
+        let mut names: Vec<String> = Vec::new();
+        let mut dup_names: Vec<String> = Vec::new();
+        let mut ids: Vec<Uuid> = Vec::new();
+        let mut dup_ids: Vec<Uuid> = Vec::new();
+        for t in &req {
+            match (&t.name, t.id.is_nil()) {
+                (None, true) => out.push(DeletedTopic::error(
+                    None,
+                    Uuid::nil(),
+                    ErrorCode::INVALID_REQUEST,
+                    "Neither topic name nor id were specified.",
+                )),
+                (Some(n), false) => out.push(DeletedTopic::error(
+                    Some(n.clone()),
+                    t.id,
+                    ErrorCode::INVALID_REQUEST,
+                    "You may not specify both topic name and topic id.",
+                )),
+                (Some(n), true) => note(n.clone(), &mut names, &mut dup_names),
+                (None, false) => note(t.id, &mut ids, &mut dup_ids),
+            }
+        }
+        for n in dup_names {
+            out.push(DeletedTopic::error(Some(n), Uuid::nil(), ErrorCode::INVALID_REQUEST, "Duplicate topic name."));
+        }
+        for id in dup_ids {
+            out.push(DeletedTopic::error(None, id, ErrorCode::INVALID_REQUEST, "Duplicate topic id."));
+        }
+        let mut targets: Vec<(String, Uuid, bool)> = names.into_iter().map(|n| (n, Uuid::nil(), false)).collect();
+        for id in ids {
+            match self.catalog.get_by_id(&id) {
+                Some(info) => targets.push((info.name, id, true)),
+                None => out.push(DeletedTopic::error(
+                    None,
+                    id,
+                    ErrorCode::UNKNOWN_TOPIC_ID,
+                    "This server does not host this topic ID.",
+                )),
+            }
+        }
+        for (name, id, by_id) in targets {
+            out.push(self.delete_one(name, id, by_id, coordinator).await);
+        }
+        out
+    }
+
+    async fn delete_one(
+        self: &Arc<Self>,
+        name: String,
+        id: Uuid,
+        by_id: bool,
+        coordinator: &Coordinator,
+    ) -> DeletedTopic {
+        let plane = Arc::clone(self);
+        let n = name.clone();
+        let deleted = tokio::task::spawn_blocking(move || plane.delete_topic_now(&n))
+            .await
+            .unwrap_or_else(|e| Err(CatalogError { code: ErrorCode::UNKNOWN_SERVER_ERROR, message: e.to_string() }));
+        let (info, trash) = match deleted {
+            Ok(v) => v,
+            Err(e) if e.code == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION && by_id => {
+                return DeletedTopic::error(
+                    None,
+                    id,
+                    ErrorCode::UNKNOWN_TOPIC_ID,
+                    "This server does not host this topic ID.",
+                );
+            }
+            Err(e) => return DeletedTopic::error(Some(name), id, e.code, &e.message),
+        };
+        match coordinator.delete_topic_offsets(&info.name).await {
+            Ok(e) if e.is_none() => {}
+            Ok(e) => {
+                tracing::warn!(topic = %info.name, error = %e, "could not tombstone every committed offset of the deleted topic")
+            }
+            Err(e) => {
+                tracing::warn!(topic = %info.name, error = %e, "could not tombstone committed offsets of the deleted topic")
+            }
+        }
+        let _ = tokio::task::spawn_blocking(move || {
+            for dir in trash {
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a deleted partition directory");
+                }
+            }
+        })
+        .await;
+        tracing::info!(topic = %info.name, id = %info.id, "deleted topic");
+        DeletedTopic { name: Some(info.name), id: info.id, error: ErrorCode::NONE, message: None }
+    }
+
+    /// Removes a topic from the map and the catalog, renaming its partition
+    /// directories aside (blocking). Returns the renamed directories.
+    pub fn delete_topic_now(&self, name: &str) -> Result<(TopicInfo, Vec<PathBuf>), CatalogError> {
+        let _admin = self.admin_lock();
+        let mut topics = self.write_topics();
+        let Some(t) = topics.get(name).cloned() else {
+            return Err(CatalogError {
+                code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                message: "This server does not host this topic-partition.".into(),
+            });
+        };
+        t.partitions.iter().for_each(|p| p.mark_deleted(true));
+        let mut moved: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(t.partitions.len());
+        let undo = |moved: &[(PathBuf, PathBuf)]| {
+            for (from, to) in moved {
+                let _ = std::fs::rename(to, from);
+            }
+            t.partitions.iter().for_each(|p| p.mark_deleted(false));
+        };
+        for p in &t.partitions {
+            let to = trash_name(&p.dir);
+            match std::fs::rename(&p.dir, &to) {
+                Ok(()) => moved.push((p.dir.clone(), to)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    undo(&moved);
+                    return Err(CatalogError {
+                        code: ErrorCode::KAFKA_STORAGE_ERROR,
+                        message: format!("{}: {e}", p.dir.display()),
+                    });
+                }
+            }
+        }
+        if let Err(e) = fsutil::fsync_dir(&self.settings.root) {
+            tracing::warn!(dir = %self.settings.root.display(), error = %e, "cannot fsync the topics directory");
+        }
+        match self.catalog.delete(name) {
+            Ok(info) => {
+                topics.remove(name);
+                Ok((info, moved.into_iter().map(|(_, to)| to).collect()))
+            }
+            Err(e) => {
+                undo(&moved);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Adds `v` to `seen`, or moves it to `dups` if it is there already.
+fn note<T: PartialEq>(v: T, seen: &mut Vec<T>, dups: &mut Vec<T>) {
+    if dups.contains(&v) {
+        return;
+    }
+    if let Some(i) = seen.iter().position(|x| *x == v) {
+        seen.remove(i);
+        dups.push(v);
+    } else {
+        seen.push(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, Option<&str>)]) -> Result<TopicConfig, Invalid> {
+        parse_configs(&pairs.iter().map(|(k, v)| (k.to_string(), v.map(str::to_string))).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn supported_topic_configs_parse_and_others_are_refused() {
+        let c =
+            cfg(&[("retention.ms", Some("1000")), ("retention.bytes", Some("-1")), ("segment.bytes", Some("4096"))])
+                .unwrap();
+        assert_eq!(c, TopicConfig { retention_ms: Some(1000), retention_bytes: Some(-1), segment_bytes: Some(4096) });
+        assert!(cfg(&[("cleanup.policy", Some("delete"))]).is_ok());
+        assert_eq!(cfg(&[("cleanup.policy", Some("compact"))]).unwrap_err().0, ErrorCode::INVALID_CONFIG);
+        assert_eq!(cfg(&[("retention.ms", Some("-2"))]).unwrap_err().0, ErrorCode::INVALID_CONFIG);
+        assert_eq!(cfg(&[("retention.ms", Some("soon"))]).unwrap_err().0, ErrorCode::INVALID_CONFIG);
+        assert_eq!(cfg(&[("segment.bytes", Some("10"))]).unwrap_err().0, ErrorCode::INVALID_CONFIG);
+        assert_eq!(cfg(&[("no.such", Some("1"))]).unwrap_err().0, ErrorCode::INVALID_CONFIG);
+        assert_eq!(cfg(&[("retention.ms", None)]).unwrap_err().0, ErrorCode::INVALID_REQUEST);
+    }
+
+    #[test]
+    fn duplicates_are_noted_once() {
+        let (mut seen, mut dups) = (Vec::new(), Vec::new());
+        for v in ["a", "b", "a", "a"] {
+            note(v, &mut seen, &mut dups);
+        }
+        assert_eq!((seen, dups), (vec!["b"], vec!["a"]));
+    }
+}

@@ -1,0 +1,152 @@
+//! Making partition appends durable: group commit per partition log.
+//!
+//! With `storage.fsync = always` a Produce answer (acks = 1 or -1) waits
+//! until its batch is fdatasynced. At most one sync task runs per partition:
+//! it takes a [`SyncJob`](crate::storage::SyncJob) covering everything
+//! appended so far, runs it on a blocking thread while appends continue, then
+//! marks the log synced and starts another round if more was appended
+//! meanwhile. Waiters never run syncs themselves (a dropped request must not
+//! strand the partition with a sync half done); they only start the task if
+//! none is running and wait for it to pass their batch. So one fsync covers
+//! every batch appended while the previous one ran.
+//!
+//! With `interval` a background loop starts the same task on every partition
+//! every `storage.fsync_interval_ms`; with `never` nothing is synced until
+//! shutdown.
+//!
+//! A failed fsync may have dropped pages the kernel will not write again, so
+//! the partition stops acknowledging (KAFKA_STORAGE_ERROR) and the daemon is
+//! told to stop, as the coordinator does.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::partition::Partition;
+use crate::config::FsyncPolicy;
+use crate::error_code::ErrorCode;
+
+/// Where unrecoverable failures are reported (the daemon stops).
+pub type FatalSender = mpsc::UnboundedSender<String>;
+
+impl Partition {
+    /// Starts a sync task unless one is running or nothing is unsynced.
+    pub(super) fn start_sync(self: &Arc<Self>, fatal: &FatalSender) {
+        let job = {
+            let mut s = self.lock();
+            if s.syncing || s.failed.is_some() {
+                return;
+            }
+            match s.log.sync_job() {
+                Some(job) => {
+                    s.syncing = true;
+                    job
+                }
+                None => return,
+            }
+        };
+        let partition = Arc::clone(self);
+        let fatal = fatal.clone();
+        tokio::spawn(async move {
+            let mut job = job;
+            loop {
+                let result = tokio::task::spawn_blocking(move || job.run()).await;
+                let next = {
+                    let mut s = partition.lock();
+                    match result {
+                        Ok(Ok(end)) => {
+                            s.log.mark_synced(end);
+                            let synced = s.log.synced();
+                            s.durable_offset = s.offset_of_index(synced);
+                        }
+                        Ok(Err(e)) => partition.fail(&mut s, format!("fsync failed: {e}"), &fatal),
+                        Err(e) => partition.fail(&mut s, format!("fsync task failed: {e}"), &fatal),
+                    }
+                    let next = if s.failed.is_none() { s.log.sync_job() } else { None };
+                    if next.is_none() {
+                        s.syncing = false;
+                    }
+                    next
+                };
+                partition.synced.notify_waiters();
+                if partition.fsync == FsyncPolicy::Always {
+                    partition.data.notify_waiters();
+                }
+                match next {
+                    Some(j) => job = j,
+                    None => break,
+                }
+            }
+        });
+    }
+
+    fn fail(&self, s: &mut super::partition::State, message: String, fatal: &FatalSender) {
+        let message = format!("partition {}-{}: {message}", self.topic, self.index);
+        tracing::error!("{message}; the partition stops acknowledging writes");
+        s.failed = Some(message.clone());
+        let _ = fatal.send(message);
+    }
+
+    /// Waits until storage record `end` (exclusive) is durable.
+    pub(super) async fn wait_durable(self: &Arc<Self>, end: u64, fatal: &FatalSender) -> Result<(), ErrorCode> {
+        loop {
+            let notified = self.synced.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let s = self.lock();
+                if s.failed.is_some() {
+                    return Err(ErrorCode::KAFKA_STORAGE_ERROR);
+                }
+                if s.log.synced() >= end {
+                    return Ok(());
+                }
+            }
+            self.start_sync(fatal);
+            notified.await;
+        }
+    }
+
+    /// fsyncs on the calling (blocking) thread; used at shutdown.
+    pub(super) fn sync_now(&self) {
+        let mut s = self.lock();
+        if s.failed.is_some() || s.deleted {
+            return;
+        }
+        match s.log.sync() {
+            Ok(()) => {
+                let synced = s.log.synced();
+                s.durable_offset = s.offset_of_index(synced);
+            }
+            Err(e) => {
+                tracing::error!(topic = %self.topic, partition = self.index, error = %e, "final fsync failed");
+                s.failed = Some(e.to_string());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::LogOptions;
+    use crate::topics::batch::test_batches::batch;
+    use crate::topics::batch::validate_produced;
+
+    #[tokio::test]
+    async fn under_fsync_always_appends_become_visible_only_once_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = LogOptions { segment_bytes: 1 << 20, repair: false };
+        let p = Arc::new(Partition::open("t", 0, dir.path(), options, FsyncPolicy::Always, 0).unwrap());
+        let (fatal, _rx) = mpsc::unbounded_channel();
+        let produce = |v: &[u8]| p.append(validate_produced(Some(&batch(&[v], 1, None)), 9).unwrap()).unwrap();
+        let (a, b) = (produce(b"a"), produce(b"b"));
+        assert_eq!((a.base_offset, b.base_offset), (0, 1));
+        assert_eq!(p.offsets().high_watermark, 0, "nothing is visible before it is durable");
+        // Both waits are covered by the same group commit.
+        let (ra, rb) = tokio::join!(p.wait_durable(a.durable_at, &fatal), p.wait_durable(b.durable_at, &fatal));
+        assert_eq!((ra, rb), (Ok(()), Ok(())));
+        assert_eq!(p.offsets().high_watermark, 2);
+        assert!(!p.lock().syncing, "the sync task stops when everything is synced");
+    }
+}

@@ -1,0 +1,467 @@
+//! One topic partition: a [`storage::Log`](crate::storage::Log) holding one
+//! Kafka RecordBatch per record, an in-memory index from Kafka offsets to
+//! where each batch is stored, and the partition's producer state.
+//!
+//! The storage engine numbers its records densely from 0 and knows nothing
+//! of Kafka offsets, so the index (one small entry per stored batch, built at
+//! open from the `Location`s the log reports) maps a fetch offset to the
+//! batch that holds it. Entries leave the index when retention deletes their
+//! segment. At ~48 bytes per batch it is the one piece of memory that grows
+//! with stored data (documented in `docs/operations.md`).
+//!
+//! Everything about a partition sits behind one mutex: appends are short
+//! (a page-cache write), reads copy at most a bounded number of bytes, and
+//! fsyncs run outside it (`durability.rs`).
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use super::batch::{self, BatchHeader, ProducedBatch};
+use super::producer_state::{ProducerStates, SequenceError, Verdict};
+use crate::config::FsyncPolicy;
+use crate::error_code::ErrorCode;
+use crate::storage::frame::HEADER_BYTES as FRAME_HEADER;
+use crate::storage::{Location, Log, LogOptions};
+
+/// The leader epoch of every partition: kcoord is the only replica and never
+/// changes leader, so the epoch stays 0 forever (clients then never need
+/// OffsetForLeaderEpoch).
+pub const LEADER_EPOCH: i32 = 0;
+
+/// Where one stored batch is and what it covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub segment_base: u64,
+    /// Offset of the storage frame header in the segment.
+    pub position: u64,
+    pub payload_len: u32,
+}
+
+impl Entry {
+    fn new(h: &BatchHeader, loc: &Location) -> Entry {
+        Entry {
+            base_offset: h.base_offset,
+            last_offset: h.last_offset(),
+            max_timestamp: h.max_timestamp,
+            segment_base: loc.segment_base,
+            position: loc.position,
+            payload_len: loc.payload_len,
+        }
+    }
+}
+
+/// Mutable state of a partition.
+#[derive(Debug)]
+pub(super) struct State {
+    pub log: Log,
+    /// One entry per stored record, in order; `entries[k]` is storage record
+    /// `first_index + k`.
+    pub entries: VecDeque<Entry>,
+    pub first_index: u64,
+    /// Kafka's log start offset: the first offset still stored.
+    pub log_start: i64,
+    /// Kafka's log end offset: the offset the next batch gets.
+    pub next_offset: i64,
+    /// Every offset below this is on disk (fsynced).
+    pub durable_offset: i64,
+    pub producers: ProducerStates,
+    /// A sync task is running (`durability.rs`).
+    pub syncing: bool,
+    /// An fsync failed: nothing more is acknowledged.
+    pub failed: Option<String>,
+    /// The topic was deleted: every operation answers UNKNOWN_TOPIC_OR_PARTITION.
+    pub deleted: bool,
+}
+
+impl State {
+    /// The Kafka offset of storage record `index` (the log end offset for
+    /// the index just past the last record).
+    pub fn offset_of_index(&self, index: u64) -> i64 {
+        if index < self.first_index {
+            return self.log_start;
+        }
+        let k = usize::try_from(index - self.first_index).unwrap_or(usize::MAX);
+        self.entries.get(k).map_or(self.next_offset, |e| e.base_offset)
+    }
+
+    /// Position of the first entry whose batch ends at or after `offset`.
+    fn entry_for(&self, offset: i64) -> usize {
+        self.entries.partition_point(|e| e.last_offset < offset)
+    }
+
+    /// Drops index entries of records the log no longer stores.
+    pub fn forget_deleted(&mut self) {
+        let start = self.log.start();
+        while self.first_index < start && self.entries.pop_front().is_some() {
+            self.first_index += 1;
+        }
+        self.first_index = self.first_index.max(start);
+        self.log_start = self.entries.front().map_or(self.next_offset, |e| e.base_offset);
+        self.producers.truncate_head(self.log_start);
+    }
+
+    /// Reads the payload of one stored batch.
+    pub fn read_batch(&self, e: &Entry) -> std::io::Result<Vec<u8>> {
+        self.log.read_at(e.segment_base, e.position + FRAME_HEADER as u64, e.payload_len as usize)
+    }
+}
+
+/// One partition of a topic.
+#[derive(Debug)]
+pub struct Partition {
+    pub topic: String,
+    pub index: i32,
+    pub dir: PathBuf,
+    pub(super) fsync: FsyncPolicy,
+    pub(super) state: Mutex<State>,
+    /// Woken when more data becomes visible to fetchers, or the partition
+    /// goes away.
+    pub(super) data: Notify,
+    /// Woken when a sync task finishes a round.
+    pub(super) synced: Notify,
+}
+
+/// Offsets a client sees for a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offsets {
+    pub log_start: i64,
+    /// The high watermark: the end of what consumers may read.
+    pub high_watermark: i64,
+    pub log_end: i64,
+}
+
+/// The outcome of a successful append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: i64,
+    pub log_start: i64,
+    /// Storage index the answer must wait for under `fsync = always`.
+    pub durable_at: u64,
+}
+
+/// A refused append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendError {
+    pub code: ErrorCode,
+    pub message: Option<String>,
+}
+
+impl From<SequenceError> for AppendError {
+    fn from(e: SequenceError) -> Self {
+        AppendError { code: e.code, message: Some(e.message) }
+    }
+}
+
+impl AppendError {
+    fn code(code: ErrorCode) -> Self {
+        AppendError { code, message: None }
+    }
+}
+
+/// Whole batches read for a Fetch, and the offsets at the time.
+#[derive(Debug)]
+pub struct ReadBatches {
+    pub bytes: Vec<u8>,
+    pub offsets: Offsets,
+}
+
+impl Partition {
+    /// Opens (or creates) the partition log in `dir`, rebuilding the index
+    /// and producer state from every stored batch header.
+    pub fn open(
+        topic: &str,
+        index: i32,
+        dir: &Path,
+        options: LogOptions,
+        fsync: FsyncPolicy,
+        now_ms: i64,
+    ) -> Result<Partition, String> {
+        let mut entries = VecDeque::new();
+        let mut producers = ProducerStates::new();
+        let mut first_index: Option<u64> = None;
+        let mut next_offset: Option<i64> = None;
+        let log = Log::open(dir, options, &mut |loc, payload| {
+            if loc.is_snapshot() {
+                return Err("partition logs never hold snapshots".to_string());
+            }
+            let h = batch::read_stored(payload).map_err(|e| format!("record {}: {e}", loc.index))?;
+            if let Some(n) = next_offset {
+                if h.base_offset < n {
+                    return Err(format!("record {}: offset {} goes back below {n}", loc.index, h.base_offset));
+                }
+            }
+            if first_index.is_none() {
+                first_index = Some(loc.index);
+            }
+            entries.push_back(Entry::new(&h, &loc));
+            producers.record(&h);
+            next_offset = Some(h.last_offset().saturating_add(1));
+            Ok(())
+        })
+        .map_err(|e| format!("partition {topic}-{index} ({}): {e}", dir.display()))?;
+        producers.expire(now_ms);
+        let next_offset = next_offset.unwrap_or(0);
+        let mut state = State {
+            first_index: first_index.unwrap_or_else(|| log.start()),
+            log,
+            entries,
+            log_start: 0,
+            next_offset,
+            durable_offset: next_offset,
+            producers,
+            syncing: false,
+            failed: None,
+            deleted: false,
+        };
+        state.log_start = state.entries.front().map_or(next_offset, |e| e.base_offset);
+        Ok(Partition {
+            topic: topic.to_string(),
+            index,
+            dir: dir.to_path_buf(),
+            fsync,
+            state: Mutex::new(state),
+            data: Notify::new(),
+            synced: Notify::new(),
+        })
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The end of what consumers may read: with `fsync = always` only
+    /// durable data is visible, so nothing a consumer saw (or committed an
+    /// offset past) can disappear in a machine crash; otherwise everything
+    /// appended.
+    pub(super) fn high_watermark(&self, s: &State) -> i64 {
+        match self.fsync {
+            FsyncPolicy::Always => s.durable_offset,
+            FsyncPolicy::Interval | FsyncPolicy::Never => s.next_offset,
+        }
+    }
+
+    fn offsets_of(&self, s: &State) -> Offsets {
+        Offsets { log_start: s.log_start, high_watermark: self.high_watermark(s), log_end: s.next_offset }
+    }
+
+    pub fn offsets(&self) -> Offsets {
+        let s = self.lock();
+        self.offsets_of(&s)
+    }
+
+    /// Highest producer id stored in this partition.
+    pub fn max_producer_id(&self) -> Option<i64> {
+        self.lock().producers.max_producer_id()
+    }
+
+    /// Appends a validated batch at the log end, unless the producer state
+    /// says it is a duplicate (then answers with the original offset).
+    pub fn append(&self, produced: ProducedBatch) -> Result<Appended, AppendError> {
+        let ProducedBatch { mut header, mut bytes } = produced;
+        let mut s = self.lock();
+        if s.deleted {
+            return Err(AppendError::code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION));
+        }
+        if s.failed.is_some() {
+            return Err(AppendError::code(ErrorCode::KAFKA_STORAGE_ERROR));
+        }
+        if let Verdict::Duplicate(original) = s.producers.check(&header)? {
+            // The original may still be waiting for its fsync: wait for
+            // everything appended so far.
+            return Ok(Appended { base_offset: original.base_offset, log_start: s.log_start, durable_at: s.log.end() });
+        }
+        let base = s.next_offset;
+        batch::assign(&mut bytes, base, LEADER_EPOCH);
+        header.base_offset = base;
+        header.leader_epoch = LEADER_EPOCH;
+        let loc = match s.log.append(&[&bytes]) {
+            Ok(locs) => locs.into_iter().next(),
+            Err(e) => {
+                tracing::error!(topic = %self.topic, partition = self.index, error = %e, "partition log write failed");
+                return Err(AppendError { code: ErrorCode::KAFKA_STORAGE_ERROR, message: Some(e.to_string()) });
+            }
+        };
+        let Some(loc) = loc else {
+            return Err(AppendError::code(ErrorCode::UNKNOWN_SERVER_ERROR));
+        };
+        if s.entries.is_empty() {
+            s.first_index = loc.index;
+            s.log_start = base;
+        }
+        s.entries.push_back(Entry::new(&header, &loc));
+        s.producers.record(&header);
+        s.next_offset = header.last_offset().saturating_add(1);
+        let appended = Appended { base_offset: base, log_start: s.log_start, durable_at: s.log.end() };
+        drop(s);
+        if self.fsync != FsyncPolicy::Always {
+            self.data.notify_waiters();
+        }
+        Ok(appended)
+    }
+
+    /// Checks a fetch offset: OFFSET_OUT_OF_RANGE outside [log start, log end].
+    fn check_offset(&self, s: &State, offset: i64) -> Result<Offsets, ErrorCode> {
+        if s.deleted {
+            return Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+        }
+        if offset < s.log_start || offset > s.next_offset {
+            return Err(ErrorCode::OFFSET_OUT_OF_RANGE);
+        }
+        Ok(self.offsets_of(s))
+    }
+
+    /// Bytes of whole batches readable from `offset` (below the high
+    /// watermark), counting no further than `enough`; errors as [`read`].
+    pub fn available(&self, offset: i64, enough: usize) -> Result<usize, ErrorCode> {
+        let s = self.lock();
+        let hw = self.check_offset(&s, offset)?.high_watermark;
+        let mut total = 0usize;
+        for e in s.entries.range(s.entry_for(offset)..) {
+            if e.base_offset >= hw || total >= enough {
+                break;
+            }
+            total = total.saturating_add(e.payload_len as usize);
+        }
+        Ok(total)
+    }
+
+    /// Reads whole batches from the one containing `offset`, up to the high
+    /// watermark and `max_bytes`; with `min_one`, the first batch is returned
+    /// even if it is larger (KIP-74), so a consumer always makes progress.
+    pub fn read(&self, offset: i64, max_bytes: usize, min_one: bool) -> Result<ReadBatches, ErrorCode> {
+        let s = self.lock();
+        let offsets = self.check_offset(&s, offset)?;
+        let start = s.entry_for(offset);
+        let mut take = 0usize;
+        let mut total = 0usize;
+        for e in s.entries.range(start..) {
+            if e.base_offset >= offsets.high_watermark {
+                break;
+            }
+            let next = total.saturating_add(e.payload_len as usize);
+            if next > max_bytes && !(min_one && take == 0) {
+                break;
+            }
+            total = next;
+            take += 1;
+        }
+        let mut bytes = Vec::with_capacity(total);
+        let mut i = start;
+        let end = start + take;
+        // One read per run of batches in the same segment, then the storage
+        // frame headers between them are skipped while copying.
+        while i < end {
+            let Some(first) = s.entries.get(i).copied() else { break };
+            let mut j = i + 1;
+            while j < end && s.entries.get(j).is_some_and(|e| e.segment_base == first.segment_base) {
+                j += 1;
+            }
+            let Some(last) = s.entries.get(j - 1).copied() else { break };
+            let span = last.position.saturating_sub(first.position) as usize + FRAME_HEADER + last.payload_len as usize;
+            let raw = s.log.read_at(first.segment_base, first.position, span).map_err(|e| {
+                tracing::error!(topic = %self.topic, partition = self.index, error = %e, "partition log read failed");
+                ErrorCode::KAFKA_STORAGE_ERROR
+            })?;
+            for e in s.entries.range(i..j) {
+                let from = e.position.saturating_sub(first.position) as usize + FRAME_HEADER;
+                let payload = raw.get(from..from + e.payload_len as usize).ok_or(ErrorCode::KAFKA_STORAGE_ERROR)?;
+                bytes.extend_from_slice(payload);
+            }
+            i = j;
+        }
+        Ok(ReadBatches { bytes, offsets })
+    }
+
+    /// Marks the partition deleted and wakes its parked fetches.
+    pub(super) fn mark_deleted(&self, deleted: bool) {
+        self.lock().deleted = deleted;
+        self.data.notify_waiters();
+        self.synced.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topics::batch::test_batches::batch;
+    use crate::topics::batch::validate_produced;
+
+    fn open(dir: &Path) -> Partition {
+        Partition::open("t", 0, dir, LogOptions { segment_bytes: 1024, repair: false }, FsyncPolicy::Never, 0).unwrap()
+    }
+
+    fn produce(p: &Partition, values: &[&[u8]], producer: Option<(i64, i16, i32)>) -> Result<Appended, AppendError> {
+        p.append(validate_produced(Some(&batch(values, 1_000, producer)), 9).unwrap())
+    }
+
+    #[test]
+    fn offsets_are_assigned_densely_and_reads_return_whole_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = open(dir.path());
+        assert_eq!(produce(&p, &[b"a", b"b"], None).unwrap().base_offset, 0);
+        assert_eq!(produce(&p, &[b"c"], None).unwrap().base_offset, 2);
+        assert_eq!(p.offsets(), Offsets { log_start: 0, high_watermark: 3, log_end: 3 });
+        // Offset 1 is inside the first batch: it is returned whole.
+        let r = p.read(1, 1 << 20, true).unwrap();
+        let first = BatchHeader::read(&r.bytes).unwrap();
+        assert_eq!(first.base_offset, 0);
+        assert_eq!(r.bytes.len(), first.size() + BatchHeader::read(&r.bytes[first.size()..]).unwrap().size());
+        assert!(p.read(3, 100, true).unwrap().bytes.is_empty());
+        assert_eq!(p.read(4, 100, true).unwrap_err(), ErrorCode::OFFSET_OUT_OF_RANGE);
+        assert_eq!(p.read(-1, 100, true).unwrap_err(), ErrorCode::OFFSET_OUT_OF_RANGE);
+    }
+
+    #[test]
+    fn the_first_batch_is_returned_even_above_max_bytes_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = open(dir.path());
+        produce(&p, &[&[7u8; 300]], None).unwrap();
+        assert_eq!(p.read(0, 10, false).unwrap().bytes.len(), 0);
+        assert!(p.read(0, 10, true).unwrap().bytes.len() > 300);
+        assert!(p.available(0, 1).unwrap() > 0);
+    }
+
+    #[test]
+    fn batches_spanning_segments_are_read_back_in_order_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let p = open(dir.path());
+            for i in 0..40u8 {
+                produce(&p, &[&[i; 100]], Some((5, 0, i as i32))).unwrap();
+            }
+            assert!(p.lock().log.segments().len() > 2);
+        }
+        let p = open(dir.path());
+        assert_eq!(p.offsets().log_end, 40);
+        let r = p.read(0, 1 << 20, true).unwrap();
+        let mut at = 0;
+        let mut expect = 0;
+        while at < r.bytes.len() {
+            let h = BatchHeader::read(&r.bytes[at..]).unwrap();
+            assert_eq!(h.base_offset, expect);
+            assert_eq!(crc32c::crc32c(&r.bytes[at + 21..at + h.size()]), h.crc);
+            expect += 1;
+            at += h.size();
+        }
+        assert_eq!(expect, 40);
+        // The producer state came back from the log: a retry is a duplicate.
+        assert_eq!(produce(&p, &[&[39u8; 100]], Some((5, 0, 39))).unwrap().base_offset, 39);
+        assert_eq!(p.offsets().log_end, 40);
+        assert_eq!(produce(&p, &[b"x"], Some((5, 0, 41))).unwrap_err().code, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER);
+    }
+
+    #[test]
+    fn a_deleted_partition_refuses_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = open(dir.path());
+        p.mark_deleted(true);
+        assert_eq!(produce(&p, &[b"a"], None).unwrap_err().code, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+        assert_eq!(p.read(0, 10, true).unwrap_err(), ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+}

@@ -1,0 +1,346 @@
+//! The data plane of standalone mode: every partition log of every catalog
+//! topic, opened at start-up, plus the background work they need (retention,
+//! interval fsync) and an orderly shutdown.
+//!
+//! The catalog says which topics exist (Metadata, the coordinator and this
+//! service all read it); this service owns their data. Topic creation and
+//! deletion change both under one lock, with the catalog change and the
+//! in-memory map change made together, so a Produce or Fetch never finds a
+//! topic in one and not the other.
+//!
+//! On disk: `data_dir/topics/<topic>-<partition>/` per partition (segment
+//! files of the shared storage engine) and `data_dir/topics/producer-ids.json`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use super::catalog::{Catalog, CatalogError, TopicConfig, TopicInfo};
+use super::durability::FatalSender;
+use super::partition::Partition;
+use super::producer_ids::ProducerIdAllocator;
+use super::retention::RetentionPolicy;
+use crate::cluster::TopicCreator;
+use crate::config::{Config, FsyncPolicy};
+use crate::storage::{fsutil, LogOptions};
+
+/// Wall-clock milliseconds since the epoch (record timestamps and
+/// retention use wall-clock time, as Kafka does).
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Fetches that may be parked waiting for data at once; beyond this a Fetch
+/// is answered with what there is (bounded memory and timers).
+pub const MAX_PARKED_FETCHES: usize = 4096;
+
+/// Suffix of a partition directory being deleted.
+const DELETE_SUFFIX: &str = "-delete";
+
+/// What the data plane needs from the configuration.
+#[derive(Debug, Clone)]
+pub struct DataPlaneSettings {
+    /// `data_dir/topics`.
+    pub root: PathBuf,
+    pub fsync: FsyncPolicy,
+    pub fsync_interval: Duration,
+    /// `topics.retention_ms` / `topics.retention_bytes`.
+    pub retention: RetentionPolicy,
+    /// `topics.segment_bytes`.
+    pub segment_bytes: u64,
+    pub retention_check_interval: Duration,
+    pub node_id: i32,
+    pub default_partitions: i32,
+    /// Truncate corrupt partition logs instead of refusing to start.
+    pub repair: bool,
+}
+
+impl DataPlaneSettings {
+    pub fn from_config(config: &Config, repair: bool) -> Self {
+        DataPlaneSettings {
+            root: config.storage.data_dir.join("topics"),
+            fsync: config.storage.fsync,
+            fsync_interval: Duration::from_millis(config.storage.fsync_interval_ms.max(1)),
+            retention: RetentionPolicy {
+                retention_ms: config.topics.retention_ms,
+                retention_bytes: config.topics.retention_bytes,
+            },
+            segment_bytes: config.topics.segment_bytes,
+            retention_check_interval: Duration::from_millis(config.topics.retention_check_interval_ms.max(1)),
+            node_id: config.server.node_id,
+            default_partitions: config.topics.default_partitions,
+            repair,
+        }
+    }
+}
+
+/// The open partitions of one topic.
+#[derive(Debug)]
+pub struct TopicLogs {
+    pub info: TopicInfo,
+    pub partitions: Vec<Arc<Partition>>,
+}
+
+impl TopicLogs {
+    pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
+        usize::try_from(index).ok().and_then(|i| self.partitions.get(i))
+    }
+}
+
+/// Why the data plane could not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenError {
+    pub topic: String,
+    pub message: String,
+}
+
+/// The standalone data plane. See the module docs.
+pub struct DataPlane {
+    pub(super) settings: DataPlaneSettings,
+    pub(super) catalog: Arc<Catalog>,
+    pub(super) topics: RwLock<HashMap<String, Arc<TopicLogs>>>,
+    /// Serialises topic creation and deletion.
+    admin: Mutex<()>,
+    pub(super) producer_ids: ProducerIdAllocator,
+    pub(super) fatal: FatalSender,
+    pub(super) closing: watch::Sender<bool>,
+    pub(super) parked: Semaphore,
+    background: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for DataPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataPlane").field("root", &self.settings.root).finish_non_exhaustive()
+    }
+}
+
+pub(super) fn partition_dir(root: &Path, topic: &str, partition: i32) -> PathBuf {
+    root.join(format!("{topic}-{partition}"))
+}
+
+impl DataPlane {
+    /// Opens every partition log of every catalog topic (creating missing
+    /// ones), removes directories left by interrupted deletions, and starts
+    /// the background tasks.
+    pub async fn open(
+        settings: DataPlaneSettings,
+        catalog: Arc<Catalog>,
+        fatal: FatalSender,
+    ) -> Result<Arc<DataPlane>, OpenError> {
+        let s = settings.clone();
+        let c = catalog.clone();
+        let (topics, producer_ids) = tokio::task::spawn_blocking(move || open_all(&s, &c)).await.map_err(|e| {
+            OpenError { topic: String::new(), message: format!("opening partition logs panicked: {e}") }
+        })??;
+        let (closing, _) = watch::channel(false);
+        let plane = Arc::new(DataPlane {
+            settings,
+            catalog,
+            topics: RwLock::new(topics),
+            admin: Mutex::new(()),
+            producer_ids,
+            fatal,
+            closing,
+            parked: Semaphore::new(MAX_PARKED_FETCHES),
+            background: Mutex::new(Vec::new()),
+        });
+        plane.start_background();
+        Ok(plane)
+    }
+
+    pub(super) fn admin_lock(&self) -> MutexGuard<'_, ()> {
+        self.admin.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn read_topics(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<TopicLogs>>> {
+        self.topics.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn write_topics(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<TopicLogs>>> {
+        self.topics.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The open topic called `name`.
+    pub fn topic(&self, name: &str) -> Option<Arc<TopicLogs>> {
+        self.read_topics().get(name).cloned()
+    }
+
+    /// The open topic with id `id`.
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<Arc<TopicLogs>> {
+        let name = self.catalog.get_by_id(id)?.name;
+        self.topic(&name).filter(|t| t.info.id == *id)
+    }
+
+    /// Every open partition.
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.read_topics().values().flat_map(|t| t.partitions.iter().cloned()).collect()
+    }
+
+    /// The retention settings of a topic: its overrides, else the defaults.
+    pub(super) fn policy(&self, config: &TopicConfig) -> RetentionPolicy {
+        RetentionPolicy {
+            retention_ms: config.retention_ms.unwrap_or(self.settings.retention.retention_ms),
+            retention_bytes: config.retention_bytes.unwrap_or(self.settings.retention.retention_bytes),
+        }
+    }
+
+    pub(super) fn is_closing(&self) -> bool {
+        *self.closing.borrow()
+    }
+
+    fn start_background(self: &Arc<Self>) {
+        let mut tasks = Vec::new();
+        let weak = Arc::downgrade(self);
+        let every = self.settings.retention_check_interval;
+        tasks.push(tokio::spawn(periodically(weak.clone(), every, |plane| async move {
+            let now = now_ms();
+            let _ = tokio::task::spawn_blocking(move || plane.retention_pass(now)).await;
+        })));
+        if self.settings.fsync == FsyncPolicy::Interval {
+            let every = self.settings.fsync_interval;
+            tasks.push(tokio::spawn(periodically(weak, every, |plane| async move {
+                for p in plane.all_partitions() {
+                    p.start_sync(&plane.fatal);
+                }
+            })));
+        }
+        *self.background.lock().unwrap_or_else(|p| p.into_inner()) = tasks;
+    }
+
+    /// One retention round over every partition (blocking: deletes files).
+    pub fn retention_pass(&self, now_ms: i64) -> usize {
+        let topics: Vec<Arc<TopicLogs>> = self.read_topics().values().cloned().collect();
+        let mut deleted = 0;
+        for t in topics {
+            let policy = self.policy(&t.info.config);
+            for p in &t.partitions {
+                deleted += p.apply_retention(policy, now_ms);
+            }
+        }
+        deleted
+    }
+
+    /// First step of shutdown: parked fetches answer now; nothing new parks.
+    pub fn begin_shutdown(&self) {
+        self.closing.send_replace(true);
+        for p in self.all_partitions() {
+            p.data.notify_waiters();
+        }
+    }
+
+    /// Last step of shutdown, once connections are drained: stops the
+    /// background tasks and fsyncs every partition log.
+    pub async fn close(&self) {
+        self.begin_shutdown();
+        for task in self.background.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            task.abort();
+        }
+        let partitions = self.all_partitions();
+        let _ = tokio::task::spawn_blocking(move || partitions.iter().for_each(|p| p.sync_now())).await;
+    }
+
+    /// Opens (creating) the logs of partitions `0..count` of a topic.
+    pub(super) fn open_partitions(&self, info: &TopicInfo, fresh: bool) -> Result<Vec<Arc<Partition>>, String> {
+        open_partitions(&self.settings, info, fresh)
+    }
+}
+
+/// Runs `f` every `every` until the data plane is gone or closing.
+async fn periodically<F, Fut>(plane: Weak<DataPlane>, every: Duration, f: F)
+where
+    F: Fn(Arc<DataPlane>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        let Some(plane) = plane.upgrade() else { return };
+        if plane.is_closing() {
+            return;
+        }
+        f(plane).await;
+    }
+}
+
+fn open_partitions(settings: &DataPlaneSettings, info: &TopicInfo, fresh: bool) -> Result<Vec<Arc<Partition>>, String> {
+    let options = LogOptions {
+        segment_bytes: info.config.segment_bytes.unwrap_or(settings.segment_bytes),
+        repair: settings.repair,
+    };
+    let now = now_ms();
+    let mut out = Vec::with_capacity(usize::try_from(info.partitions).unwrap_or(0));
+    for p in 0..info.partitions {
+        let dir = partition_dir(&settings.root, &info.name, p);
+        if fresh && dir.exists() {
+            // Left by something else (never by us: deletion renames first).
+            // A new topic must not inherit it; keep it aside for the operator.
+            let stray = dir.with_file_name(format!("{}-{p}.{}-stray", info.name, Uuid::new_v4().simple()));
+            tracing::warn!(dir = %dir.display(), moved_to = %stray.display(), "a new topic's partition directory already existed");
+            std::fs::rename(&dir, &stray).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        out.push(Arc::new(Partition::open(&info.name, p, &dir, options, settings.fsync, now)?));
+    }
+    Ok(out)
+}
+
+type Opened = (HashMap<String, Arc<TopicLogs>>, ProducerIdAllocator);
+
+fn open_all(settings: &DataPlaneSettings, catalog: &Catalog) -> Result<Opened, OpenError> {
+    let root = &settings.root;
+    let err = |topic: &str, message: String| OpenError { topic: topic.to_string(), message };
+    if !root.is_dir() {
+        std::fs::create_dir_all(root).map_err(|e| err("", format!("{}: {e}", root.display())))?;
+        if let Some(parent) = root.parent() {
+            fsutil::fsync_dir(parent).map_err(|e| err("", format!("{}: {e}", parent.display())))?;
+        }
+    }
+    remove_deleted_dirs(root);
+    let mut topics = HashMap::new();
+    let mut max_pid = -1i64;
+    for info in catalog.list() {
+        let partitions = open_partitions(settings, &info, false).map_err(|m| err(&info.name, m))?;
+        for p in &partitions {
+            max_pid = max_pid.max(p.max_producer_id().unwrap_or(-1));
+        }
+        topics.insert(info.name.clone(), Arc::new(TopicLogs { info, partitions }));
+    }
+    let ids = ProducerIdAllocator::open(root, max_pid.saturating_add(1))
+        .map_err(|e| err("", format!("producer ids: {e}")))?;
+    Ok((topics, ids))
+}
+
+/// Finishes deletions a crash interrupted: directories renamed with the
+/// delete suffix hold data of topics already gone.
+fn remove_deleted_dirs(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let doomed = path.is_dir() && entry.file_name().to_str().is_some_and(|n| n.ends_with(DELETE_SUFFIX));
+        if doomed {
+            if let Err(e) = std::fs::remove_dir_all(&path) {
+                tracing::warn!(dir = %path.display(), error = %e, "cannot remove a deleted partition directory");
+            }
+        }
+    }
+}
+
+/// A name for a partition directory being deleted (unique, so a topic
+/// deleted and re-created twice never collides).
+pub(super) fn trash_name(dir: &Path) -> PathBuf {
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("partition");
+    dir.with_file_name(format!("{name}.{}{DELETE_SUFFIX}", Uuid::new_v4().simple()))
+}
+
+impl TopicCreator for DataPlane {
+    /// Metadata auto-creation: the catalog entry and the partition logs.
+    fn create_topic(&self, name: &str, partitions: i32) -> Result<TopicInfo, CatalogError> {
+        self.create_topic_now(name, partitions, TopicConfig::default(), false)
+    }
+}

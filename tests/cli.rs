@@ -1,0 +1,210 @@
+//! The `kcoord` command line as a user runs it: configuration printing and
+//! errors, clean shutdown on SIGTERM, refusing a corrupt log unless
+//! `--repair`, and the `groups` admin commands.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use kafka_protocol::messages::*;
+
+fn kcoord() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kcoord"))
+}
+
+/// Starts the daemon; returns it and the address it printed.
+fn start(dir: &Path, extra: &[&str]) -> (Child, String) {
+    let mut child = kcoord()
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .args(["--log-level", "warn"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn kcoord");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().expect("stdout")).read_line(&mut line).expect("read");
+    let addr = line.split("serving on ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
+    (child, addr)
+}
+
+fn wait_exit(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn config_prints_the_effective_configuration_as_toml() {
+    let out = kcoord()
+        .args(["config", "--set", "group.initial_rebalance_delay_ms=0", "--topic", "orders:6", "--listen", "127.0.0.1:9999"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("initial_rebalance_delay_ms = 0"), "{text}");
+    assert!(text.contains("\"orders:6\""), "{text}");
+    assert!(text.contains("listen = \"127.0.0.1:9999\""), "{text}");
+    assert!(text.contains("min_session_timeout_ms = 6000"), "{text}");
+}
+
+#[test]
+fn unknown_configuration_keys_are_rejected_by_name() {
+    let out = kcoord().args(["config", "--set", "group.no_such_key=1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("group.no_such_key"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("k.toml");
+    std::fs::write(&file, "[offsets]\npartitons = 3\n").unwrap();
+    let out = kcoord().arg("config").arg("--config").arg(&file).output().unwrap();
+    assert!(String::from_utf8(out.stderr).unwrap().contains("offsets.partitons"));
+}
+
+#[test]
+fn version_is_printed() {
+    let out = kcoord().arg("--version").output().unwrap();
+    assert!(String::from_utf8(out.stdout).unwrap().starts_with("kcoord "));
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly_with_exit_code_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = start(dir.path(), &[]);
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = wait_exit(&mut child, DEADLINE).expect("exits");
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_log_stops_the_daemon_unless_repair_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = start(dir.path(), &["--topic", "t:1", "--set", "offsets.partitions=1"]);
+    {
+        let mut c = Client::connect(addr.parse().unwrap()).await;
+        for i in 0..20 {
+            let req = OffsetCommitRequest::default()
+                .with_group_id(GroupId(sb("g")))
+                .with_generation_id_or_member_epoch(-1)
+                .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb("t"))).with_partitions(vec![
+                    OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(i),
+                ])]);
+            // The shard may still be loading right after start (error 14).
+            loop {
+                let r = c.send(&req, 8).await;
+                if r.topics[0].partitions[0].error_code != 14 {
+                    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_exit(&mut child, DEADLINE).expect("exits");
+    // Flip a byte in the middle of the shard's segment.
+    let shard = dir.path().join("coordinator").join("shard-0000");
+    let segment = std::fs::read_dir(&shard)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "log"))
+        .expect("a segment");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&segment, &bytes).unwrap();
+
+    let (mut child, _) = start(dir.path(), &["--set", "offsets.partitions=1"]);
+    let status = wait_exit(&mut child, DEADLINE).expect("refuses to keep running");
+    assert_eq!(status.code(), Some(1));
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains(segment.file_name().unwrap().to_str().unwrap()), "names the file: {err}");
+    assert!(err.contains("--repair"), "tells how to repair: {err}");
+
+    let (mut child, addr) = start(dir.path(), &["--set", "offsets.partitions=1", "--repair"]);
+    let mut c = Client::connect(addr.parse().unwrap()).await;
+    let fetch = OffsetFetchRequest::default().with_group_id(GroupId(sb("g"))).with_topics(None);
+    let r = eventually("the repaired shard to serve", || {
+        let fetch = fetch.clone();
+        let addr = addr.clone();
+        async move {
+            let mut c = Client::connect(addr.parse().unwrap()).await;
+            let r = c.send(&fetch, 7).await;
+            (r.error_code == 0).then_some(r)
+        }
+    })
+    .await;
+    // Commits before the corruption survive; the rest were truncated.
+    let offset = r.topics.first().map(|t| t.partitions[0].committed_offset).unwrap_or(-1);
+    assert!((0..19).contains(&offset), "kept an earlier commit, got {offset}");
+    drop(c.send(&ApiVersionsRequest::default(), 0).await);
+    child.kill().ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_groups_commands_list_describe_reset_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = start(dir.path(), &["--topic", "t6:6"]);
+    let mut c = Client::connect(addr.parse().unwrap()).await;
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(sb("cli-group")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb("t6"))).with_partitions(vec![
+            OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(7).with_committed_metadata(Some(sb("note"))),
+        ])]);
+    loop {
+        let r = c.send(&req, 8).await;
+        if r.topics[0].partitions[0].error_code == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let run = |args: &[&str]| {
+        let out = kcoord().arg("groups").args(args).args(["--bootstrap", &addr]).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (ok, out, _) = run(&["list"]);
+    assert!(ok && out.lines().any(|l| l == "cli-group"), "{out}");
+    let (ok, out, _) = run(&["list", "--state"]);
+    assert!(ok && out.contains("cli-group") && out.contains("Empty"), "{out}");
+    let (ok, out, _) = run(&["describe", "--group", "cli-group"]);
+    assert!(ok, "{out}");
+    let header: Vec<&str> = out.lines().find(|l| l.starts_with("GROUP")).unwrap().split_whitespace().collect();
+    assert_eq!(header, ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]);
+    assert!(out.contains("has no active members"), "{out}");
+    let row: Vec<&str> = out.lines().find(|l| l.starts_with("cli-group")).unwrap().split_whitespace().collect();
+    assert_eq!(&row[..4], &["cli-group", "t6", "0", "7"]);
+    let (ok, out, _) = run(&["offsets", "--group", "cli-group"]);
+    assert!(ok && out.contains("note"), "{out}");
+    // Reset: a dry run changes nothing; --execute commits.
+    let (ok, out, _) = run(&["reset-offsets", "--group", "cli-group", "--topic", "t6:0", "--to-offset", "0"]);
+    assert!(ok && out.contains("NEW-OFFSET") && out.contains("dry run"), "{out}");
+    let (_, out, _) = run(&["offsets", "--group", "cli-group"]);
+    assert!(out.contains(" 7 "), "{out}");
+    let (ok, _, err) = run(&["reset-offsets", "--group", "cli-group", "--topic", "t6:0", "--to-earliest", "--execute"]);
+    assert!(ok, "{err}");
+    let (_, out, _) = run(&["offsets", "--group", "cli-group"]);
+    let row: Vec<&str> = out.lines().find(|l| l.starts_with("cli-group")).unwrap().split_whitespace().collect();
+    assert_eq!(row[3], "0", "{out}");
+    let (ok, out, _) = run(&["delete", "--group", "cli-group"]);
+    assert!(ok && out.contains("was successful"), "{out}");
+    let (ok, _, err) = run(&["describe", "--group", "cli-group"]);
+    assert!(!ok && err.contains("does not exist"), "{err}");
+    child.kill().ok();
+}
