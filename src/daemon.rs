@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 use crate::cluster::{self, Cluster, NodeInfo};
 use crate::config::{Config, Endpoint};
 use crate::coordinator::Coordinator;
+use crate::observability::{self, http::HttpState};
 use crate::server::{listener, Services};
 use crate::storage::fsutil::DirLock;
 use crate::topics::{Catalog, DataPlane, DataPlaneSettings};
@@ -24,6 +25,8 @@ pub enum StartError {
     Bind { addr: String, source: std::io::Error },
     #[error("topic {name}: {message}")]
     Topic { name: String, message: String },
+    #[error("cannot listen for metrics on {addr}: {source}")]
+    Metrics { addr: String, source: std::io::Error },
 }
 
 /// Options that are not configuration (one-off operator decisions).
@@ -44,6 +47,7 @@ pub struct RunningDaemon {
     shutdown: watch::Sender<bool>,
     listener: JoinHandle<()>,
     services: Arc<Services>,
+    metrics_addr: Option<SocketAddr>,
     fatal: mpsc::UnboundedReceiver<String>,
     shutdown_timeout: Duration,
     _lock: DirLock,
@@ -109,6 +113,21 @@ impl Daemon {
             config: config.clone(),
         });
         let (tx, rx) = watch::channel(false);
+        let metrics_addr = if config.metrics.listen.is_empty() {
+            None
+        } else {
+            let m_err = |source| StartError::Metrics { addr: config.metrics.listen.clone(), source };
+            let http = TcpListener::bind(&config.metrics.listen).await.map_err(m_err)?;
+            let bound = http.local_addr().map_err(m_err)?;
+            let state = Arc::new(HttpState {
+                services: services.clone(),
+                metrics: observability::metrics::install(),
+                log_ends: services.data_plane.clone(),
+            });
+            tokio::spawn(observability::http::serve(http, state, rx.clone()));
+            tracing::info!(addr = %bound, "serving metrics and the group API over HTTP");
+            Some(bound)
+        };
         let task = tokio::spawn(listener::run(listener, services.clone(), rx));
         tracing::info!(%addr, node_id = node.node_id, cluster_id = %node.cluster_id, "kcoord started");
         Ok(RunningDaemon {
@@ -117,6 +136,7 @@ impl Daemon {
             shutdown: tx,
             listener: task,
             services,
+            metrics_addr,
             fatal,
             shutdown_timeout: Duration::from_millis(config.server.shutdown_timeout_ms),
             _lock: lock,
@@ -128,6 +148,11 @@ impl RunningDaemon {
     /// The address the listener is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where the metrics/JSON HTTP listener is bound, if enabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// The identity advertised to clients.

@@ -190,6 +190,9 @@ struct ServeArgs {
     /// Log format (log.format).
     #[arg(long, value_enum)]
     log_format: Option<LogFormat>,
+    /// Serve Prometheus /metrics and the /v1/groups JSON API here (metrics.listen).
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_listen: Option<String>,
     /// Truncate a corrupt log (coordinator or partition) at its first corrupt record instead of refusing to start.
     #[arg(long)]
     repair: bool,
@@ -222,6 +225,9 @@ impl ServeArgs {
         }
         if let Some(v) = &self.log_level {
             b = b.set_value("log.level", s(v))?;
+        }
+        if let Some(v) = &self.metrics_listen {
+            b = b.set_value("metrics.listen", s(v))?;
         }
         if let Some(v) = self.log_format {
             b = b.set_value("log.format", s(if v == LogFormat::Json { "json" } else { "text" }))?;
@@ -289,8 +295,9 @@ async fn serve(config: Config, options: StartOptions) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let metrics = daemon.metrics_addr().map(|a| format!(", metrics http://{a}/metrics")).unwrap_or_default();
     println!(
-        "kcoord {} serving on {} (node {}, cluster {}, data {})",
+        "kcoord {} serving on {} (node {}, cluster {}, data {}{metrics})",
         env!("CARGO_PKG_VERSION"),
         daemon.local_addr(),
         daemon.node().node_id,

@@ -18,3 +18,9 @@ impl LogEndOffsets for NoLogEnds {
         None
     }
 }
+
+impl LogEndOffsets for crate::topics::DataPlane {
+    fn log_end_offset(&self, topic: &str, partition: i32) -> Option<i64> {
+        Some(self.topic(topic)?.partition(partition)?.offsets().high_watermark)
+    }
+}

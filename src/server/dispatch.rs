@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::Services;
+use super::{observe, Services};
 use crate::protocol::api::{
     api_versions, create_topics, delete_groups, delete_topics, describe_groups, fetch, find_coordinator, heartbeat,
     init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch,
@@ -126,7 +126,10 @@ pub async fn handle_frame(svc: Arc<Services>, peer: SocketAddr, mut frame: Bytes
     };
     let ctx = RequestContext { header, peer };
     let mut out = start_response(prefix.correlation_id, support.flexible_response_header(prefix.api_version));
-    match route(&svc, &ctx, &mut frame, &mut out).await {
+    let started = std::time::Instant::now();
+    let routed = route(&svc, &ctx, &mut frame, &mut out).await;
+    observe::request(support.name, prefix.api_version, started.elapsed());
+    match routed {
         Ok(true) => Outcome::Respond(finish_response(out)),
         Ok(false) => Outcome::NoResponse,
         Err(e) => Outcome::Close(e.to_string()),
@@ -141,80 +144,100 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
         k if k == produce::SUPPORT.key => {
             let req = produce::decode(body, v)?;
             match svc.data_plane.produce(req).await.map_err(RouteError::Other)? {
-                Some(resp) => produce::encode(&resp, v, out)?,
+                Some(resp) => {
+                    observe::errors(produce::SUPPORT.name, &resp);
+                    produce::encode(&resp, v, out)?
+                }
                 None => return Ok(false),
             }
         }
         k if k == fetch::SUPPORT.key => {
             let resp = svc.data_plane.fetch(fetch::decode(body, v)?).await;
+            observe::errors(fetch::SUPPORT.name, &resp);
             fetch::encode(&resp, v, out)?;
         }
         k if k == list_offsets::SUPPORT.key => {
             let resp = svc.data_plane.list_offsets(&list_offsets::decode(body, v)?);
+            observe::errors(list_offsets::SUPPORT.name, &resp);
             list_offsets::encode(&resp, v, out)?;
         }
         k if k == create_topics::SUPPORT.key => {
             let resp = svc.data_plane.create_topics(create_topics::decode(body, v)?).await;
+            observe::errors(create_topics::SUPPORT.name, &resp);
             create_topics::encode(&resp, v, out)?;
         }
         k if k == delete_topics::SUPPORT.key => {
             let resp = svc.data_plane.delete_topics(delete_topics::decode(body, v)?, &svc.coordinator).await;
+            observe::errors(delete_topics::SUPPORT.name, &resp);
             delete_topics::encode(&resp, v, out)?;
         }
         k if k == init_producer_id::SUPPORT.key => {
             let resp = svc.data_plane.init_producer_id(&init_producer_id::decode(body, v)?);
+            observe::errors(init_producer_id::SUPPORT.name, &resp);
             init_producer_id::encode(&resp, v, out)?;
         }
         k if k == metadata::SUPPORT.key => {
             let req = metadata::decode(body, v)?;
             let resp = svc.cluster.metadata(&req, &svc.catalog, svc.topic_creator.as_ref());
+            observe::errors(metadata::SUPPORT.name, &resp);
             metadata::encode(&resp, v, out)?;
         }
         k if k == find_coordinator::SUPPORT.key => {
             let req = find_coordinator::decode(body, v)?;
             let answers =
                 svc.cluster.find_coordinator(req.key_type, &req.keys, find_coordinator::share_allowed(v));
+            observe::errors(find_coordinator::SUPPORT.name, &answers);
             find_coordinator::encode(&answers, v, out)?;
         }
         k if k == join_group::SUPPORT.key => {
             let req = join_group::decode(body, v, ctx.client_id(), &ctx.client_host())?;
             let resp = svc.coordinator.join_group(req).await?;
+            observe::errors(join_group::SUPPORT.name, &resp);
             join_group::encode(&resp, v, out)?;
         }
         k if k == sync_group::SUPPORT.key => {
             let resp = svc.coordinator.sync_group(sync_group::decode(body, v)?).await?;
+            observe::errors(sync_group::SUPPORT.name, &resp);
             sync_group::encode(&resp, v, out)?;
         }
         k if k == heartbeat::SUPPORT.key => {
             let resp = svc.coordinator.heartbeat(heartbeat::decode(body, v)?).await?;
+            observe::errors(heartbeat::SUPPORT.name, &resp);
             heartbeat::encode(&resp, v, out)?;
         }
         k if k == leave_group::SUPPORT.key => {
             let resp = svc.coordinator.leave_group(leave_group::decode(body, v)?).await?;
+            observe::errors(leave_group::SUPPORT.name, &resp);
             leave_group::encode(&resp, v, out)?;
         }
         k if k == offset_commit::SUPPORT.key => {
             let resp = svc.coordinator.offset_commit(offset_commit::decode(body, v)?).await?;
+            observe::errors(offset_commit::SUPPORT.name, &resp);
             offset_commit::encode(&resp, v, out)?;
         }
         k if k == offset_fetch::SUPPORT.key => {
             let resp = svc.coordinator.offset_fetch(offset_fetch::decode(body, v)?).await?;
+            observe::errors(offset_fetch::SUPPORT.name, &resp);
             offset_fetch::encode(&resp, v, out)?;
         }
         k if k == offset_delete::SUPPORT.key => {
             let resp = svc.coordinator.offset_delete(offset_delete::decode(body, v)?).await?;
+            observe::errors(offset_delete::SUPPORT.name, &resp);
             offset_delete::encode(&resp, v, out)?;
         }
         k if k == describe_groups::SUPPORT.key => {
             let groups = svc.coordinator.describe_groups(describe_groups::decode(body, v)?).await?;
+            observe::errors(describe_groups::SUPPORT.name, &groups);
             describe_groups::encode(&groups, v, out)?;
         }
         k if k == list_groups::SUPPORT.key => {
             let resp = svc.coordinator.list_groups(list_groups::decode(body, v)?).await?;
+            observe::errors(list_groups::SUPPORT.name, &resp);
             list_groups::encode(&resp, v, out)?;
         }
         k if k == delete_groups::SUPPORT.key => {
             let resp = svc.coordinator.delete_groups(delete_groups::decode(body, v)?).await?;
+            observe::errors(delete_groups::SUPPORT.name, &resp);
             delete_groups::encode(&resp, v, out)?;
         }
         other => return Err(RouteError::Other(format!("no handler for API key {other}"))),

@@ -5,6 +5,7 @@ pub mod connection;
 pub mod dispatch;
 pub mod frame;
 pub mod listener;
+pub mod observe;
 
 use std::sync::Arc;
 

@@ -1,0 +1,147 @@
+//! Request metrics: every served request is counted and timed per API, and
+//! every error code it carries (per partition or member where the API has
+//! several) is counted per API and error name.
+
+use std::time::Duration;
+
+use crate::coordinator::messages as m;
+use crate::error_code::ErrorCode;
+use crate::topics::{admin, fetch, list_offsets, produce, producer_ids};
+
+/// Version labels without allocating per request.
+const VERSION_LABELS: [&str; 20] =
+    ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19"];
+
+/// Records one served request.
+pub fn request(api: &'static str, version: i16, elapsed: Duration) {
+    let v = VERSION_LABELS.get(version.max(0) as usize).copied().unwrap_or("other");
+    metrics::counter!("kcoord_requests_total", "api" => api, "version" => v).increment(1);
+    metrics::histogram!("kcoord_request_duration_seconds", "api" => api).record(elapsed.as_secs_f64());
+}
+
+/// Counts the error codes in a response.
+pub fn errors(api: &'static str, resp: &impl ErrorCodes) {
+    resp.each_error(&mut |e| {
+        if !e.is_none() {
+            metrics::counter!("kcoord_request_errors_total", "api" => api, "error" => e.name()).increment(1);
+        }
+    });
+}
+
+/// The error codes a response carries.
+pub trait ErrorCodes {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode));
+}
+
+impl<T: ErrorCodes> ErrorCodes for Vec<T> {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        self.iter().for_each(|x| x.each_error(f));
+    }
+}
+
+impl<T: ErrorCodes> ErrorCodes for Option<T> {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        if let Some(x) = self {
+            x.each_error(f);
+        }
+    }
+}
+
+macro_rules! single_error {
+    ($($t:ty => $field:ident),* $(,)?) => {
+        $(impl ErrorCodes for $t {
+            fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+                f(self.$field);
+            }
+        })*
+    };
+}
+
+single_error! {
+    m::JoinGroupResponse => error,
+    m::SyncGroupResponse => error,
+    m::HeartbeatResponse => error,
+    m::DescribedGroup => error,
+    m::ListGroupsResponse => error,
+    producer_ids::InitProducerIdResponse => error,
+    admin::CreatedTopic => error,
+    admin::DeletedTopic => error,
+}
+
+impl ErrorCodes for m::LeaveGroupResponse {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        f(self.error);
+        self.members.iter().for_each(|x| f(x.error));
+    }
+}
+
+impl ErrorCodes for m::TopicErrors {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        self.partitions.iter().for_each(|p| f(p.error));
+    }
+}
+
+impl ErrorCodes for m::OffsetCommitResponse {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        self.topics.each_error(f);
+    }
+}
+
+impl ErrorCodes for m::OffsetDeleteResponse {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        f(self.error);
+        self.topics.each_error(f);
+    }
+}
+
+impl ErrorCodes for m::OffsetFetchResponse {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        for g in &self.groups {
+            f(g.error);
+            g.topics.iter().flat_map(|t| t.partitions.iter()).for_each(|p| f(p.error));
+        }
+    }
+}
+
+impl ErrorCodes for m::DeleteGroupsResponse {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        self.results.iter().for_each(|(_, e)| f(*e));
+    }
+}
+
+impl ErrorCodes for produce::ProduceResponse {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        self.topics.iter().flat_map(|t| t.partitions.iter()).for_each(|p| f(p.error));
+    }
+}
+
+impl ErrorCodes for fetch::FetchResponse {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        f(self.error);
+        self.topics.iter().flat_map(|t| t.partitions.iter()).for_each(|p| f(p.error));
+    }
+}
+
+impl ErrorCodes for list_offsets::ListOffsetsResponse {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        self.topics.iter().flat_map(|t| t.partitions.iter()).for_each(|p| f(p.error));
+    }
+}
+
+impl ErrorCodes for crate::cluster::CoordinatorAnswer {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        f(self.error);
+    }
+}
+
+impl ErrorCodes for crate::cluster::MetadataResponse {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        self.topics.iter().for_each(|t| f(t.error));
+    }
+}
+
+impl ErrorCodes for admin::CreateTopicsResponse {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        self.topics.each_error(f);
+    }
+}

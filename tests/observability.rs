@@ -1,0 +1,141 @@
+//! The metrics and JSON HTTP endpoints against a running daemon: values move
+//! as groups rebalance and commit, and the rebalance history says why.
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes()).await.unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.unwrap();
+    let status = buf.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+/// The value of a Prometheus sample whose line starts with `prefix`.
+fn sample(metrics: &str, prefix: &str) -> Option<f64> {
+    metrics.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok())
+}
+
+/// A ConsumerProtocolAssignment v0 of `partitions` of topic "t".
+fn assignment(partitions: &[i32]) -> Bytes {
+    let mut b = vec![0, 0, 0, 0, 0, 1, 0, 1, b't'];
+    b.extend_from_slice(&(partitions.len() as i32).to_be_bytes());
+    for p in partitions {
+        b.extend_from_slice(&p.to_be_bytes());
+    }
+    b.extend_from_slice(&[0xff, 0xff, 0xff, 0xff]);
+    Bytes::from(b)
+}
+
+async fn join(c: &mut Client, group: &str, member: &str) -> JoinGroupResponse {
+    let req = JoinGroupRequest::default()
+        .with_group_id(GroupId(sb(group)))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_member_id(sb(member))
+        .with_protocol_type(sb("consumer"))
+        .with_reason(Some(sb("starting up")))
+        .with_protocols(vec![JoinGroupRequestProtocol::default().with_name(sb("range")).with_metadata(Bytes::from_static(b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"))]);
+    let r = c.send(&req, 8).await;
+    if r.error_code == 79 {
+        return c.send(&req.with_member_id(r.member_id.clone()), 8).await;
+    }
+    r
+}
+
+#[tokio::test]
+async fn metrics_and_group_api_follow_rebalances_and_commits() {
+    let s = TestServer::start_with(&["metrics.listen=\"127.0.0.1:0\"", "topics.define=[\"t:4\"]"]).await;
+    let http = s.daemon.as_ref().unwrap().metrics_addr().expect("metrics listener");
+    let mut c = s.client().await;
+
+    // One member forms the group and takes every partition.
+    let j = join(&mut c, "obs", "").await;
+    assert_eq!(j.error_code, 0);
+    let a = j.member_id.to_string();
+    let r = c.send(
+        &SyncGroupRequest::default().with_group_id(GroupId(sb("obs"))).with_generation_id(j.generation_id).with_member_id(sb(&a)).with_assignments(vec![
+            SyncGroupRequestAssignment::default().with_member_id(sb(&a)).with_assignment(assignment(&[0, 1, 2, 3])),
+        ]),
+        3,
+    )
+    .await;
+    assert_eq!(r.error_code, 0);
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(sb("obs")))
+        .with_generation_id_or_member_epoch(j.generation_id)
+        .with_member_id(sb(&a))
+        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb("t"))).with_partitions(vec![
+            OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(0),
+            OffsetCommitRequestPartition::default().with_partition_index(1).with_committed_offset(0),
+        ])]);
+    assert!(c.send(&commit, 8).await.topics[0].partitions.iter().all(|p| p.error_code == 0));
+
+    let (status, m) = get(http, "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(sample(&m, "kcoord_requests_total{api=\"JoinGroup\",version=\"8\"}").unwrap_or(0.0) >= 2.0, "{m}");
+    assert!(sample(&m, "kcoord_request_errors_total{api=\"JoinGroup\",error=\"MEMBER_ID_REQUIRED\"}").unwrap_or(0.0) >= 1.0);
+    assert!(m.contains("kcoord_request_duration_seconds_bucket{api=\"OffsetCommit\""));
+    assert!(sample(&m, "kcoord_groups{state=\"Stable\",type=\"classic\"}").unwrap_or(0.0) >= 1.0, "{m}");
+    assert!(sample(&m, "kcoord_rebalances_total{cause=\"member_joined\"}").unwrap_or(0.0) >= 1.0);
+    assert!(sample(&m, "kcoord_committed_partitions_total").unwrap_or(0.0) >= 2.0);
+    assert!(sample(&m, "kcoord_group_members").unwrap_or(0.0) >= 1.0);
+    assert!(sample(&m, "kcoord_connections").unwrap_or(0.0) >= 1.0);
+    let rebalances_before = sample(&m, "kcoord_rebalances_total{cause=\"leader_rejoined\"}").unwrap_or(0.0);
+
+    // The leader rejoins: a second rebalance with its own cause.
+    let j2 = join(&mut c, "obs", &a).await;
+    assert_eq!(j2.generation_id, j.generation_id + 1);
+    c.send(
+        &SyncGroupRequest::default().with_group_id(GroupId(sb("obs"))).with_generation_id(j2.generation_id).with_member_id(sb(&a)).with_assignments(vec![
+            SyncGroupRequestAssignment::default().with_member_id(sb(&a)).with_assignment(assignment(&[0, 1, 2, 3])),
+        ]),
+        3,
+    )
+    .await;
+    let (_, m) = get(http, "/metrics").await;
+    assert_eq!(sample(&m, "kcoord_rebalances_total{cause=\"leader_rejoined\"}"), Some(rebalances_before + 1.0));
+
+    let (status, body) = get(http, "/v1/groups").await;
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let g = v["groups"].as_array().unwrap().iter().find(|g| g["group_id"] == "obs").unwrap();
+    assert_eq!(g["state"], "Stable");
+    assert_eq!(g["members"], 1);
+    assert_eq!(g["last_rebalance_cause"], "leader_rejoined");
+
+    let (status, body) = get(http, "/v1/groups/obs").await;
+    assert_eq!(status, 200);
+    let d: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(d["generation"], j2.generation_id);
+    assert_eq!(d["members"][0]["member_id"], a.as_str());
+    assert_eq!(d["members"][0]["client_host"], "/127.0.0.1");
+    assert_eq!(d["members"][0]["assignment"][0]["topic"], "t");
+    assert_eq!(d["members"][0]["assignment"][0]["partitions"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(d["offsets"].as_array().unwrap().len(), 2);
+    assert_eq!(d["offsets"][0]["log_end_offset"], 0, "standalone mode knows the log end");
+    assert_eq!(d["offsets"][0]["lag"], 0);
+    let history = d["rebalances"].as_array().unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[0]["cause"]["kind"], "member_joined");
+    assert_eq!(history[0]["cause"]["reason"], "starting up");
+    assert_eq!(history[0]["cause"]["client_id"], "kcoord-test");
+    assert_eq!(history[0]["outcome"], "stable");
+    assert_eq!(history[1]["cause"]["kind"], "leader_rejoined");
+    assert_eq!(history[1]["generation_after"], j2.generation_id);
+
+    let (status, _) = get(http, "/v1/groups/no-such-group").await;
+    assert_eq!(status, 404);
+    let (status, _) = get(http, "/nowhere").await;
+    assert_eq!(status, 404);
+}
