@@ -63,6 +63,7 @@ class Kcoord:
             raise RuntimeError(f"kcoord did not start; log:\n{self.log()}")
         line = next(l for l in self._lines if "serving on" in l)
         self.bootstrap = line.split("serving on ")[1].split()[0]
+        self.metrics = line.split("metrics http://")[1].split("/")[0] if "metrics http://" in line else None
         # Restarts reuse the port clients already know.
         self.port = int(self.bootstrap.rsplit(":", 1)[1])
         return self
@@ -95,6 +96,16 @@ class Kcoord:
     @property
     def host(self):
         return self.bootstrap.rsplit(":", 1)[0]
+
+    def http_json(self, path):
+        """GET a JSON document from the metrics/HTTP listener."""
+        import urllib.request
+        with urllib.request.urlopen(f"http://{self.metrics}{path}", timeout=30) as r:
+            return json.loads(r.read())
+
+    def rebalance_causes(self, group):
+        """The causes of the group's remembered rebalances, oldest first."""
+        return [r["cause"]["kind"] for r in self.http_json(f"/v1/groups/{group}")["rebalances"]]
 
 
 @pytest.fixture

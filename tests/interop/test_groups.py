@@ -15,7 +15,7 @@ SIX = [("t6", p) for p in range(6)]
 
 @pytest.fixture
 def k(make_kcoord):
-    return make_kcoord(topics=["t6:6"], settings=["group.initial_rebalance_delay_ms=500"])
+    return make_kcoord(topics=["t6:6"], settings=["group.initial_rebalance_delay_ms=500", "metrics.listen=127.0.0.1:0"])
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
@@ -24,14 +24,17 @@ def test_three_members_share_six_partitions_and_survive_close_and_kill(k, tmp_pa
     members = [rdk_member(tmp_path, f"m{i}", k, group, "t6", strategy) for i in range(3)]
     try:
         wait_balanced(members, SIX)
+        assert k.rebalance_causes(group)[0] == "member_joined"
         # A member that closes (LeaveGroup) hands its partitions over promptly.
         members[0].close()
         wait_balanced(members[1:], SIX, timeout=30)
+        assert k.rebalance_causes(group)[-1] == "member_left"
         # A member killed without leaving is removed after its session timeout (6 s).
         members[1].kill()
         killed_at = time.time()
         wait_balanced(members[2:], SIX, timeout=60)
         assert time.time() - killed_at >= 5, "the survivor took over before the session expired"
+        assert k.rebalance_causes(group)[-1] == "session_expired"
     finally:
         stop_all(members)
 
@@ -43,6 +46,7 @@ def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
         wait_balanced([a, b], SIX)
         before_a, before_b = a.assigned(), b.assigned()
         revocations_b = b.state()["revocations"]
+        causes_before = k.rebalance_causes("static")
         # A static member does not leave the group when it stops; it comes
         # back under the same instance id well within its session timeout.
         a.kill()
@@ -50,6 +54,7 @@ def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
         wait_for("the restarted static member to be assigned", lambda: a2.assigned() == before_a, timeout=30)
         assert b.assigned() == before_b
         assert b.state()["revocations"] == revocations_b, "the other member was not disturbed"
+        assert k.rebalance_causes("static") == causes_before, "the replacement caused no rebalance"
         a2.close()
     finally:
         stop_all([a, b])
@@ -139,3 +144,49 @@ def test_committed_offsets_and_metadata_round_trip_and_survive_a_restart(make_kc
     got = wait_for("committed offsets after restart", lambda: c.committed([TopicPartition("t6", p) for p in range(6)], timeout=10))
     assert [(t.offset, t.metadata) for t in got] == [(100 + p, f"meta-{p}") for p in range(6)]
     c.close()
+
+
+def test_admin_cli_describes_a_live_group_and_resets_it_once_inactive(k, tmp_path):
+    import subprocess
+
+    from confluent_kafka import Consumer, Producer
+
+    from conftest import KCOORD_BIN
+
+    p = Producer({"bootstrap.servers": k.bootstrap})
+    for i in range(60):
+        p.produce("t6", key=str(i), value=f"v{i}", partition=i % 6)
+    p.flush(30)
+    c = Consumer({"bootstrap.servers": k.bootstrap, "group.id": "cli-live", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "client.id": "cli-consumer"})
+    c.subscribe(["t6"])
+    seen = 0
+    deadline = time.time() + 60
+    while seen < 30 and time.time() < deadline:
+        m = c.poll(0.2)
+        if m is not None and not m.error():
+            seen += 1
+            c.commit(message=m, asynchronous=False)
+
+    def cli(*args):
+        return subprocess.run([KCOORD_BIN, "groups", *args, "--bootstrap", k.bootstrap], capture_output=True, text=True, timeout=60)
+
+    out = cli("describe", "--group", "cli-live")
+    assert out.returncode == 0, out.stderr
+    rows = [l.split() for l in out.stdout.splitlines() if l.startswith("cli-live")]
+    assert len(rows) == 6, out.stdout
+    for row in rows:
+        group, topic, partition, current, end, lag, member, host, client = row
+        assert (topic, end, host, client) == ("t6", "10", "/127.0.0.1", "cli-consumer"), row
+        assert member == c.memberid()
+        assert current == "-" or int(lag) == 10 - int(current)
+    assert sum(int(r[3]) for r in rows if r[3] != "-") == 30
+
+    out = cli("reset-offsets", "--group", "cli-live", "--all-topics", "--to-earliest", "--execute")
+    assert out.returncode == 1 and "inactive" in out.stderr, out.stderr
+    c.close()
+    out = cli("reset-offsets", "--group", "cli-live", "--topic", "t6", "--to-latest", "--execute")
+    assert out.returncode == 0, out.stderr
+    out = cli("describe", "--group", "cli-live")
+    rows = [l.split() for l in out.stdout.splitlines() if l.startswith("cli-live")]
+    assert all(r[3] == "10" and r[5] == "0" for r in rows), out.stdout
