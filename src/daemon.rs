@@ -25,6 +25,8 @@ pub enum StartError {
     Bind { addr: String, source: std::io::Error },
     #[error("topic {name}: {message}")]
     Topic { name: String, message: String },
+    #[error(transparent)]
+    ShardLayout(#[from] crate::coordinator::layout::LayoutError),
     #[error("cannot listen for metrics on {addr}: {source}")]
     Metrics { addr: String, source: std::io::Error },
 }
@@ -65,6 +67,7 @@ impl Daemon {
         std::fs::create_dir_all(&data_dir).map_err(dd_err)?;
         let lock = DirLock::acquire(&data_dir).map_err(dd_err)?;
         let cluster_id = cluster::load_or_create_cluster_id(&data_dir).map_err(dd_err)?;
+        crate::coordinator::layout::check_or_record_shard_count(&data_dir.join("coordinator"), config.offsets.partitions)?;
         let catalog = Arc::new(Catalog::open(&data_dir).map_err(dd_err)?);
         for spec in config.defined_topics() {
             catalog

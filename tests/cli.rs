@@ -89,6 +89,27 @@ fn sigterm_shuts_down_cleanly_with_exit_code_zero() {
     assert_eq!(status.code(), Some(0));
 }
 
+#[test]
+fn a_data_dir_keeps_the_shard_count_it_was_created_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _) = start(dir.path(), &["--set", "offsets.partitions=3"]);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(wait_exit(&mut child, DEADLINE).expect("exits").code(), Some(0));
+
+    // Another count would place groups on other shards: their offsets would vanish.
+    let (mut child, _) = start(dir.path(), &["--set", "offsets.partitions=5"]);
+    let status = wait_exit(&mut child, DEADLINE).expect("refuses to start");
+    assert_eq!(status.code(), Some(1));
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("offsets.partitions = 3"), "names the recorded count: {err}");
+
+    let (mut child, addr) = start(dir.path(), &["--set", "offsets.partitions=3"]);
+    assert!(addr.starts_with("127.0.0.1:"), "starts with the recorded count: {addr}");
+    child.kill().ok();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_log_stops_the_daemon_unless_repair_is_given() {
     let dir = tempfile::tempdir().unwrap();

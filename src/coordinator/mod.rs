@@ -7,6 +7,7 @@
 
 pub mod classic;
 pub mod core;
+pub mod layout;
 pub mod messages;
 pub mod offsets;
 pub mod records;

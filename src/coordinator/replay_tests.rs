@@ -1,7 +1,9 @@
 //! "The log is the truth": after any sequence of client operations, loading
 //! the records the shard wrote must rebuild exactly the durable state the live
 //! shard holds, and every Stable or Empty group must come back as it is live.
-//! The same holds for a compaction snapshot.
+//! The same holds for a compaction snapshot. Along the way, after every
+//! step: a group's generation never goes backwards, and an acknowledged
+//! commit is what an OffsetFetch would return at that moment.
 
 use std::collections::HashMap;
 
@@ -60,13 +62,47 @@ struct Sim {
     h: Harness,
     slots: Vec<Slot>,
     tokens: HashMap<u64, usize>,
+    /// Commits awaiting their answer: token → (group, topic, partition, offset).
+    commits: HashMap<u64, (String, String, i32, i64)>,
+    /// The highest generation seen per existing group.
+    generations: HashMap<String, i32>,
 }
 
 impl Sim {
+    fn new() -> Sim {
+        Sim {
+            h: Harness::new(),
+            slots: vec![Slot::default(); SLOTS],
+            tokens: HashMap::new(),
+            commits: HashMap::new(),
+            generations: HashMap::new(),
+        }
+    }
+
+    /// Invariants that hold after every step.
+    fn check_invariants(&mut self) {
+        let mut seen = HashMap::new();
+        for g in self.h.core.groups() {
+            if let Some(&before) = self.generations.get(&g.group_id) {
+                assert!(g.generation_id >= before, "generation of {} went from {before} to {}", g.group_id, g.generation_id);
+            }
+            seen.insert(g.group_id.clone(), g.generation_id);
+        }
+        // A deleted group may come back at generation 0, as in Kafka.
+        self.generations = seen;
+    }
+
     fn absorb(&mut self) {
         self.h.fire();
         let replies = std::mem::take(&mut self.h.replies);
         for r in replies {
+            if let (Some((group, topic, partition, offset)), Response::Commit(c)) = (self.commits.remove(&r.token), &r.response) {
+                let acked = c.topics.iter().flat_map(|t| &t.partitions).any(|p| p.error.is_none());
+                if acked {
+                    let stored = self.h.core.store().offset(&group, &topic, partition).map(|v| v.offset);
+                    assert_eq!(stored, Some(offset), "acknowledged commit of {group} {topic}-{partition}");
+                }
+            }
             let Some(&slot) = self.tokens.get(&r.token) else { continue };
             let s = &mut self.slots[slot];
             match r.response {
@@ -85,8 +121,17 @@ impl Sim {
     }
 
     fn send(&mut self, slot: usize, req: Request) {
+        let commit = match &req {
+            Request::Commit(c) => c.topics.first().and_then(|t| {
+                t.partitions.first().map(|p| (c.group_id.clone(), t.name.clone(), p.partition, p.offset))
+            }),
+            _ => None,
+        };
         let t = self.h.send(req);
         self.tokens.insert(t, slot);
+        if let Some(c) = commit {
+            self.commits.insert(t, c);
+        }
     }
 
     fn apply(&mut self, op: &Op) {
@@ -178,6 +223,7 @@ impl Sim {
             Op::Advance { ms } => self.h.advance(ms),
         }
         self.absorb();
+        self.check_invariants();
     }
 }
 
@@ -235,7 +281,7 @@ proptest! {
 
     #[test]
     fn replaying_the_log_rebuilds_the_live_state(ops in prop::collection::vec(op(), 1..80), fail_at in prop::option::of(0usize..80)) {
-        let mut sim = Sim { h: Harness::new(), slots: vec![Slot::default(); SLOTS], tokens: HashMap::new() };
+        let mut sim = Sim::new();
         for (i, op) in ops.iter().enumerate() {
             if fail_at == Some(i) {
                 sim.h.sink.fail_next = 1;

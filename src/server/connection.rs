@@ -26,13 +26,18 @@ use super::Services;
 
 type Pending = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 
+/// Per-connection write buffer.
+const WRITE_BUFFER_BYTES: usize = 8 * 1024;
+
 /// Serves `stream` until the client goes away, a frame is malformed, or the
 /// daemon shuts down (then in-flight requests are finished first).
 pub async fn serve(stream: TcpStream, peer: SocketAddr, svc: Arc<Services>, mut shutdown: watch::Receiver<bool>) {
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
     let mut frames = FramedRead::new(rd, FrameCodec::new(svc.config.server.max_request_bytes));
-    let mut writer = BufWriter::with_capacity(64 * 1024, wr);
+    // Coalesces pipelined small responses into few writes; larger responses
+    // bypass it. Kept small because every idle connection holds one.
+    let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, wr);
     let mut inflight: FuturesOrdered<Pending> = FuturesOrdered::new();
     let max_inflight = svc.config.server.max_inflight_per_connection as usize;
     let mut reading = !*shutdown.borrow();

@@ -166,10 +166,8 @@ pub async fn memory(bin: &Path, groups: usize, members: usize, partitions: i32, 
         settle_timeout: Duration::from_secs(300),
     };
     let names: Vec<String> = (0..groups).map(|i| format!("mem-{i}")).collect();
-    let mut swarm = Swarm::connect(&common.bootstrap, &names, members, per_conn).await?;
-    swarm.settle(common.settle_timeout).await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let with_members = d.rss();
+    // Offsets first, while the groups are Empty: Kafka accepts commits
+    // without a member id only then (a Stable group answers UNKNOWN_MEMBER_ID).
     scenarios::ensure_topic(&common.bootstrap, "memtopic", partitions).await?;
     let mut conn = kcoord::protocol::client::Connection::connect_negotiated(&common.bootstrap, "kcoord-bench-mem").await?;
     let v = conn.version::<kafka_protocol::messages::OffsetCommitRequest>(2, 7)?;
@@ -185,17 +183,24 @@ pub async fn memory(bin: &Path, groups: usize, members: usize, partitions: i32, 
                         .collect(),
                 )]);
         let r = conn.call(&req, v).await?;
-        let _ = r;
+        if let Some(p) = r.topics.iter().flat_map(|t| &t.partitions).find(|p| p.error_code != 0) {
+            return Err(ClientError::Io(std::io::Error::other(format!("commit to {g} failed with error {}", p.error_code))));
+        }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let with_offsets = d.rss();
+    let mut swarm = Swarm::connect(&common.bootstrap, &names, members, per_conn, 0).await?;
+    swarm.settle(common.settle_timeout).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_members = d.rss();
     let n_members = (groups * members) as f64;
     let n_offsets = (groups as f64) * partitions as f64;
-    let mut r = Report::new("memory", json!({"groups": groups, "members": members, "partitions": partitions}));
+    let mut r = Report::new("memory", json!({"groups": groups, "members": members, "partitions": partitions, "members_per_connection": per_conn}));
     r.metric("rss_base_mb", base as f64 / 1e6, "MB");
-    r.metric("bytes_per_member", (with_members.saturating_sub(base)) as f64 / n_members.max(1.0), "B");
-    r.metric("bytes_per_group", (with_members.saturating_sub(base)) as f64 / (groups as f64).max(1.0), "B");
-    r.metric("bytes_per_offset", (with_offsets.saturating_sub(with_members)) as f64 / n_offsets.max(1.0), "B");
+    r.metric("rss_final_mb", with_members as f64 / 1e6, "MB");
+    r.metric("bytes_per_offset", (with_offsets.saturating_sub(base)) as f64 / n_offsets.max(1.0), "B");
+    // Members include their share of the connections carrying them.
+    r.metric("bytes_per_member", (with_members.saturating_sub(with_offsets)) as f64 / n_members.max(1.0), "B");
     drop(swarm);
     drop(d);
     let _ = std::fs::remove_dir_all(&tmp);

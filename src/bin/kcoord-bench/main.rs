@@ -36,7 +36,11 @@ struct Cli {
     #[arg(long, default_value_t = 100_000_000, global = true)]
     max_requests: u64,
     /// Simulated members sharing one connection (use 1 against Apache
-    /// Kafka, which serves one request per connection at a time).
+    /// Kafka, which serves one request per connection at a time). Keep it
+    /// below kcoord's server.max_inflight_per_connection (128): parked
+    /// JoinGroups of one connection's members must all be read. Shared
+    /// connections need the group's members to join within the initial
+    /// rebalance delay; with a delay of 0 use 1.
     #[arg(long, default_value_t = 50, global = true)]
     members_per_connection: usize,
     /// How long group formation may take.

@@ -58,7 +58,7 @@ where
 
 pub async fn heartbeat(c: &Common, groups: usize, members: usize) -> Result<Report, ClientError> {
     let names = group_names("hb", groups);
-    let mut swarm = Swarm::connect(&c.bootstrap, &names, members, c.members_per_connection).await?;
+    let mut swarm = Swarm::connect(&c.bootstrap, &names, members, c.members_per_connection, 0).await?;
     let formed = swarm.settle(c.settle_timeout).await?;
     let v = swarm.versions;
     let (res, elapsed) = run_lanes(&mut swarm, async |conn: &mut Connection, members: Vec<Member>| {
@@ -153,7 +153,7 @@ fn commit_outcome(r: &OffsetCommitResponse) -> (i16, u64) {
 pub async fn commit(c: &Common, groups: usize, members: usize, partitions: i32, metadata_bytes: usize, topic: &str) -> Result<Report, ClientError> {
     ensure_topic(&c.bootstrap, topic, partitions).await?;
     let names = group_names("commit", groups);
-    let mut swarm = Swarm::connect(&c.bootstrap, &names, members, c.members_per_connection).await?;
+    let mut swarm = Swarm::connect(&c.bootstrap, &names, members, c.members_per_connection, 0).await?;
     swarm.settle(c.settle_timeout).await?;
     let v = swarm.versions;
     let metadata = "m".repeat(metadata_bytes);
@@ -242,7 +242,7 @@ pub async fn fetch_offsets(c: &Common, groups: usize, partitions: i32, connectio
 /// rejoins at once; time until every member has its SyncGroup answer.
 pub async fn rebalance(c: &Common, members: usize, change: &str, rounds: usize) -> Result<Report, ClientError> {
     let names = group_names("rebalance", 1);
-    let mut swarm = Swarm::connect(&c.bootstrap, &names, members + rounds, c.members_per_connection).await?;
+    let mut swarm = Swarm::connect(&c.bootstrap, &names, members + rounds, c.members_per_connection, rounds).await?;
     // Extra members wait outside the group until a "join" round needs them.
     {
         let mut ms = swarm.members.lock().unwrap_or_else(|p| p.into_inner());
@@ -251,17 +251,20 @@ pub async fn rebalance(c: &Common, members: usize, change: &str, rounds: usize) 
         }
     }
     let first = swarm.settle(c.settle_timeout).await?;
+    let mut control = Connection::connect_negotiated(&c.bootstrap, "kcoord-bench-control").await?;
     let mut total = Vec::new();
     let mut after_rejoin = Vec::new();
     for round in 0..rounds {
         let trigger = Instant::now();
         match change {
-            "join" => {
-                let mut ms = swarm.members.lock().unwrap_or_else(|p| p.into_inner());
-                ms[members + round].phase = Phase::NeedJoin;
-            }
+            "join" => swarm.start_join(members + round).await?,
             _ => leave_one(&mut swarm, round).await?,
         }
+        // The others rejoin once the group is rebalancing, as clients do after
+        // a heartbeat says so. (Earlier, a follower's JoinGroup would be
+        // answered at once in the old generation, and its next request would
+        // queue behind the parked JoinGroups on its shared connection.)
+        wait_for_state(&mut control, &names[0], "PreparingRebalance", c.settle_timeout).await?;
         swarm.rejoin_all();
         swarm.settle(c.settle_timeout).await?;
         let ms = swarm.snapshot();
@@ -281,6 +284,23 @@ pub async fn rebalance(c: &Common, members: usize, change: &str, rounds: usize) 
     r.metric("rebalance_median_ms", ms(&total), "ms");
     r.metric("after_last_rejoin_median_ms", ms(&after_rejoin), "ms");
     Ok(r)
+}
+
+/// Polls DescribeGroups until `group` is in `state`.
+async fn wait_for_state(conn: &mut Connection, group: &str, state: &str, timeout: Duration) -> Result<(), ClientError> {
+    let v = conn.version::<DescribeGroupsRequest>(0, 5)?;
+    let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]);
+    let start = Instant::now();
+    loop {
+        let r = conn.call(&req, v).await?;
+        if r.groups.first().is_some_and(|g| g.group_state.as_str() == state) {
+            return Ok(());
+        }
+        if start.elapsed() > timeout {
+            return Err(ClientError::Timeout(timeout));
+        }
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
 }
 
 /// Sends LeaveGroup for one active member.
@@ -305,7 +325,7 @@ async fn leave_one(swarm: &mut Swarm, round: usize) -> Result<(), ClientError> {
 
 pub async fn join_storm(c: &Common, groups: usize, members: usize) -> Result<Report, ClientError> {
     let names = group_names("storm", groups);
-    let mut swarm = Swarm::connect(&c.bootstrap, &names, members, c.members_per_connection).await?;
+    let mut swarm = Swarm::connect(&c.bootstrap, &names, members, c.members_per_connection, 0).await?;
     let took = swarm.settle(c.settle_timeout).await?;
     let mut r = Report::new("join-storm", json!({"groups": groups, "members": members, "connections": swarm.lanes.len()}));
     r.metric("all_stable_s", took.as_secs_f64(), "s");

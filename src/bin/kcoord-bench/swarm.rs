@@ -50,6 +50,9 @@ pub type Members = Arc<Mutex<Vec<Member>>>;
 pub struct Lane {
     pub conn: Connection,
     pub members: Vec<usize>,
+    /// Requests written and not yet answered, in order (kept across
+    /// `settle` calls: a parked JoinGroup stays pending in between).
+    inflight: VecDeque<(i32, Sent)>,
 }
 
 pub struct Swarm {
@@ -77,8 +80,14 @@ fn subscription() -> Bytes {
 }
 
 impl Swarm {
-    /// Opens connections for `groups` × `per_group` members.
-    pub async fn connect(bootstrap: &str, groups: &[String], per_group: usize, per_conn: usize) -> Result<Swarm, ClientError> {
+    /// Opens connections for `groups` × `per_group` members, `per_conn` to a
+    /// connection, except the last `solo` members, which get one each.
+    ///
+    /// Members that join an already formed group need their own connection:
+    /// their MEMBER_ID_REQUIRED answer must not queue behind the parked
+    /// JoinGroups of the members they are about to join (responses come back
+    /// in request order), or the rebalance waits for its timeout.
+    pub async fn connect(bootstrap: &str, groups: &[String], per_group: usize, per_conn: usize, solo: usize) -> Result<Swarm, ClientError> {
         let mut members = Vec::with_capacity(groups.len() * per_group);
         for g in groups {
             for _ in 0..per_group {
@@ -94,10 +103,12 @@ impl Swarm {
             }
         }
         let per_conn = per_conn.max(1);
-        let lanes_needed = members.len().div_ceil(per_conn);
-        let mut lanes = Vec::with_capacity(lanes_needed);
+        let shared = members.len().saturating_sub(solo);
+        let mut ranges: Vec<(usize, usize)> = (0..shared.div_ceil(per_conn)).map(|l| (l * per_conn, ((l + 1) * per_conn).min(shared))).collect();
+        ranges.extend((shared..members.len()).map(|i| (i, i + 1)));
+        let mut lanes = Vec::with_capacity(ranges.len());
         let mut versions = None;
-        for l in 0..lanes_needed {
+        for (l, (start, end)) in ranges.into_iter().enumerate() {
             let conn = Connection::connect_negotiated(bootstrap, &format!("kcoord-bench-{l}")).await?;
             if versions.is_none() {
                 versions = Some(Versions {
@@ -108,9 +119,7 @@ impl Swarm {
                     commit: conn.version::<OffsetCommitRequest>(2, 7)?,
                 });
             }
-            let start = l * per_conn;
-            let end = ((l + 1) * per_conn).min(members.len());
-            lanes.push(Lane { conn, members: (start..end).collect() });
+            lanes.push(Lane { conn, members: (start..end).collect(), inflight: VecDeque::new() });
             // Nudge pending accepts along when opening thousands of connections.
             if l % 256 == 255 {
                 tokio::task::yield_now().await;
@@ -152,14 +161,46 @@ impl Swarm {
         Ok(start.elapsed())
     }
 
-    /// Marks members to rejoin (as after noticing a rebalance).
+    /// Marks members to rejoin (as after noticing a rebalance); members
+    /// already joining keep their pending JoinGroup.
     pub fn rejoin_all(&self) {
         let mut m = self.members.lock().unwrap_or_else(|p| p.into_inner());
         for x in m.iter_mut() {
-            if x.phase != Phase::Left {
+            if x.phase != Phase::Left && x.phase != Phase::Joining {
                 x.phase = Phase::NeedJoin;
             }
         }
+    }
+
+    /// Joins member `mi` as a new member would, outside `settle`: the
+    /// KIP-394 round trip for a member id, then the JoinGroup that starts
+    /// the rebalance (left pending; `settle` reads its answer).
+    pub async fn start_join(&mut self, mi: usize) -> Result<(), ClientError> {
+        let v = self.versions;
+        let lane = self.lanes.iter_mut().find(|l| l.members.contains(&mi)).ok_or_else(|| ClientError::Decode("no lane".into()))?;
+        if !lane.inflight.is_empty() {
+            return Err(ClientError::Decode("start_join needs an idle connection".into()));
+        }
+        let mut m = self.members.lock().unwrap_or_else(|p| p.into_inner())[mi].clone();
+        m.id.clear();
+        let (corr, frame) = encode(&mut lane.conn, Sent::Join(mi), &m, v)?;
+        lane.conn.buffer(&frame).await?;
+        lane.conn.flush().await?;
+        let (got, r) = lane.conn.read::<JoinGroupRequest>(v.join).await?;
+        check(corr, got)?;
+        if r.error_code != 79 {
+            return Err(ClientError::Decode(format!("expected MEMBER_ID_REQUIRED, got error {}", r.error_code)));
+        }
+        m.id = r.member_id.to_string();
+        let (corr, frame) = encode(&mut lane.conn, Sent::Join(mi), &m, v)?;
+        lane.conn.buffer(&frame).await?;
+        lane.conn.flush().await?;
+        lane.inflight.push_back((corr, Sent::Join(mi)));
+        let mut ms = self.members.lock().unwrap_or_else(|p| p.into_inner());
+        ms[mi].id = m.id;
+        ms[mi].phase = Phase::Joining;
+        ms[mi].joined_at = Some(Instant::now());
+        Ok(())
     }
 
     /// Active members with their ids and generations.
@@ -199,11 +240,24 @@ enum Sent {
     Heartbeat(usize),
 }
 
+impl Sent {
+    fn member(self) -> usize {
+        match self {
+            Sent::Join(i) | Sent::Sync(i) | Sent::Heartbeat(i) => i,
+        }
+    }
+}
+
 /// Runs one connection's members until `stop`.
 async fn drive(lane: &mut Lane, members: Members, stop: Arc<AtomicBool>, v: Versions) -> Result<(), ClientError> {
-    let mut inflight: VecDeque<(i32, Sent)> = VecDeque::new();
-    let mut busy: Vec<bool> = vec![false; lane.members.len()];
+    let mut inflight = std::mem::take(&mut lane.inflight);
     let local: HashMap<usize, usize> = lane.members.iter().enumerate().map(|(i, m)| (*m, i)).collect();
+    let mut busy: Vec<bool> = vec![false; lane.members.len()];
+    for (_, sent) in &inflight {
+        if let Some(&li) = local.get(&sent.member()) {
+            busy[li] = true;
+        }
+    }
     loop {
         // Queue the next request of every idle member.
         let mut wrote = false;
@@ -249,9 +303,7 @@ async fn drive(lane: &mut Lane, members: Members, stop: Arc<AtomicBool>, v: Vers
         }
         let (corr, sent) = inflight.pop_front().unwrap_or((0, Sent::Heartbeat(0)));
         let follow_up = handle(&mut lane.conn, corr, sent, &members, v).await?;
-        let mi = match sent {
-            Sent::Join(i) | Sent::Sync(i) | Sent::Heartbeat(i) => i,
-        };
+        let mi = sent.member();
         let li = local.get(&mi).copied().unwrap_or(0);
         busy[li] = false;
         if let Some((sent, frame, c)) = follow_up {

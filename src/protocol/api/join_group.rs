@@ -21,7 +21,9 @@ pub fn decode(body: &mut Bytes, version: i16, client_id: &str, client_host: &str
         member_id: st(&r.member_id),
         group_instance_id: r.group_instance_id.as_ref().map(st),
         protocol_type: st(&r.protocol_type),
-        protocols: r.protocols.iter().map(|p| Protocol { name: st(&p.name), metadata: p.metadata.clone() }).collect(),
+        // Copied out of the request frame: a slice would keep the whole read
+        // buffer alive for as long as the member exists (~5 KB per member).
+        protocols: r.protocols.iter().map(|p| Protocol { name: st(&p.name), metadata: Bytes::copy_from_slice(&p.metadata) }).collect(),
         reason: r.reason.as_ref().map(st),
         client_id: client_id.to_string(),
         client_host: client_host.to_string(),

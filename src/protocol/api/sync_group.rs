@@ -19,7 +19,8 @@ pub fn decode(body: &mut Bytes, version: i16) -> Result<m::SyncGroupRequest, Dec
         group_instance_id: r.group_instance_id.as_ref().map(st),
         protocol_type: if version >= 5 { r.protocol_type.as_ref().map(st) } else { None },
         protocol_name: if version >= 5 { r.protocol_name.as_ref().map(st) } else { None },
-        assignments: r.assignments.iter().map(|a| (st(&a.member_id), a.assignment.clone())).collect(),
+        // Copied out of the request frame, which members must not pin.
+        assignments: r.assignments.iter().map(|a| (st(&a.member_id), Bytes::copy_from_slice(&a.assignment))).collect(),
     })
 }
 
