@@ -42,6 +42,27 @@ fn with_correlation(template: &Bytes, correlation: i32) -> BytesMut {
     f
 }
 
+/// Reads the answer to the request sent as `(correlation, at)` and counts it.
+async fn read_answer<R: Request>(
+    conn: &mut Connection,
+    (want, at): (i32, Instant),
+    version: i16,
+    outcome: &impl Fn(&R::Response) -> (i16, u64),
+    result: &mut LaneResult,
+) -> Result<(), ClientError> {
+    let (got, resp) = conn.read::<R>(version).await?;
+    if got != want {
+        return Err(ClientError::Correlation { want, got });
+    }
+    result.latencies.record(at.elapsed());
+    let (error, items) = outcome(&resp);
+    if error != 0 {
+        *result.errors.entry(error).or_insert(0) += 1;
+    }
+    result.items += items;
+    Ok(())
+}
+
 /// Drives one connection. `outcome` returns (error code to count, items
 /// served: e.g. partitions committed) for each response.
 pub async fn run<R: Request>(
@@ -75,30 +96,12 @@ pub async fn run<R: Request>(
         if wrote {
             conn.flush().await?;
         }
-        let Some((want, at)) = inflight.pop_front() else { return Ok(result) };
-        let (got, resp) = conn.read::<R>(version).await?;
-        if got != want {
-            return Err(ClientError::Correlation { want, got });
-        }
-        result.latencies.record(at.elapsed());
-        let (error, items) = outcome(&resp);
-        if error != 0 {
-            *result.errors.entry(error).or_insert(0) += 1;
-        }
-        result.items += items;
+        let Some(first) = inflight.pop_front() else { return Ok(result) };
+        read_answer::<R>(conn, first, version, &outcome, &mut result).await?;
         // Read whatever else already arrived before writing again.
         while conn.response_buffered() {
-            let Some((want, at)) = inflight.pop_front() else { break };
-            let (got, resp) = conn.read::<R>(version).await?;
-            if got != want {
-                return Err(ClientError::Correlation { want, got });
-            }
-            result.latencies.record(at.elapsed());
-            let (error, items) = outcome(&resp);
-            if error != 0 {
-                *result.errors.entry(error).or_insert(0) += 1;
-            }
-            result.items += items;
+            let Some(next) = inflight.pop_front() else { break };
+            read_answer::<R>(conn, next, version, &outcome, &mut result).await?;
         }
     }
 }
