@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Standalone-mode data plane measured with librdkafka (confluent-kafka):
+produce and fetch throughput for a message size, and end-to-end latency.
+
+    bench_data_plane.py BOOTSTRAP TOPIC PARTITIONS LABEL [--size N] [--count N]
+
+Prints one JSON object per result, like kcoord-bench --json. Bounded: a fixed
+message count for throughput, a fixed duration for latency. The Python loop
+calling produce() is part of what is measured (~1 µs per call), so small
+messages are bounded by the client as much as by the broker.
+"""
+
+import argparse
+import json
+import threading
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+
+def report(scenario, params, metrics):
+    print(json.dumps({"scenario": scenario, "params": params, "metrics": metrics}), flush=True)
+
+
+def produce(bootstrap, topic, size, count):
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                  "batch.size": 1048576, "queue.buffering.max.messages": 1000000,
+                  "queue.buffering.max.kbytes": 1048576, "compression.type": "none"})
+    payload = b"x" * size
+    failed = []
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            failed.append(err)
+
+    start = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                p.produce(topic, payload, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % 10000 == 0:
+            p.poll(0)
+    remaining = p.flush(120)
+    took = time.perf_counter() - start
+    if remaining or failed:
+        raise SystemExit(f"produce failed: {remaining} undelivered, errors {failed[:3]}")
+    return took
+
+
+def consume(bootstrap, topic, partitions, count):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused", "enable.auto.commit": False,
+                  "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    start = time.perf_counter()
+    deadline = start + 300
+    while got < count and time.perf_counter() < deadline:
+        for m in c.consume(num_messages=10000, timeout=1.0):
+            if m.error() is None:
+                got += 1
+    took = time.perf_counter() - start
+    c.close()
+    if got < count:
+        raise SystemExit(f"consumed only {got} of {count}")
+    return took
+
+
+def latency(bootstrap, topic, partitions, size, rate, seconds):
+    """Messages stamped with send time, at `rate`/s; a consumer reading from
+    the end measures receive time minus send time."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused", "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 500})
+    ends = [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+    c.assign([TopicPartition(topic, p, e) for p, e in enumerate(ends)])
+    samples = []
+    total = int(rate * seconds)
+    done = threading.Event()
+
+    def reader():
+        while len(samples) < total and not done.is_set():
+            # poll(), not consume(n): consume waits to fill its batch.
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                samples.append(time.time() - float(m.value()[:20]))
+
+    t = threading.Thread(target=reader)
+    t.start()
+    time.sleep(1)  # the consumer's first fetches are in flight
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    pad = b"x" * max(0, size - 20)
+    start = time.perf_counter()
+    for i in range(total):
+        target = start + i / rate
+        while time.perf_counter() < target:
+            p.poll(0.0005)
+        p.produce(topic, b"%20.6f" % time.time() + pad)
+    p.flush(60)
+    t.join(timeout=60)
+    done.set()
+    c.close()
+    samples.sort()
+    if not samples:
+        raise SystemExit("no latency samples")
+    pick = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))] * 1000
+    return len(samples), pick(0.5), pick(0.99)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bootstrap")
+    ap.add_argument("topic")
+    ap.add_argument("partitions", type=int)
+    ap.add_argument("label", help="e.g. the fsync policy, recorded in the params")
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--count", type=int, default=300000)
+    ap.add_argument("--latency-rate", type=int, default=1000)
+    ap.add_argument("--latency-secs", type=float, default=5)
+    a = ap.parse_args()
+    params = {"size": a.size, "count": a.count, "partitions": a.partitions, "fsync": a.label}
+    took = produce(a.bootstrap, a.topic, a.size, a.count)
+    report("produce", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6})
+    took = consume(a.bootstrap, a.topic, a.partitions, a.count)
+    report("fetch", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6})
+    n, p50, p99 = latency(a.bootstrap, a.topic, a.partitions, a.size, a.latency_rate, a.latency_secs)
+    report("end-to-end", dict(params, rate=a.latency_rate), {"samples": n, "latency_p50_ms": p50, "latency_p99_ms": p99})
+
+
+if __name__ == "__main__":
+    main()
