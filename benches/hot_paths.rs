@@ -79,7 +79,10 @@ fn encode<T: Encodable>(m: &T, v: i16) -> Bytes {
 
 fn bench_heartbeat(c: &mut Criterion) {
     let (mut core, mut sink, member) = stable_shard();
-    let body = encode(&HeartbeatRequest::default().with_group_id(GroupId(sb("g"))).with_generation_id(1).with_member_id(sb(&member)), 3);
+    let body = encode(
+        &HeartbeatRequest::default().with_group_id(GroupId(sb("g"))).with_generation_id(1).with_member_id(sb(&member)),
+        3,
+    );
     let mut out = Vec::with_capacity(4);
     let mut buf = BytesMut::with_capacity(64);
     c.bench_function("heartbeat decode-handle-encode", |b| {
@@ -102,7 +105,13 @@ fn bench_commit(c: &mut Criterion) {
         .with_generation_id_or_member_epoch(1)
         .with_member_id(sb(&member))
         .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb("topic"))).with_partitions(
-            (0..10).map(|p| OffsetCommitRequestPartition::default().with_partition_index(p).with_committed_offset(100 + p as i64)).collect(),
+            (0..10)
+                .map(|p| {
+                    OffsetCommitRequestPartition::default()
+                        .with_partition_index(p)
+                        .with_committed_offset(100 + p as i64)
+                })
+                .collect(),
         )]);
     let body = encode(&req, 8);
     let mut out = Vec::with_capacity(4);
@@ -125,9 +134,21 @@ fn bench_commit(c: &mut Criterion) {
 
 fn bench_log(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), LogOptions { segment_bytes: 64 << 20, repair: false }, &mut |_, _| Ok(())).unwrap();
+    let mut log =
+        Log::open(dir.path(), LogOptions { segment_bytes: 64 << 20, repair: false }, &mut |_, _| Ok(())).unwrap();
     let payload = records::encode(
-        &Record::offset("group", "topic", 3, OffsetValue { offset: 42, leader_epoch: 0, metadata: String::new(), commit_timestamp: 1, expire_timestamp: None }),
+        &Record::offset(
+            "group",
+            "topic",
+            3,
+            OffsetValue {
+                offset: 42,
+                leader_epoch: 0,
+                metadata: String::new(),
+                commit_timestamp: 1,
+                expire_timestamp: None,
+            },
+        ),
         1,
     );
     c.bench_function("log append (one record, no fsync)", |b| b.iter(|| log.append(&[&payload[..]]).unwrap()));
@@ -141,7 +162,9 @@ fn bench_log(c: &mut Criterion) {
 }
 
 fn bench_routing(c: &mut Criterion) {
-    c.bench_function("group routing (Java hashCode % 50)", |b| b.iter(|| partition_for(std::hint::black_box("consumer-group-orders-42"), 50)));
+    c.bench_function("group routing (Java hashCode % 50)", |b| {
+        b.iter(|| partition_for(std::hint::black_box("consumer-group-orders-42"), 50))
+    });
 }
 
 criterion_group!(benches, bench_heartbeat, bench_commit, bench_log, bench_routing);

@@ -98,9 +98,8 @@ unsafe impl GlobalAlloc for GuardedAllocator {
             (true, true) => {
                 // Move the mapping instead of copying (possibly untouched) pages.
                 // SAFETY: `ptr` is a mapping of `layout.size()` bytes from `map`.
-                let p = unsafe {
-                    libc::mremap(ptr as *mut libc::c_void, layout.size(), new_size, libc::MREMAP_MAYMOVE)
-                };
+                let p =
+                    unsafe { libc::mremap(ptr as *mut libc::c_void, layout.size(), new_size, libc::MREMAP_MAYMOVE) };
                 if p == libc::MAP_FAILED {
                     std::ptr::null_mut()
                 } else {
@@ -125,9 +124,7 @@ unsafe impl GlobalAlloc for GuardedAllocator {
 
 /// Linux's overcommit mode, if readable. Mode 2 defeats the guard.
 pub fn overcommit_mode() -> Option<u8> {
-    std::fs::read_to_string("/proc/sys/vm/overcommit_memory")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
+    std::fs::read_to_string("/proc/sys/vm/overcommit_memory").ok().and_then(|s| s.trim().parse().ok())
 }
 
 #[cfg(test)]

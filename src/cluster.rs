@@ -43,7 +43,8 @@ pub fn load_or_create_cluster_id(data_dir: &Path) -> std::io::Result<String> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let id = base64_url(Uuid::new_v4().as_bytes());
-            let bytes = serde_json::to_vec_pretty(&ClusterFile { cluster_id: id.clone() }).map_err(std::io::Error::other)?;
+            let bytes =
+                serde_json::to_vec_pretty(&ClusterFile { cluster_id: id.clone() }).map_err(std::io::Error::other)?;
             fsutil::write_atomically(&path, &bytes)?;
             Ok(id)
         }
@@ -156,7 +157,8 @@ mod acl {
     }
 
     pub const TOPIC: i32 = bits(&[READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS]);
-    pub const CLUSTER: i32 = bits(&[CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE]);
+    pub const CLUSTER: i32 =
+        bits(&[CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE]);
     pub const GROUP: i32 = bits(&[READ, DESCRIBE, DELETE]);
 }
 
@@ -354,11 +356,7 @@ mod tests {
     }
 
     fn cluster() -> Cluster {
-        Cluster::new(
-            NodeInfo { node_id: 3, host: "127.0.0.1".into(), port: 9092, cluster_id: "c".into() },
-            false,
-            1,
-        )
+        Cluster::new(NodeInfo { node_id: 3, host: "127.0.0.1".into(), port: 9092, cluster_id: "c".into() }, false, 1)
     }
 
     #[test]

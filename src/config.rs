@@ -24,10 +24,7 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
     if name.len() > 249 {
         return Err(format!("topic name {name:?} is longer than 249 characters"));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '.' || *c == '_' || *c == '-'))
-    {
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '.' || *c == '_' || *c == '-')) {
         return Err(format!(
             "topic name {name:?} contains {c:?}; only ASCII letters, digits, '.', '_' and '-' are allowed"
         ));
@@ -185,11 +182,7 @@ impl Default for ServerConfig {
 
 impl Default for StorageConfig {
     fn default() -> Self {
-        StorageConfig {
-            data_dir: PathBuf::from("./kcoord-data"),
-            fsync: FsyncPolicy::Always,
-            fsync_interval_ms: 1000,
-        }
+        StorageConfig { data_dir: PathBuf::from("./kcoord-data"), fsync: FsyncPolicy::Always, fsync_interval_ms: 1000 }
     }
 }
 
@@ -290,10 +283,10 @@ impl ConfigBuilder {
 
     /// Merges a TOML file. Unknown keys are reported with their dotted path.
     pub fn file(mut self, path: &std::path::Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-        let parsed: toml::Table = toml::from_str(&text)
-            .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let parsed: toml::Table =
+            toml::from_str(&text).map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })?;
         let mut flat = Vec::new();
         flatten("", &toml::Value::Table(parsed), &mut flat);
         for (key, value) in flat {
@@ -305,9 +298,7 @@ impl ConfigBuilder {
     /// Applies `KEY=VALUE`. VALUE is read as a TOML literal (number, bool,
     /// array, quoted string) and otherwise taken as a bare string.
     pub fn set(self, assignment: &str) -> Result<Self, ConfigError> {
-        let (key, raw) = assignment
-            .split_once('=')
-            .ok_or_else(|| ConfigError::BadSet(assignment.to_string()))?;
+        let (key, raw) = assignment.split_once('=').ok_or_else(|| ConfigError::BadSet(assignment.to_string()))?;
         let key = key.trim();
         if key.is_empty() {
             return Err(ConfigError::BadSet(assignment.to_string()));
@@ -331,9 +322,7 @@ impl ConfigBuilder {
         }
         let mut table = &mut self.table;
         for part in &parts[..parts.len() - 1] {
-            let entry = table
-                .entry(part.to_string())
-                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            let entry = table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
             table = match entry {
                 toml::Value::Table(t) => t,
                 _ => return Err(ConfigError::UnknownKey(key.to_string())),
@@ -347,9 +336,7 @@ impl ConfigBuilder {
 
     /// Appends to an array-valued key (e.g. `topics.define`).
     pub fn push(mut self, key: &str, value: toml::Value) -> Result<Self, ConfigError> {
-        let current = lookup(&self.table, key)
-            .cloned()
-            .or_else(|| lookup(&default_table(), key).cloned());
+        let current = lookup(&self.table, key).cloned().or_else(|| lookup(&default_table(), key).cloned());
         let mut items = match current {
             Some(toml::Value::Array(a)) => a,
             _ => return Err(ConfigError::UnknownKey(key.to_string())),
@@ -419,13 +406,10 @@ pub struct TopicSpec {
 impl TopicSpec {
     /// Parses "name:partitions".
     pub fn parse(spec: &str) -> Result<TopicSpec, String> {
-        let (name, partitions) = spec
-            .rsplit_once(':')
-            .ok_or_else(|| format!("topic {spec:?}: expected NAME:PARTITIONS"))?;
+        let (name, partitions) =
+            spec.rsplit_once(':').ok_or_else(|| format!("topic {spec:?}: expected NAME:PARTITIONS"))?;
         validate_topic_name(name)?;
-        let partitions: i32 = partitions
-            .parse()
-            .map_err(|_| format!("topic {spec:?}: partitions must be a number"))?;
+        let partitions: i32 = partitions.parse().map_err(|_| format!("topic {spec:?}: partitions must be a number"))?;
         if partitions < 1 {
             return Err(format!("topic {spec:?}: partitions must be at least 1"));
         }
@@ -442,9 +426,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn parse(s: &str) -> Result<Endpoint, String> {
-        let (host, port) = s
-            .rsplit_once(':')
-            .ok_or_else(|| format!("{s:?}: expected HOST:PORT"))?;
+        let (host, port) = s.rsplit_once(':').ok_or_else(|| format!("{s:?}: expected HOST:PORT"))?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if host.is_empty() {
             return Err(format!("{s:?}: host is empty"));
@@ -511,10 +493,9 @@ impl Config {
             TopicSpec::parse(spec).map_err(|e| ConfigError::Invalid(format!("topics.define: {e}")))?;
         }
         if !self.metrics.listen.is_empty() {
-            self.metrics
-                .listen
-                .parse::<SocketAddr>()
-                .map_err(|_| ConfigError::Invalid(format!("metrics.listen: {:?} is not IP:PORT", self.metrics.listen)))?;
+            self.metrics.listen.parse::<SocketAddr>().map_err(|_| {
+                ConfigError::Invalid(format!("metrics.listen: {:?} is not IP:PORT", self.metrics.listen))
+            })?;
         }
         Ok(())
     }

@@ -67,7 +67,10 @@ impl Daemon {
         std::fs::create_dir_all(&data_dir).map_err(dd_err)?;
         let lock = DirLock::acquire(&data_dir).map_err(dd_err)?;
         let cluster_id = cluster::load_or_create_cluster_id(&data_dir).map_err(dd_err)?;
-        crate::coordinator::layout::check_or_record_shard_count(&data_dir.join("coordinator"), config.offsets.partitions)?;
+        crate::coordinator::layout::check_or_record_shard_count(
+            &data_dir.join("coordinator"),
+            config.offsets.partitions,
+        )?;
         let catalog = Arc::new(Catalog::open(&data_dir).map_err(dd_err)?);
         for spec in config.defined_topics() {
             catalog
@@ -78,9 +81,8 @@ impl Daemon {
         let listener = TcpListener::bind(&config.server.listen)
             .await
             .map_err(|source| StartError::Bind { addr: config.server.listen.clone(), source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| StartError::Bind { addr: config.server.listen.clone(), source })?;
+        let addr =
+            listener.local_addr().map_err(|source| StartError::Bind { addr: config.server.listen.clone(), source })?;
         // With an ephemeral port (tests), advertise the port actually bound.
         let advertised = if config.server.advertised_listener.is_empty() {
             Endpoint { host: addr.ip().to_string(), port: addr.port() }
@@ -102,9 +104,10 @@ impl Daemon {
         let (fatal_tx, fatal) = mpsc::unbounded_channel();
         // Partition logs are open before anything is served, so every topic
         // Metadata lists can be produced to and fetched from at once.
-        let data_plane = DataPlane::open(DataPlaneSettings::from_config(&config, options.repair), catalog.clone(), fatal_tx.clone())
-            .await
-            .map_err(|e| StartError::Topic { name: e.topic, message: e.message })?;
+        let data_plane =
+            DataPlane::open(DataPlaneSettings::from_config(&config, options.repair), catalog.clone(), fatal_tx.clone())
+                .await
+                .map_err(|e| StartError::Topic { name: e.topic, message: e.message })?;
         let coordinator = Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx);
         let config = Arc::new(config);
         let services = Arc::new(Services {

@@ -11,7 +11,12 @@ use kcoord::{Config, Daemon, StartOptions};
 static ALLOC: kcoord::alloc_guard::GuardedAllocator = kcoord::alloc_guard::GuardedAllocator;
 
 #[derive(Parser, Debug)]
-#[command(name = "kcoord", version, about = "A Kafka-wire-compatible group coordinator", args_conflicts_with_subcommands = true)]
+#[command(
+    name = "kcoord",
+    version,
+    about = "A Kafka-wire-compatible group coordinator",
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -122,13 +127,28 @@ fn run_groups(command: GroupsCommand) -> ExitCode {
                 groups::list(&mut cluster, state.is_some(), &states).await
             }
             GroupsCommand::Describe { group, members, state, .. } => {
-                let view = if members { "members" } else if state { "state" } else { "offsets" };
+                let view = if members {
+                    "members"
+                } else if state {
+                    "state"
+                } else {
+                    "offsets"
+                };
                 groups::describe(&mut cluster, &group, view).await
             }
             GroupsCommand::Offsets { group, .. } => groups::offsets(&mut cluster, &group).await,
             GroupsCommand::Delete { groups: names, .. } => groups::delete(&mut cluster, &names).await,
             GroupsCommand::ResetOffsets {
-                group, topics, all_topics, to_earliest, to_latest, to_offset, shift_by, to_datetime, execute, ..
+                group,
+                topics,
+                all_topics,
+                to_earliest,
+                to_latest,
+                to_offset,
+                shift_by,
+                to_datetime,
+                execute,
+                ..
             } => {
                 let spec = if to_earliest {
                     groups::ResetSpec::Earliest

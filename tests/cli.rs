@@ -30,7 +30,8 @@ fn start(dir: &Path, extra: &[&str]) -> (Child, String) {
         .expect("spawn kcoord");
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().expect("stdout")).read_line(&mut line).expect("read");
-    let addr = line.split("serving on ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
+    let addr =
+        line.split("serving on ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
     (child, addr)
 }
 
@@ -48,7 +49,15 @@ fn wait_exit(child: &mut Child, timeout: Duration) -> Option<std::process::ExitS
 #[test]
 fn config_prints_the_effective_configuration_as_toml() {
     let out = kcoord()
-        .args(["config", "--set", "group.initial_rebalance_delay_ms=0", "--topic", "orders:6", "--listen", "127.0.0.1:9999"])
+        .args([
+            "config",
+            "--set",
+            "group.initial_rebalance_delay_ms=0",
+            "--topic",
+            "orders:6",
+            "--listen",
+            "127.0.0.1:9999",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -120,9 +129,9 @@ async fn a_corrupt_log_stops_the_daemon_unless_repair_is_given() {
             let req = OffsetCommitRequest::default()
                 .with_group_id(GroupId(sb("g")))
                 .with_generation_id_or_member_epoch(-1)
-                .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb("t"))).with_partitions(vec![
-                    OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(i),
-                ])]);
+                .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb("t"))).with_partitions(
+                    vec![OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(i)],
+                )]);
             // The shard may still be loading right after start (error 14).
             loop {
                 let r = c.send(&req, 8).await;
@@ -187,7 +196,10 @@ async fn the_groups_commands_list_describe_reset_and_delete() {
         .with_group_id(GroupId(sb("cli-group")))
         .with_generation_id_or_member_epoch(-1)
         .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb("t6"))).with_partitions(vec![
-            OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(7).with_committed_metadata(Some(sb("note"))),
+            OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(7)
+                .with_committed_metadata(Some(sb("note"))),
         ])]);
     loop {
         let r = c.send(&req, 8).await;
@@ -198,7 +210,11 @@ async fn the_groups_commands_list_describe_reset_and_delete() {
     }
     let run = |args: &[&str]| {
         let out = kcoord().arg("groups").args(args).args(["--bootstrap", &addr]).output().unwrap();
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
     };
     let (ok, out, _) = run(&["list"]);
     assert!(ok && out.lines().any(|l| l == "cli-group"), "{out}");
@@ -207,7 +223,10 @@ async fn the_groups_commands_list_describe_reset_and_delete() {
     let (ok, out, _) = run(&["describe", "--group", "cli-group"]);
     assert!(ok, "{out}");
     let header: Vec<&str> = out.lines().find(|l| l.starts_with("GROUP")).unwrap().split_whitespace().collect();
-    assert_eq!(header, ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]);
+    assert_eq!(
+        header,
+        ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    );
     assert!(out.contains("has no active members"), "{out}");
     let row: Vec<&str> = out.lines().find(|l| l.starts_with("cli-group")).unwrap().split_whitespace().collect();
     assert_eq!(&row[..4], &["cli-group", "t6", "0", "7"]);

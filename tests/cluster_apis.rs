@@ -118,7 +118,8 @@ async fn unknown_topics_are_unknown_when_auto_creation_is_off() {
     let s = TestServer::start_with(&["topics.auto_create=false"]).await;
     let mut c = s.client().await;
     for v in [1i16, 5, 9, 12, 13] {
-        let req = MetadataRequest::default().with_topics(Some(vec![named("nope")])).with_allow_auto_topic_creation(true);
+        let req =
+            MetadataRequest::default().with_topics(Some(vec![named("nope")])).with_allow_auto_topic_creation(true);
         let r = c.send(&req, v).await;
         assert_eq!(r.topics[0].error_code, 3, "v{v}: UNKNOWN_TOPIC_OR_PARTITION");
     }
@@ -136,7 +137,8 @@ async fn metadata_auto_creates_topics_when_allowed() {
     assert_eq!(r.topics[0].error_code, 0);
     assert_eq!(r.topics[0].partitions.len(), 3);
     // Invalid names are rejected, not created.
-    let req = MetadataRequest::default().with_topics(Some(vec![named("bad/name")])).with_allow_auto_topic_creation(true);
+    let req =
+        MetadataRequest::default().with_topics(Some(vec![named("bad/name")])).with_allow_auto_topic_creation(true);
     assert_eq!(c.send(&req, 12).await.topics[0].error_code, 17, "INVALID_TOPIC_EXCEPTION");
 }
 
@@ -149,9 +151,9 @@ async fn cluster_id_and_topic_ids_survive_a_restart() {
     assert_eq!(before.cluster_id, after.cluster_id);
     assert_eq!(before.topics[0].topic_id, after.topics[0].topic_id);
     // Lookup by id (name null) works from v12.
-    let by_id = MetadataRequest::default().with_topics(Some(vec![
-        MetadataRequestTopic::default().with_name(None).with_topic_id(after.topics[0].topic_id)
-    ]));
+    let by_id = MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+        .with_name(None)
+        .with_topic_id(after.topics[0].topic_id)]));
     let r = s.client().await.send(&by_id, 12).await;
     assert_eq!(topic_names(&r), vec!["keep"]);
 }
@@ -238,8 +240,13 @@ fn protocol_support_doc_matches_the_advertised_versions() {
         // | Name | key | versions | ...
         if cells.len() > 4 {
             if let Ok(key) = cells[2].parse::<i16>() {
-                let (min, max) = cells[3].split_once('–').or_else(|| cells[3].split_once('-')).unwrap_or((cells[3], cells[3]));
-                rows.push((key, min.trim().trim_start_matches('v').parse::<i16>().unwrap(), max.trim().trim_start_matches('v').parse::<i16>().unwrap()));
+                let (min, max) =
+                    cells[3].split_once('–').or_else(|| cells[3].split_once('-')).unwrap_or((cells[3], cells[3]));
+                rows.push((
+                    key,
+                    min.trim().trim_start_matches('v').parse::<i16>().unwrap(),
+                    max.trim().trim_start_matches('v').parse::<i16>().unwrap(),
+                ));
             }
         }
     }

@@ -30,7 +30,16 @@ fn start(dir: &std::path::Path, listen: &str) -> Daemon {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kcoord"))
         .args(["--listen", listen, "--data-dir"])
         .arg(dir)
-        .args(["--topic", "t:4", "--set", "storage.fsync=always", "--set", "offsets.partitions=4", "--log-level", "warn"])
+        .args([
+            "--topic",
+            "t:4",
+            "--set",
+            "storage.fsync=always",
+            "--set",
+            "offsets.partitions=4",
+            "--log-level",
+            "warn",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -98,9 +107,11 @@ async fn check(addr: SocketAddr, ledger: &Ledger) -> usize {
     let mut c = Client::connect(addr).await;
     let mut checked = 0;
     for group in 0..GROUPS {
-        let req = OffsetFetchRequest::default().with_group_id(GroupId(sb(&format!("crash-{group}")))).with_topics(Some(vec![
-            OffsetFetchRequestTopic::default().with_name(TopicName(sb("t"))).with_partition_indexes((0..PARTITIONS).collect()),
-        ]));
+        let req = OffsetFetchRequest::default().with_group_id(GroupId(sb(&format!("crash-{group}")))).with_topics(
+            Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(TopicName(sb("t")))
+                .with_partition_indexes((0..PARTITIONS).collect())]),
+        );
         // Right after a restart the shard may still be loading (error 14).
         let mut r = c.send(&req, 7).await;
         let deadline = std::time::Instant::now() + DEADLINE;
@@ -149,7 +160,8 @@ async fn acknowledged_commits_survive_sigkill() {
     };
     let mut total_checked = 0;
     for round in 0..4 {
-        let tasks: Vec<_> = (0..GROUPS).map(|g| tokio::spawn(committer(daemon.addr, g, next[g], ledger.clone()))).collect();
+        let tasks: Vec<_> =
+            (0..GROUPS).map(|g| tokio::spawn(committer(daemon.addr, g, next[g], ledger.clone()))).collect();
         // Let commits flow for a while, then kill without warning.
         tokio::time::sleep(Duration::from_millis(150 + rand(400))).await;
         daemon.child.kill().expect("SIGKILL");

@@ -11,7 +11,9 @@ use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
 use kafka_protocol::messages::offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic};
-use kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 
@@ -27,7 +29,11 @@ fn join_req(group: &str, member: &str, protocols: &[&str]) -> JoinGroupRequest {
         .with_protocols(
             protocols
                 .iter()
-                .map(|p| JoinGroupRequestProtocol::default().with_name(sb(p)).with_metadata(Bytes::from_static(b"\x00\x00\x00\x00\x00\x01\x00\x01t")))
+                .map(|p| {
+                    JoinGroupRequestProtocol::default()
+                        .with_name(sb(p))
+                        .with_metadata(Bytes::from_static(b"\x00\x00\x00\x00\x00\x01\x00\x01t"))
+                })
                 .collect(),
         )
 }
@@ -52,7 +58,9 @@ fn sync_req(group: &str, member: &str, generation: i32, assignments: &[(&str, &'
         .with_assignments(
             assignments
                 .iter()
-                .map(|(m, a)| SyncGroupRequestAssignment::default().with_member_id(sb(m)).with_assignment(Bytes::from_static(a)))
+                .map(|(m, a)| {
+                    SyncGroupRequestAssignment::default().with_member_id(sb(m)).with_assignment(Bytes::from_static(a))
+                })
                 .collect(),
         )
 }
@@ -174,7 +182,10 @@ async fn heartbeat_at_every_version() {
     let mut c = s.client().await;
     let (id, generation) = stable_alone(&mut c, "hb").await;
     for v in 0..=4i16 {
-        let req = HeartbeatRequest::default().with_group_id(GroupId(sb("hb"))).with_generation_id(generation).with_member_id(sb(&id));
+        let req = HeartbeatRequest::default()
+            .with_group_id(GroupId(sb("hb")))
+            .with_generation_id(generation)
+            .with_member_id(sb(&id));
         assert_eq!(c.send(&req, v).await.error_code, 0, "v{v}");
         let bad = req.clone().with_member_id(sb("stranger"));
         assert_eq!(c.send(&bad, v).await.error_code, 25, "v{v}");
@@ -211,11 +222,16 @@ async fn leave_group_v0_to_v2_single_member_and_v3_plus_batch() {
     for v in 0..=2i16 {
         let group = format!("leave-v{v}");
         let (id, _) = stable_alone(&mut c, &group).await;
-        let r = c.send(&LeaveGroupRequest::default().with_group_id(GroupId(sb(&group))).with_member_id(sb("nobody")), v).await;
+        let r = c
+            .send(&LeaveGroupRequest::default().with_group_id(GroupId(sb(&group))).with_member_id(sb("nobody")), v)
+            .await;
         assert_eq!(r.error_code, 25, "v{v}: the member's error at top level");
-        let r = c.send(&LeaveGroupRequest::default().with_group_id(GroupId(sb(&group))).with_member_id(sb(&id)), v).await;
+        let r =
+            c.send(&LeaveGroupRequest::default().with_group_id(GroupId(sb(&group))).with_member_id(sb(&id)), v).await;
         assert_eq!(r.error_code, 0, "v{v}");
-        let r = c.send(&LeaveGroupRequest::default().with_group_id(GroupId(sb("no-such-group"))).with_member_id(sb(&id)), v).await;
+        let r = c
+            .send(&LeaveGroupRequest::default().with_group_id(GroupId(sb("no-such-group"))).with_member_id(sb(&id)), v)
+            .await;
         assert_eq!(r.error_code, 25, "v{v}: unknown group");
     }
     for v in 3..=5i16 {
@@ -236,7 +252,13 @@ async fn leave_group_v0_to_v2_single_member_and_v3_plus_batch() {
     }
 }
 
-fn commit_req(group: &str, member: &str, generation: i32, topic: &str, partitions: &[(i32, i64, &str)]) -> OffsetCommitRequest {
+fn commit_req(
+    group: &str,
+    member: &str,
+    generation: i32,
+    topic: &str,
+    partitions: &[(i32, i64, &str)],
+) -> OffsetCommitRequest {
     OffsetCommitRequest::default()
         .with_group_id(GroupId(sb(group)))
         .with_generation_id_or_member_epoch(generation)
@@ -263,7 +285,9 @@ fn fetch_req(group: &str, topic: &str, partitions: &[i32], version: i16) -> Offs
                 .with_partition_indexes(partitions.to_vec())]))])
     } else {
         OffsetFetchRequest::default().with_group_id(GroupId(sb(group))).with_topics(Some(vec![
-            OffsetFetchRequestTopic::default().with_name(TopicName(sb(topic))).with_partition_indexes(partitions.to_vec()),
+            OffsetFetchRequestTopic::default()
+                .with_name(TopicName(sb(topic)))
+                .with_partition_indexes(partitions.to_vec()),
         ]))
     }
 }
@@ -271,13 +295,34 @@ fn fetch_req(group: &str, topic: &str, partitions: &[i32], version: i16) -> Offs
 /// (partition, offset, leader epoch, metadata, error) from any OffsetFetch version.
 fn fetched(r: &OffsetFetchResponse, version: i16) -> Vec<(i32, i64, i32, String, i16)> {
     if version >= 8 {
-        r.groups[0].topics.iter().flat_map(|t| t.partitions.iter()).map(|p| {
-            (p.partition_index, p.committed_offset, p.committed_leader_epoch, p.metadata.as_deref().unwrap_or("").to_string(), p.error_code)
-        }).collect()
+        r.groups[0]
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| {
+                (
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.metadata.as_deref().unwrap_or("").to_string(),
+                    p.error_code,
+                )
+            })
+            .collect()
     } else {
-        r.topics.iter().flat_map(|t| t.partitions.iter()).map(|p| {
-            (p.partition_index, p.committed_offset, p.committed_leader_epoch, p.metadata.as_deref().unwrap_or("").to_string(), p.error_code)
-        }).collect()
+        r.topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| {
+                (
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.metadata.as_deref().unwrap_or("").to_string(),
+                    p.error_code,
+                )
+            })
+            .collect()
     }
 }
 
@@ -364,9 +409,11 @@ async fn offset_delete_follows_group_state() {
     let s = TestServer::start_with(&[TOPICS]).await;
     let mut c = s.client().await;
     let del = |g: &str, topic: &str| {
-        OffsetDeleteRequest::default().with_group_id(GroupId(sb(g))).with_topics(vec![OffsetDeleteRequestTopic::default()
-            .with_name(TopicName(sb(topic)))
-            .with_partitions(vec![OffsetDeleteRequestPartition::default().with_partition_index(0)])])
+        OffsetDeleteRequest::default().with_group_id(GroupId(sb(g))).with_topics(vec![
+            OffsetDeleteRequestTopic::default()
+                .with_name(TopicName(sb(topic)))
+                .with_partitions(vec![OffsetDeleteRequestPartition::default().with_partition_index(0)]),
+        ])
     };
     assert_eq!(c.send(&del("nope", "t"), 0).await.error_code, 69);
     c.send(&commit_req("simple", "", -1, "t", &[(0, 5, "")]), 8).await;
@@ -388,7 +435,11 @@ async fn describe_list_and_delete_groups_at_every_version() {
         let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(sb("active")), GroupId(sb("nope"))]);
         let r = c.send(&req, v).await;
         let g = &r.groups[0];
-        assert_eq!((g.error_code, g.group_state.as_str(), g.protocol_type.as_str(), g.protocol_data.as_str()), (0, "Stable", "consumer", "range"), "v{v}");
+        assert_eq!(
+            (g.error_code, g.group_state.as_str(), g.protocol_type.as_str(), g.protocol_data.as_str()),
+            (0, "Stable", "consumer", "range"),
+            "v{v}"
+        );
         assert_eq!(g.members.len(), 1);
         let m = &g.members[0];
         assert_eq!(m.member_id.as_str(), id);
@@ -427,7 +478,11 @@ async fn describe_list_and_delete_groups_at_every_version() {
         }
     }
     for v in 0..=2i16 {
-        let req = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(sb("active")), GroupId(sb("nope")), GroupId(sb("nope"))]);
+        let req = DeleteGroupsRequest::default().with_groups_names(vec![
+            GroupId(sb("active")),
+            GroupId(sb("nope")),
+            GroupId(sb("nope")),
+        ]);
         let r = c.send(&req, v).await;
         let results: Vec<(String, i16)> = r.results.iter().map(|x| (x.group_id.to_string(), x.error_code)).collect();
         assert_eq!(results, vec![("active".to_string(), 68), ("nope".to_string(), 69)], "v{v}");
@@ -456,13 +511,17 @@ async fn commits_groups_and_deletions_survive_a_restart() {
     let f = c.send(&fetch_req("keep", "t", &[2], 8), 8).await;
     assert_eq!(fetched(&f, 8)[0], (2, 42, -1, "meta-42".to_string(), 0));
     // The group comes back Stable with its member and assignment...
-    let d = c.send(&DescribeGroupsRequest::default().with_groups(vec![GroupId(sb("keep")), GroupId(sb("gone"))]), 5).await;
+    let d =
+        c.send(&DescribeGroupsRequest::default().with_groups(vec![GroupId(sb("keep")), GroupId(sb("gone"))]), 5).await;
     assert_eq!(d.groups[0].group_state.as_str(), "Stable");
     assert_eq!(d.groups[0].members[0].member_id.as_str(), id);
     assert_eq!(&d.groups[0].members[0].member_assignment[..], b"assignment");
     assert_eq!(d.groups[1].group_state.as_str(), "Dead", "the deleted group stays deleted");
     // ...its member can keep heartbeating with the same generation...
-    let hb = HeartbeatRequest::default().with_group_id(GroupId(sb("keep"))).with_generation_id(generation).with_member_id(sb(&id));
+    let hb = HeartbeatRequest::default()
+        .with_group_id(GroupId(sb("keep")))
+        .with_generation_id(generation)
+        .with_member_id(sb(&id));
     assert_eq!(c.send(&hb, 3).await.error_code, 0);
     // ...and a member that never returns expires after its session timeout (10 s).
     let state = eventually("the silent member to expire", || {
@@ -483,7 +542,10 @@ async fn pipelined_heartbeats_and_a_parked_join_answer_in_order() {
     let s = TestServer::start().await;
     let mut c = s.client().await;
     let (id, generation) = stable_alone(&mut c, "pipe").await;
-    let hb = HeartbeatRequest::default().with_group_id(GroupId(sb("pipe"))).with_generation_id(generation).with_member_id(sb(&id));
+    let hb = HeartbeatRequest::default()
+        .with_group_id(GroupId(sb("pipe")))
+        .with_generation_id(generation)
+        .with_member_id(sb(&id));
     let mut bytes = Vec::new();
     let mut corrs = Vec::new();
     for _ in 0..50 {

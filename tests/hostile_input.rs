@@ -92,9 +92,7 @@ fn sample_body(key: i16, version: i16) -> Option<Bytes> {
             version,
         ),
         18 => enc(
-            ApiVersionsRequest::default()
-                .with_client_software_name(s("a"))
-                .with_client_software_version(s("1")),
+            ApiVersionsRequest::default().with_client_software_name(s("a")).with_client_software_version(s("1")),
             version,
         ),
         8 => enc(
@@ -107,11 +105,12 @@ fn sample_body(key: i16, version: i16) -> Option<Bytes> {
         ),
         9 => enc(
             if version >= 8 {
-                OffsetFetchRequest::default().with_groups(vec![offset_fetch_request::OffsetFetchRequestGroup::default()
-                    .with_group_id(GroupId(s("g")))
-                    .with_topics(Some(vec![offset_fetch_request::OffsetFetchRequestTopics::default()
-                        .with_name(TopicName(s("t")))
-                        .with_partition_indexes(vec![0])]))])
+                OffsetFetchRequest::default().with_groups(vec![offset_fetch_request::OffsetFetchRequestGroup::default(
+                )
+                .with_group_id(GroupId(s("g")))
+                .with_topics(Some(vec![offset_fetch_request::OffsetFetchRequestTopics::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partition_indexes(vec![0])]))])
             } else {
                 OffsetFetchRequest::default().with_group_id(GroupId(s("g"))).with_topics(Some(vec![
                     offset_fetch_request::OffsetFetchRequestTopic::default()
@@ -147,7 +146,9 @@ fn sample_body(key: i16, version: i16) -> Option<Bytes> {
                 .with_group_id(GroupId(s("g")))
                 .with_protocol_type(if version >= 5 { Some(s("consumer")) } else { None })
                 .with_protocol_name(if version >= 5 { Some(s("range")) } else { None })
-                .with_assignments(vec![sync_group_request::SyncGroupRequestAssignment::default().with_member_id(s("m"))]),
+                .with_assignments(vec![
+                    sync_group_request::SyncGroupRequestAssignment::default().with_member_id(s("m"))
+                ]),
             version,
         ),
         15 => enc(DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]), version),
@@ -301,13 +302,13 @@ async fn the_known_29_byte_join_group_frame_does_not_kill_the_daemon() {
 async fn malformed_frames_close_only_their_connection() {
     let s = TestServer::start_with(&["server.max_request_bytes=1024"]).await;
     let cases: Vec<Vec<u8>> = vec![
-        vec![],                                        // nothing, then EOF
-        vec![0, 0, 0, 0],                              // empty frame
-        vec![0, 0, 0, 3, 0, 18, 0],                    // shorter than a header
-        vec![0, 0, 0, 7, 0, 18, 0, 0, 0, 0, 0],        // no client id
-        vec![0xff, 0xff, 0xff, 0xf0],                  // negative length
-        vec![0x7f, 0xff, 0xff, 0xff, 1, 2, 3],         // far above max_request_bytes
-        vec![0, 0, 4, 1],                              // just above max_request_bytes
+        vec![],                                                       // nothing, then EOF
+        vec![0, 0, 0, 0],                                             // empty frame
+        vec![0, 0, 0, 3, 0, 18, 0],                                   // shorter than a header
+        vec![0, 0, 0, 7, 0, 18, 0, 0, 0, 0, 0],                       // no client id
+        vec![0xff, 0xff, 0xff, 0xf0],                                 // negative length
+        vec![0x7f, 0xff, 0xff, 0xff, 1, 2, 3],                        // far above max_request_bytes
+        vec![0, 0, 4, 1],                                             // just above max_request_bytes
         vec![0, 0, 0, 12, 0, 18, 0, 0, 0, 0, 0, 1, 0x7f, 0xff, 0, 0], // client id longer than the frame
     ];
     for case in &cases {

@@ -45,7 +45,9 @@ async fn join(c: &mut Client, group: &str, member: &str) -> JoinGroupResponse {
         .with_member_id(sb(member))
         .with_protocol_type(sb("consumer"))
         .with_reason(Some(sb("starting up")))
-        .with_protocols(vec![JoinGroupRequestProtocol::default().with_name(sb("range")).with_metadata(Bytes::from_static(b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"))]);
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(sb("range"))
+            .with_metadata(Bytes::from_static(b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"))]);
     let r = c.send(&req, 8).await;
     if r.error_code == 79 {
         return c.send(&req.with_member_id(r.member_id.clone()), 8).await;
@@ -63,13 +65,18 @@ async fn metrics_and_group_api_follow_rebalances_and_commits() {
     let j = join(&mut c, "obs", "").await;
     assert_eq!(j.error_code, 0);
     let a = j.member_id.to_string();
-    let r = c.send(
-        &SyncGroupRequest::default().with_group_id(GroupId(sb("obs"))).with_generation_id(j.generation_id).with_member_id(sb(&a)).with_assignments(vec![
-            SyncGroupRequestAssignment::default().with_member_id(sb(&a)).with_assignment(assignment(&[0, 1, 2, 3])),
-        ]),
-        3,
-    )
-    .await;
+    let r = c
+        .send(
+            &SyncGroupRequest::default()
+                .with_group_id(GroupId(sb("obs")))
+                .with_generation_id(j.generation_id)
+                .with_member_id(sb(&a))
+                .with_assignments(vec![SyncGroupRequestAssignment::default()
+                    .with_member_id(sb(&a))
+                    .with_assignment(assignment(&[0, 1, 2, 3]))]),
+            3,
+        )
+        .await;
     assert_eq!(r.error_code, 0);
     let commit = OffsetCommitRequest::default()
         .with_group_id(GroupId(sb("obs")))
@@ -84,7 +91,9 @@ async fn metrics_and_group_api_follow_rebalances_and_commits() {
     let (status, m) = get(http, "/metrics").await;
     assert_eq!(status, 200);
     assert!(sample(&m, "kcoord_requests_total{api=\"JoinGroup\",version=\"8\"}").unwrap_or(0.0) >= 2.0, "{m}");
-    assert!(sample(&m, "kcoord_request_errors_total{api=\"JoinGroup\",error=\"MEMBER_ID_REQUIRED\"}").unwrap_or(0.0) >= 1.0);
+    assert!(
+        sample(&m, "kcoord_request_errors_total{api=\"JoinGroup\",error=\"MEMBER_ID_REQUIRED\"}").unwrap_or(0.0) >= 1.0
+    );
     assert!(m.contains("kcoord_request_duration_seconds_bucket{api=\"OffsetCommit\""));
     assert!(sample(&m, "kcoord_groups{state=\"Stable\",type=\"classic\"}").unwrap_or(0.0) >= 1.0, "{m}");
     assert!(sample(&m, "kcoord_rebalances_total{cause=\"member_joined\"}").unwrap_or(0.0) >= 1.0);
@@ -97,9 +106,13 @@ async fn metrics_and_group_api_follow_rebalances_and_commits() {
     let j2 = join(&mut c, "obs", &a).await;
     assert_eq!(j2.generation_id, j.generation_id + 1);
     c.send(
-        &SyncGroupRequest::default().with_group_id(GroupId(sb("obs"))).with_generation_id(j2.generation_id).with_member_id(sb(&a)).with_assignments(vec![
-            SyncGroupRequestAssignment::default().with_member_id(sb(&a)).with_assignment(assignment(&[0, 1, 2, 3])),
-        ]),
+        &SyncGroupRequest::default()
+            .with_group_id(GroupId(sb("obs")))
+            .with_generation_id(j2.generation_id)
+            .with_member_id(sb(&a))
+            .with_assignments(vec![SyncGroupRequestAssignment::default()
+                .with_member_id(sb(&a))
+                .with_assignment(assignment(&[0, 1, 2, 3]))]),
         3,
     )
     .await;

@@ -71,18 +71,26 @@ impl Cluster {
         }
         let r = conn.call_timeout(&req, v, TIMEOUT).await?;
         if r.error_code != 0 {
-            return Err(AdminError::Message(format!("cannot find the coordinator of group '{group}': {}", error_name(r.error_code))));
+            return Err(AdminError::Message(format!(
+                "cannot find the coordinator of group '{group}': {}",
+                error_name(r.error_code)
+            )));
         }
         Ok(format!("{}:{}", r.host, r.port))
     }
 
     /// Topics (all if `topics` is None) with their partition counts and
     /// the leader address of every partition.
-    pub async fn metadata(&mut self, topics: Option<&[String]>) -> Result<(Partitions, HashMap<(String, i32), String>)> {
+    pub async fn metadata(
+        &mut self,
+        topics: Option<&[String]>,
+    ) -> Result<(Partitions, HashMap<(String, i32), String>)> {
         let conn = self.bootstrap().await?;
         let v = conn.version::<MetadataRequest>(1, 9)?;
         let req = MetadataRequest::default()
-            .with_topics(topics.map(|ts| ts.iter().map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(s(t))))).collect()))
+            .with_topics(topics.map(|ts| {
+                ts.iter().map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(s(t))))).collect()
+            }))
             .with_allow_auto_topic_creation(false);
         let r = conn.call_timeout(&req, v, TIMEOUT).await?;
         self.brokers = r.brokers.iter().map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port))).collect();
@@ -129,7 +137,11 @@ impl Cluster {
                     .iter()
                     .map(|(t, ps)| {
                         ListOffsetsTopic::default().with_name(TopicName(s(t))).with_partitions(
-                            ps.iter().map(|p| ListOffsetsPartition::default().with_partition_index(*p).with_timestamp(timestamp)).collect(),
+                            ps.iter()
+                                .map(|p| {
+                                    ListOffsetsPartition::default().with_partition_index(*p).with_timestamp(timestamp)
+                                })
+                                .collect(),
                         )
                     })
                     .collect(),

@@ -95,7 +95,8 @@ async fn snapshot(cluster: &mut Cluster, group: &str) -> Result<Snapshot> {
     let coordinator = cluster.coordinator(group).await?;
     let conn = cluster.conn(&coordinator).await?;
     let dv = conn.version::<DescribeGroupsRequest>(0, 5)?;
-    let d = conn.call_timeout(&DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]), dv, TIMEOUT).await?;
+    let d =
+        conn.call_timeout(&DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]), dv, TIMEOUT).await?;
     let g = d.groups.into_iter().next().ok_or_else(|| AdminError::Message("empty DescribeGroups answer".into()))?;
     if g.error_code != 0 {
         return Err(AdminError::Message(format!("cannot describe group '{group}': {}", error_name(g.error_code))));
@@ -105,25 +106,40 @@ async fn snapshot(cluster: &mut Cluster, group: &str) -> Result<Snapshot> {
         .members
         .iter()
         .map(|m| {
-            let parts = if consumer { assignment_partitions(&m.member_assignment).unwrap_or_default() } else { Vec::new() };
+            let parts =
+                if consumer { assignment_partitions(&m.member_assignment).unwrap_or_default() } else { Vec::new() };
             let flat = parts.into_iter().flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p))).collect();
             (m.member_id.to_string(), m.client_host.to_string(), m.client_id.to_string(), flat)
         })
         .collect();
     let fv = conn.version::<OffsetFetchRequest>(2, 7)?;
-    let f = conn.call_timeout(&OffsetFetchRequest::default().with_group_id(GroupId(s(group))).with_topics(None), fv, TIMEOUT).await?;
+    let f = conn
+        .call_timeout(&OffsetFetchRequest::default().with_group_id(GroupId(s(group))).with_topics(None), fv, TIMEOUT)
+        .await?;
     if f.error_code != 0 {
-        return Err(AdminError::Message(format!("cannot fetch offsets of group '{group}': {}", error_name(f.error_code))));
+        return Err(AdminError::Message(format!(
+            "cannot fetch offsets of group '{group}': {}",
+            error_name(f.error_code)
+        )));
     }
     let mut committed = BTreeMap::new();
     for t in &f.topics {
         for p in &t.partitions {
             if p.committed_offset >= 0 {
-                committed.insert((t.name.to_string(), p.partition_index), (p.committed_offset, p.metadata.as_deref().unwrap_or("").to_string()));
+                committed.insert(
+                    (t.name.to_string(), p.partition_index),
+                    (p.committed_offset, p.metadata.as_deref().unwrap_or("").to_string()),
+                );
             }
         }
     }
-    Ok(Snapshot { state: g.group_state.to_string(), protocol: g.protocol_data.to_string(), coordinator, members, committed })
+    Ok(Snapshot {
+        state: g.group_state.to_string(),
+        protocol: g.protocol_data.to_string(),
+        coordinator,
+        members,
+        committed,
+    })
 }
 
 /// Log end offsets of the partitions.
@@ -146,14 +162,22 @@ pub async fn describe(cluster: &mut Cluster, group: &str, view: &str) -> Result<
     let mut out = String::new();
     match view {
         "state" => {
-            let rows = vec![vec![group.to_string(), snap.coordinator.clone(), snap.protocol.clone(), snap.state.clone(), snap.members.len().to_string()]];
+            let rows = vec![vec![
+                group.to_string(),
+                snap.coordinator.clone(),
+                snap.protocol.clone(),
+                snap.state.clone(),
+                snap.members.len().to_string(),
+            ]];
             out.push_str(&table(&["GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"], &rows));
         }
         "members" => {
             let rows: Vec<Vec<String>> = snap
                 .members
                 .iter()
-                .map(|(id, host, client, parts)| vec![group.to_string(), id.clone(), host.clone(), client.clone(), parts.len().to_string()])
+                .map(|(id, host, client, parts)| {
+                    vec![group.to_string(), id.clone(), host.clone(), client.clone(), parts.len().to_string()]
+                })
                 .collect();
             if rows.is_empty() {
                 let _ = writeln!(out, "Consumer group '{group}' has no active members.");
@@ -184,11 +208,31 @@ pub async fn describe(cluster: &mut Cluster, group: &str, view: &str) -> Result<
                         _ => None,
                     };
                     let (id, host, client) = owner.get(tp).cloned().unwrap_or(("-".into(), "-".into(), "-".into()));
-                    vec![group.to_string(), tp.0.clone(), tp.1.to_string(), dash(current), dash(end), dash(lag), id, host, client]
+                    vec![
+                        group.to_string(),
+                        tp.0.clone(),
+                        tp.1.to_string(),
+                        dash(current),
+                        dash(end),
+                        dash(lag),
+                        id,
+                        host,
+                        client,
+                    ]
                 })
                 .collect();
             out.push_str(&table(
-                &["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"],
+                &[
+                    "GROUP",
+                    "TOPIC",
+                    "PARTITION",
+                    "CURRENT-OFFSET",
+                    "LOG-END-OFFSET",
+                    "LAG",
+                    "CONSUMER-ID",
+                    "HOST",
+                    "CLIENT-ID",
+                ],
                 &rows,
             ));
         }
@@ -227,10 +271,16 @@ pub async fn delete(cluster: &mut Cluster, groups: &[String]) -> Result<String> 
         let coordinator = cluster.coordinator(g).await?;
         let conn = cluster.conn(&coordinator).await?;
         let v = conn.version::<DeleteGroupsRequest>(0, 2)?;
-        let r = conn.call_timeout(&DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(g))]), v, TIMEOUT).await?;
+        let r = conn
+            .call_timeout(&DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(g))]), v, TIMEOUT)
+            .await?;
         for x in r.results {
             if x.error_code != 0 {
-                failures.push(format!("* Group '{}' could not be deleted due to: {}", x.group_id.0, error_name(x.error_code)));
+                failures.push(format!(
+                    "* Group '{}' could not be deleted due to: {}",
+                    x.group_id.0,
+                    error_name(x.error_code)
+                ));
             }
         }
     }
@@ -279,14 +329,21 @@ pub async fn reset_offsets(
         match t.split_once(':') {
             Some((name, parts)) => {
                 for p in parts.split(',') {
-                    let p: i32 = p.trim().parse().map_err(|_| AdminError::Message(format!("invalid partition in {t:?}")))?;
+                    let p: i32 =
+                        p.trim().parse().map_err(|_| AdminError::Message(format!("invalid partition in {t:?}")))?;
                     scope.insert((name.to_string(), p));
                 }
             }
             None => whole_topics.push(t.clone()),
         }
     }
-    let wanted: Vec<String> = whole_topics.iter().cloned().chain(scope.iter().map(|(t, _)| t.clone())).collect::<BTreeSet<_>>().into_iter().collect();
+    let wanted: Vec<String> = whole_topics
+        .iter()
+        .cloned()
+        .chain(scope.iter().map(|(t, _)| t.clone()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let (parts, leaders) = cluster.metadata(Some(&wanted)).await?;
     for t in &whole_topics {
         let n = parts.get(t).ok_or_else(|| AdminError::Message(format!("topic {t} does not exist")))?;
@@ -300,7 +357,9 @@ pub async fn reset_offsets(
     let latest = cluster.list_offsets(&tps, -1, &leaders).await?;
     let by_time = match spec {
         ResetSpec::Datetime(d) => {
-            let ms = parse_datetime_ms(d).ok_or_else(|| AdminError::Message(format!("invalid --to-datetime {d:?}: use YYYY-MM-DDTHH:mm:SS.sss")))?;
+            let ms = parse_datetime_ms(d).ok_or_else(|| {
+                AdminError::Message(format!("invalid --to-datetime {d:?}: use YYYY-MM-DDTHH:mm:SS.sss"))
+            })?;
             Some(cluster.list_offsets(&tps, ms, &leaders).await?)
         }
         _ => None,
@@ -324,24 +383,40 @@ pub async fn reset_offsets(
         let v = conn.version::<OffsetCommitRequest>(2, 7)?;
         let mut topics: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
         for ((t, p), o) in &new_offsets {
-            topics.entry(t.as_str()).or_default().push(OffsetCommitRequestPartition::default().with_partition_index(*p).with_committed_offset(*o));
+            topics
+                .entry(t.as_str())
+                .or_default()
+                .push(OffsetCommitRequestPartition::default().with_partition_index(*p).with_committed_offset(*o));
         }
         let req = OffsetCommitRequest::default()
             .with_group_id(GroupId(s(group)))
             .with_generation_id_or_member_epoch(-1)
             .with_member_id(s(""))
-            .with_topics(topics.into_iter().map(|(t, ps)| OffsetCommitRequestTopic::default().with_name(TopicName(s(t))).with_partitions(ps)).collect());
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| OffsetCommitRequestTopic::default().with_name(TopicName(s(t))).with_partitions(ps))
+                    .collect(),
+            );
         let r = conn.call_timeout(&req, v, TIMEOUT).await?;
         let errors: Vec<String> = r
             .topics
             .iter()
-            .flat_map(|t| t.partitions.iter().filter(|p| p.error_code != 0).map(move |p| format!("{}-{}: {}", t.name.0, p.partition_index, error_name(p.error_code))))
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .filter(|p| p.error_code != 0)
+                    .map(move |p| format!("{}-{}: {}", t.name.0, p.partition_index, error_name(p.error_code)))
+            })
             .collect();
         if !errors.is_empty() {
             return Err(AdminError::Message(format!("Error: resetting offsets failed:\n{}", errors.join("\n"))));
         }
     }
-    let rows: Vec<Vec<String>> = new_offsets.iter().map(|((t, p), o)| vec![group.to_string(), t.clone(), p.to_string(), o.to_string()]).collect();
+    let rows: Vec<Vec<String>> = new_offsets
+        .iter()
+        .map(|((t, p), o)| vec![group.to_string(), t.clone(), p.to_string(), o.to_string()])
+        .collect();
     let mut out = table(&["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], &rows);
     if !execute {
         out.push_str("(dry run: nothing was changed; add --execute to commit these offsets)\n");
@@ -355,7 +430,8 @@ mod tests {
 
     #[test]
     fn tables_pad_columns_like_kafka_consumer_groups() {
-        let t = table(&["GROUP", "TOPIC"], &[vec!["g".into(), "orders".into()], vec!["longer-group".into(), "t".into()]]);
+        let t =
+            table(&["GROUP", "TOPIC"], &[vec!["g".into(), "orders".into()], vec!["longer-group".into(), "t".into()]]);
         assert_eq!(t, "GROUP        TOPIC\ng            orders\nlonger-group t\n");
     }
 }

@@ -31,15 +31,28 @@ pub enum Request {
     Heartbeat(HeartbeatRequest),
     Leave(LeaveGroupRequest),
     Commit(OffsetCommitRequest),
-    Fetch { group: OffsetFetchGroup, require_stable: bool },
+    Fetch {
+        group: OffsetFetchGroup,
+        require_stable: bool,
+    },
     OffsetDelete(OffsetDeleteRequest),
-    Describe { group_id: String, version: i16, include_authorized_operations: bool },
+    Describe {
+        group_id: String,
+        version: i16,
+        include_authorized_operations: bool,
+    },
     List(ListGroupsRequest),
-    Delete { group_id: String },
+    Delete {
+        group_id: String,
+    },
     /// A topic was deleted: tombstone every group's offsets for it.
-    DeleteTopicOffsets { topic: String },
+    DeleteTopicOffsets {
+        topic: String,
+    },
     /// Observability: one group in full.
-    Details { group_id: String },
+    Details {
+        group_id: String,
+    },
     /// Observability: every group in brief.
     Summaries,
     /// Observability: counts for metrics.
@@ -73,11 +86,9 @@ impl Request {
             Request::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse { error }),
             Request::Leave(_) => Response::Leave(LeaveGroupResponse { error, members: vec![] }),
             Request::Commit(r) => Response::Commit(offsets::commit_error_response(r, error)),
-            Request::Fetch { group, .. } => Response::Fetch(OffsetFetchGroupResult {
-                group_id: group.group_id.clone(),
-                error,
-                topics: vec![],
-            }),
+            Request::Fetch { group, .. } => {
+                Response::Fetch(OffsetFetchGroupResult { group_id: group.group_id.clone(), error, topics: vec![] })
+            }
             Request::OffsetDelete(_) => Response::OffsetDelete(OffsetDeleteResponse { error, topics: vec![] }),
             Request::Describe { group_id, .. } => Response::Describe(DescribedGroup::bare(group_id, error, "")),
             Request::List(_) => Response::List(ListGroupsResponse { error, groups: vec![] }),
@@ -342,7 +353,14 @@ impl ShardCore {
     }
 
     /// Serves one request; answers (now or later) go to `out`.
-    pub fn handle(&mut self, now: i64, token: ReplyToken, req: Request, sink: &mut dyn RecordSink, out: &mut Vec<Reply>) {
+    pub fn handle(
+        &mut self,
+        now: i64,
+        token: ReplyToken,
+        req: Request,
+        sink: &mut dyn RecordSink,
+        out: &mut Vec<Reply>,
+    ) {
         let (groups, mut cx) = self.split(now, sink, out);
         match req {
             Request::Join(r) => classic::join::join_group(groups, r, token, &mut cx),

@@ -50,16 +50,13 @@ pub fn check_or_record_shard_count(coordinator_dir: &Path, configured: u32) -> R
         Err(e) => return Err(io_err(e)),
     };
     match recorded {
-        Some(recorded) if recorded != configured => Err(LayoutError::Mismatch {
-            dir: coordinator_dir.display().to_string(),
-            recorded,
-            configured,
-        }),
+        Some(recorded) if recorded != configured => {
+            Err(LayoutError::Mismatch { dir: coordinator_dir.display().to_string(), recorded, configured })
+        }
         Some(_) if path.exists() => Ok(()),
         _ => {
             std::fs::create_dir_all(coordinator_dir).map_err(io_err)?;
-            let bytes = serde_json::to_vec(&Layout { shards: configured })
-                .map_err(|e| io_err(io::Error::other(e)))?;
+            let bytes = serde_json::to_vec(&Layout { shards: configured }).map_err(|e| io_err(io::Error::other(e)))?;
             fsutil::write_atomically(&path, &bytes).map_err(io_err)
         }
     }

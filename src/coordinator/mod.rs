@@ -11,14 +11,14 @@ pub mod layout;
 pub mod messages;
 pub mod offsets;
 pub mod records;
+#[cfg(test)]
+mod replay_tests;
 pub mod routing;
 pub mod service;
 pub mod shard;
 pub mod store;
 #[cfg(test)]
 pub mod testkit;
-#[cfg(test)]
-mod replay_tests;
 pub mod timers;
 
 pub use service::{Coordinator, Unavailable};

@@ -156,7 +156,8 @@ pub fn fetch(groups: &Groups, req: &OffsetFetchGroup, cx: &Cx) -> OffsetFetchGro
                 .map(|o| {
                     o.iter()
                         .map(|(name, parts)| {
-                            let mut partitions: Vec<FetchedPartition> = parts.iter().map(|(p, v)| value(v, *p)).collect();
+                            let mut partitions: Vec<FetchedPartition> =
+                                parts.iter().map(|(p, v)| value(v, *p)).collect();
                             partitions.sort_by_key(|p| p.partition);
                             FetchedTopic { name: name.clone(), partitions }
                         })

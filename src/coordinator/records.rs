@@ -515,7 +515,18 @@ mod tests {
     #[test]
     fn views_agree_with_owned_decoding() {
         for rec in [
-            Record::offset("g", "t", 3, OffsetValue { offset: 1, leader_epoch: 2, metadata: "m".into(), commit_timestamp: 3, expire_timestamp: None }),
+            Record::offset(
+                "g",
+                "t",
+                3,
+                OffsetValue {
+                    offset: 1,
+                    leader_epoch: 2,
+                    metadata: "m".into(),
+                    commit_timestamp: 3,
+                    expire_timestamp: None,
+                },
+            ),
             Record::offset_tombstone("g", "t", 3),
             Record::group_tombstone("g"),
         ] {
@@ -566,13 +577,25 @@ mod tests {
                 "g",
                 "t",
                 3,
-                OffsetValue { offset: 42, leader_epoch: 5, metadata: "meta".into(), commit_timestamp: 9, expire_timestamp: None },
+                OffsetValue {
+                    offset: 42,
+                    leader_epoch: 5,
+                    metadata: "meta".into(),
+                    commit_timestamp: 9,
+                    expire_timestamp: None,
+                },
             ),
             Record::offset(
                 "g",
                 "t",
                 4,
-                OffsetValue { offset: 1, leader_epoch: -1, metadata: "".into(), commit_timestamp: 9, expire_timestamp: Some(99) },
+                OffsetValue {
+                    offset: 1,
+                    leader_epoch: -1,
+                    metadata: "".into(),
+                    commit_timestamp: 9,
+                    expire_timestamp: Some(99),
+                },
             ),
             Record::offset_tombstone("g", "t", 3),
             Record::group("g", group_value()),
@@ -607,7 +630,13 @@ mod tests {
     fn offset_value_v3_layout() {
         let mut b = BytesMut::new();
         encode_value(
-            &RecordValue::Offset(OffsetValue { offset: 1, leader_epoch: 2, metadata: "m".into(), commit_timestamp: 3, expire_timestamp: None }),
+            &RecordValue::Offset(OffsetValue {
+                offset: 1,
+                leader_epoch: 2,
+                metadata: "m".into(),
+                commit_timestamp: 3,
+                expire_timestamp: None,
+            }),
             &mut b,
         );
         assert_eq!(&b[..], &[0, 3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 1, b'm', 0, 0, 0, 0, 0, 0, 0, 3]);
@@ -620,16 +649,31 @@ mod tests {
         let key = RecordKey::Offset { group: "g".into(), topic: "t".into(), partition: 0 };
         assert_eq!(
             decode_value(&key, &v0).unwrap(),
-            RecordValue::Offset(OffsetValue { offset: 5, leader_epoch: -1, metadata: String::new(), commit_timestamp: 7, expire_timestamp: None })
+            RecordValue::Offset(OffsetValue {
+                offset: 5,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp: 7,
+                expire_timestamp: None
+            })
         );
         // OffsetCommitValue v4 (flexible): offset, epoch, compact metadata, timestamp, tags.
         let v4 = [0u8, 4, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1, 2, b'x', 0, 0, 0, 0, 0, 0, 0, 7, 0];
         assert_eq!(
             decode_value(&key, &v4).unwrap(),
-            RecordValue::Offset(OffsetValue { offset: 5, leader_epoch: 1, metadata: "x".into(), commit_timestamp: 7, expire_timestamp: None })
+            RecordValue::Offset(OffsetValue {
+                offset: 5,
+                leader_epoch: 1,
+                metadata: "x".into(),
+                commit_timestamp: 7,
+                expire_timestamp: None
+            })
         );
         // GroupMetadataValue v0 with no members.
-        let g0 = [0u8, 0, 0, 8, b'c', b'o', b'n', b's', b'u', b'm', b'e', b'r', 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
+        let g0 = [
+            0u8, 0, 0, 8, b'c', b'o', b'n', b's', b'u', b'm', b'e', b'r', 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0, 0, 0,
+            0,
+        ];
         let gkey = RecordKey::Group { group: "g".into() };
         match decode_value(&gkey, &g0).unwrap() {
             RecordValue::Group(g) => {

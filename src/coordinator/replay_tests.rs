@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 
-use super::core::{Request, Response, ShardCore, CountingIds};
+use super::core::{CountingIds, Request, Response, ShardCore};
 use super::messages::*;
 use super::testkit::{join, test_config, Harness};
 use crate::coordinator::classic::group::GroupState;
@@ -84,7 +84,12 @@ impl Sim {
         let mut seen = HashMap::new();
         for g in self.h.core.groups() {
             if let Some(&before) = self.generations.get(&g.group_id) {
-                assert!(g.generation_id >= before, "generation of {} went from {before} to {}", g.group_id, g.generation_id);
+                assert!(
+                    g.generation_id >= before,
+                    "generation of {} went from {before} to {}",
+                    g.group_id,
+                    g.generation_id
+                );
             }
             seen.insert(g.group_id.clone(), g.generation_id);
         }
@@ -96,7 +101,9 @@ impl Sim {
         self.h.fire();
         let replies = std::mem::take(&mut self.h.replies);
         for r in replies {
-            if let (Some((group, topic, partition, offset)), Response::Commit(c)) = (self.commits.remove(&r.token), &r.response) {
+            if let (Some((group, topic, partition, offset)), Response::Commit(c)) =
+                (self.commits.remove(&r.token), &r.response)
+            {
                 let acked = c.topics.iter().flat_map(|t| &t.partitions).any(|p| p.error.is_none());
                 if acked {
                     let stored = self.h.core.store().offset(&group, &topic, partition).map(|v| v.offset);
@@ -112,7 +119,10 @@ impl Sim {
                         s.generation = j.generation_id;
                     }
                 }
-                Response::Join(j) if j.error == crate::ErrorCode::UNKNOWN_MEMBER_ID || j.error == crate::ErrorCode::FENCED_INSTANCE_ID => {
+                Response::Join(j)
+                    if j.error == crate::ErrorCode::UNKNOWN_MEMBER_ID
+                        || j.error == crate::ErrorCode::FENCED_INSTANCE_ID =>
+                {
                     *s = Slot::default();
                 }
                 _ => {}
@@ -206,7 +216,12 @@ impl Sim {
                         retention_time_ms: if offset % 7 == 0 { 60_000 } else { -1 },
                         topics: vec![CommitTopic {
                             name: if partition == 2 { "other".into() } else { "t".into() },
-                            partitions: vec![CommitPartition { partition, offset, leader_epoch: (offset % 3) as i32 - 1, metadata: Some(format!("m{offset}")) }],
+                            partitions: vec![CommitPartition {
+                                partition,
+                                offset,
+                                leader_epoch: (offset % 3) as i32 - 1,
+                                metadata: Some(format!("m{offset}")),
+                            }],
                         }],
                     }),
                 );
@@ -250,7 +265,8 @@ fn assert_groups_match(live: &ShardCore, fresh: &ShardCore, write_failed: bool) 
         if write_failed && g.is(GroupState::Empty) && g.members.is_empty() {
             continue;
         }
-        let has_durable_trace = live.store().group_record(&g.group_id).is_some() || live.store().has_offsets(&g.group_id);
+        let has_durable_trace =
+            live.store().group_record(&g.group_id).is_some() || live.store().has_offsets(&g.group_id);
         if !has_durable_trace {
             continue; // A group that wrote nothing (as in Kafka, it vanishes on restart).
         }

@@ -188,7 +188,8 @@ impl Coordinator {
     }
 
     pub async fn offset_delete(&self, mut req: OffsetDeleteRequest) -> Result<OffsetDeleteResponse> {
-        let order: Vec<(String, Vec<i32>)> = req.topics.iter().map(|t| (t.name.clone(), t.partitions.clone())).collect();
+        let order: Vec<(String, Vec<i32>)> =
+            req.topics.iter().map(|t| (t.name.clone(), t.partitions.clone())).collect();
         let unknown = self.unknown_partitions(req.topics.iter().map(|t| (t.name.as_str(), t.partitions.as_slice())));
         for t in &mut req.topics {
             t.partitions.retain(|p| !unknown.iter().any(|(n, u)| *n == t.name && u == p));
@@ -208,7 +209,11 @@ impl Coordinator {
     pub async fn describe_groups(&self, req: DescribeGroupsRequest) -> Result<Vec<DescribedGroup>> {
         let calls = req.groups.into_iter().map(|group_id| {
             let shard = self.shard_of(&group_id).clone();
-            let r = Request::Describe { group_id, version: req.version, include_authorized_operations: req.include_authorized_operations };
+            let r = Request::Describe {
+                group_id,
+                version: req.version,
+                include_authorized_operations: req.include_authorized_operations,
+            };
             async move {
                 match Self::call_shard(&shard, r).await? {
                     Response::Describe(d) => Ok(d),
@@ -264,10 +269,8 @@ impl Coordinator {
     /// Tombstones every group's committed offsets for a deleted topic, on
     /// every shard. Returns the first error, if any.
     pub async fn delete_topic_offsets(&self, topic: &str) -> Result<ErrorCode> {
-        let calls = self
-            .shards
-            .iter()
-            .map(|s| Self::call_shard(s, Request::DeleteTopicOffsets { topic: topic.to_string() }));
+        let calls =
+            self.shards.iter().map(|s| Self::call_shard(s, Request::DeleteTopicOffsets { topic: topic.to_string() }));
         let mut error = ErrorCode::NONE;
         for r in join_all(calls).await {
             match r? {

@@ -146,7 +146,12 @@ fn load(settings: &ShardSettings) -> Result<(ShardCore, Log), String> {
         }
         Err(RecordError::UnknownKeyVersion(v)) => {
             // A record type kcoord does not use (e.g. KIP-848 groups): skip it.
-            tracing::warn!(shard = settings.id, index = loc.index, key_version = v, "skipping a record of an unknown type");
+            tracing::warn!(
+                shard = settings.id,
+                index = loc.index,
+                key_version = v,
+                "skipping a record of an unknown type"
+            );
             Ok(())
         }
         Err(e) => Err(format!("record {} is unreadable: {e}", loc.index)),
@@ -362,7 +367,8 @@ impl Shard {
 
     /// Sends answers now, or holds them until the log is durable.
     fn route(&mut self, out: Vec<Reply>, wait_for_durability: bool) {
-        let hold = wait_for_durability && self.settings.fsync == FsyncPolicy::Always && self.log.synced() < self.log.end();
+        let hold =
+            wait_for_durability && self.settings.fsync == FsyncPolicy::Always && self.log.synced() < self.log.end();
         let end = self.log.end();
         for r in out {
             if hold {
@@ -435,7 +441,12 @@ impl Shard {
             }
         };
         let payloads = self.core.snapshot(now_ms());
-        tracing::info!(shard = self.settings.id, records = payloads.len(), history_bytes = since, "compacting coordinator log");
+        tracing::info!(
+            shard = self.settings.id,
+            records = payloads.len(),
+            history_bytes = since,
+            "compacting coordinator log"
+        );
         self.compaction = Some(tokio::task::spawn_blocking(move || {
             let mut it = payloads.into_iter().map(|b| b.to_vec());
             plan.write(&mut it)

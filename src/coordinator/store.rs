@@ -115,7 +115,8 @@ impl Store {
         match view {
             RecordView::Other(stored) => self.replay(stored),
             RecordView::Offset { timestamp, group, topic, partition, value } => {
-                let owned_key = || RecordKey::Offset { group: group.to_string(), topic: topic.to_string(), partition: *partition };
+                let owned_key =
+                    || RecordKey::Offset { group: group.to_string(), topic: topic.to_string(), partition: *partition };
                 match value {
                     Some(v) => {
                         if !self.tombstones.is_empty() {

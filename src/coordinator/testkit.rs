@@ -163,7 +163,15 @@ impl Harness {
         }))
     }
 
-    pub fn commit(&mut self, group: &str, member: &str, generation: i32, topic: &str, partition: i32, offset: i64) -> ErrorCode {
+    pub fn commit(
+        &mut self,
+        group: &str,
+        member: &str,
+        generation: i32,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> ErrorCode {
         let t = self.send(Request::Commit(OffsetCommitRequest {
             version: 8,
             group_id: group.into(),
@@ -173,7 +181,12 @@ impl Harness {
             retention_time_ms: -1,
             topics: vec![CommitTopic {
                 name: topic.into(),
-                partitions: vec![CommitPartition { partition, offset, leader_epoch: -1, metadata: Some(String::new()) }],
+                partitions: vec![CommitPartition {
+                    partition,
+                    offset,
+                    leader_epoch: -1,
+                    metadata: Some(String::new()),
+                }],
             }],
         }));
         match self.take(t) {
@@ -199,7 +212,8 @@ impl Harness {
     }
 
     pub fn describe(&mut self, group: &str) -> DescribedGroup {
-        let t = self.send(Request::Describe { group_id: group.into(), version: 5, include_authorized_operations: false });
+        let t =
+            self.send(Request::Describe { group_id: group.into(), version: 5, include_authorized_operations: false });
         match self.take(t) {
             Some(Response::Describe(d)) => d,
             other => panic!("{other:?}"),
@@ -215,7 +229,11 @@ impl Harness {
             group_id: group.into(),
             members: members
                 .iter()
-                .map(|(m, i)| LeaveMember { member_id: m.to_string(), group_instance_id: i.map(str::to_string), reason: None })
+                .map(|(m, i)| LeaveMember {
+                    member_id: m.to_string(),
+                    group_instance_id: i.map(str::to_string),
+                    reason: None,
+                })
                 .collect(),
         }));
         match self.take(t) {
@@ -271,7 +289,8 @@ impl JoinBuilder {
         self
     }
     pub fn protocols(mut self, names: &[&str]) -> Self {
-        self.0.protocols = names.iter().map(|n| Protocol { name: n.to_string(), metadata: subscription(&["t"]) }).collect();
+        self.0.protocols =
+            names.iter().map(|n| Protocol { name: n.to_string(), metadata: subscription(&["t"]) }).collect();
         self
     }
     pub fn metadata(mut self, topics: &[&str]) -> Self {

@@ -127,7 +127,9 @@ async fn route(path: &str, state: &HttpState) -> (u16, &'static str, String) {
             let id = percent_decode(&p["/v1/groups/".len()..]);
             match state.coordinator().group_details(&id).await {
                 Ok(Some(d)) => json_ok(group_json(&d, state.log_ends.as_ref())),
-                Ok(None) => (404, "application/json", format!("{}\n", json!({"error": format!("group {id} not found")}))),
+                Ok(None) => {
+                    (404, "application/json", format!("{}\n", json!({"error": format!("group {id} not found")})))
+                }
                 Err(e) => (503, "text/plain", format!("{e}\n")),
             }
         }

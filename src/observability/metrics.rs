@@ -12,9 +12,8 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Latency buckets in seconds (100 µs .. 30 s).
-const SECONDS: &[f64] = &[
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-];
+const SECONDS: &[f64] =
+    &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 /// Records per fsync.
 const BATCH: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0];
 
@@ -43,7 +42,11 @@ pub fn install() -> Option<PrometheusHandle> {
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!("kcoord_requests_total", "Requests served, by API and version");
-    describe_histogram!("kcoord_request_duration_seconds", Unit::Seconds, "Time from decoding a request to its response, by API");
+    describe_histogram!(
+        "kcoord_request_duration_seconds",
+        Unit::Seconds,
+        "Time from decoding a request to its response, by API"
+    );
     describe_counter!("kcoord_request_errors_total", "Error codes returned, by API and error");
     describe_gauge!("kcoord_groups", "Groups by state and type");
     describe_gauge!("kcoord_group_members", "Members of all groups");
@@ -59,5 +62,8 @@ fn describe() {
     describe_gauge!("kcoord_shard_mailbox_depth", "Requests queued at a coordinator shard");
     describe_gauge!("kcoord_connections", "Open client connections");
     describe_counter!("kcoord_connections_total", "Client connections accepted");
-    describe_gauge!("kcoord_consumer_lag", "Log end offset minus committed offset, by group, topic and partition (standalone mode)");
+    describe_gauge!(
+        "kcoord_consumer_lag",
+        "Log end offset minus committed offset, by group, topic and partition (standalone mode)"
+    );
 }

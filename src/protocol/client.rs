@@ -130,7 +130,8 @@ impl Connection {
         self.reader.read_exact(&mut buf).await?;
         let mut bytes = Bytes::from(buf);
         let header_version = <R::Response as HeaderVersion>::header_version(version);
-        let header = ResponseHeader::decode(&mut bytes, header_version).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let header =
+            ResponseHeader::decode(&mut bytes, header_version).map_err(|e| ClientError::Decode(e.to_string()))?;
         let resp = R::Response::decode(&mut bytes, version).map_err(|e| ClientError::Decode(e.to_string()))?;
         let _ = bytes.remaining();
         Ok((header.correlation_id, resp))
@@ -171,7 +172,12 @@ impl Connection {
     }
 
     /// `call` with a deadline.
-    pub async fn call_timeout<R: Request>(&mut self, req: &R, version: i16, timeout: Duration) -> Result<R::Response, ClientError> {
+    pub async fn call_timeout<R: Request>(
+        &mut self,
+        req: &R,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<R::Response, ClientError> {
         tokio::time::timeout(timeout, self.call(req, version)).await.map_err(|_| ClientError::Timeout(timeout))?
     }
 }

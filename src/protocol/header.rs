@@ -43,11 +43,7 @@ pub fn peek_prefix(frame: &[u8]) -> Result<RequestPrefix, HeaderError> {
         return Err(HeaderError::TooShort(frame.len()));
     }
     let mut b = &frame[..8];
-    Ok(RequestPrefix {
-        api_key: b.get_i16(),
-        api_version: b.get_i16(),
-        correlation_id: b.get_i32(),
-    })
+    Ok(RequestPrefix { api_key: b.get_i16(), api_version: b.get_i16(), correlation_id: b.get_i32() })
 }
 
 /// Consumes a request header (v1, or v2 when `flexible`) from `frame`,

@@ -86,7 +86,14 @@ mod tests {
         for s in supported() {
             let k = ApiKey::try_from(s.key).unwrap();
             let codec = k.valid_versions();
-            assert!(s.min >= codec.min && s.max <= codec.max, "{} {}..{} outside codec {}", s.name, s.min, s.max, codec);
+            assert!(
+                s.min >= codec.min && s.max <= codec.max,
+                "{} {}..{} outside codec {}",
+                s.name,
+                s.min,
+                s.max,
+                codec
+            );
             // Our flexible boundary must agree with the codec's header choice.
             for v in s.min..=s.max {
                 let flex_header = k.request_header_version(v) >= 2;

@@ -13,8 +13,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::{observe, Services};
 use crate::protocol::api::{
     api_versions, create_topics, delete_groups, delete_topics, describe_groups, fetch, find_coordinator, heartbeat,
-    init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch,
-    produce, sync_group,
+    init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata, offset_commit, offset_delete,
+    offset_fetch, produce, sync_group,
 };
 use crate::protocol::header::{self, RequestHeader};
 use crate::protocol::versions::{self, ApiSupport};
@@ -184,8 +184,7 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
         }
         k if k == find_coordinator::SUPPORT.key => {
             let req = find_coordinator::decode(body, v)?;
-            let answers =
-                svc.cluster.find_coordinator(req.key_type, &req.keys, find_coordinator::share_allowed(v));
+            let answers = svc.cluster.find_coordinator(req.key_type, &req.keys, find_coordinator::share_allowed(v));
             observe::errors(find_coordinator::SUPPORT.name, &answers);
             find_coordinator::encode(&answers, v, out)?;
         }

@@ -28,11 +28,7 @@ pub enum LogError {
          (the records after it will be lost)",
         file.display()
     )]
-    Corrupt {
-        file: PathBuf,
-        offset: u64,
-        reason: String,
-    },
+    Corrupt { file: PathBuf, offset: u64, reason: String },
 
     /// The caller's replay visitor refused a record; opening is abandoned so
     /// that the caller never runs on state it could not rebuild.
@@ -44,9 +40,6 @@ impl LogError {
     /// Wraps an I/O error with the path it concerns; used as
     /// `.map_err(LogError::io(&path))` so every I/O failure names its file.
     pub(crate) fn io(path: &Path) -> impl FnOnce(io::Error) -> LogError + '_ {
-        move |source| LogError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
+        move |source| LogError::Io { path: path.to_path_buf(), source }
     }
 }

@@ -26,10 +26,7 @@ const ZERO_CHECK_CHUNK: usize = 64 * 1024;
 /// zero length field is how we recognise a zero-filled (torn) tail.
 pub fn check_payload_len(len: usize) -> io::Result<()> {
     if len == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "log records must not be empty",
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "log records must not be empty"));
     }
     if len > MAX_RECORD_BYTES {
         return Err(io::Error::new(
@@ -44,8 +41,8 @@ pub fn check_payload_len(len: usize) -> io::Result<()> {
 /// separately instead of copying the payload into a buffer.
 pub fn frame_header(payload: &[u8]) -> io::Result<[u8; HEADER_BYTES]> {
     check_payload_len(payload.len())?;
-    let len = u32::try_from(payload.len())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "log record too long"))?;
+    let len =
+        u32::try_from(payload.len()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "log record too long"))?;
     let crc = crc32c::crc32c(payload);
     let [a, b, c, d] = len.to_be_bytes();
     let [e, f, g, h] = crc.to_be_bytes();
@@ -88,12 +85,7 @@ impl Stop {
     /// bad frame followed by real data cannot come from a crash, because we
     /// never write after a frame we have not finished writing.
     pub fn is_torn_tail(self) -> bool {
-        matches!(
-            self,
-            Stop::Incomplete
-                | Stop::CrcMismatch { at_tail: true }
-                | Stop::ZeroLength { at_tail: true }
-        )
+        matches!(self, Stop::Incomplete | Stop::CrcMismatch { at_tail: true } | Stop::ZeroLength { at_tail: true })
     }
 
     /// A sentence for logs and error messages.
@@ -102,13 +94,9 @@ impl Stop {
             Stop::End => "end of data".to_string(),
             Stop::Incomplete => "incomplete frame (cut short by the end of the file)".to_string(),
             Stop::CrcMismatch { at_tail: true } => "CRC mismatch in the last frame".to_string(),
-            Stop::CrcMismatch { at_tail: false } => {
-                "CRC mismatch in a frame followed by more data".to_string()
-            }
+            Stop::CrcMismatch { at_tail: false } => "CRC mismatch in a frame followed by more data".to_string(),
             Stop::ZeroLength { at_tail: true } => "zero-filled tail".to_string(),
-            Stop::ZeroLength { at_tail: false } => {
-                "zero length field followed by non-zero data".to_string()
-            }
+            Stop::ZeroLength { at_tail: false } => "zero length field followed by non-zero data".to_string(),
             Stop::BadLength { len } => {
                 format!("length field {len} exceeds the maximum record size {MAX_RECORD_BYTES}")
             }
@@ -142,13 +130,7 @@ pub struct FrameScanner<R> {
 
 impl<R: Read> FrameScanner<R> {
     pub fn new(reader: R, len: u64) -> FrameScanner<R> {
-        FrameScanner {
-            reader,
-            len,
-            position: 0,
-            payload: Vec::new(),
-            halted: None,
-        }
+        FrameScanner { reader, len, position: 0, payload: Vec::new(), halted: None }
     }
 
     /// The offset of the next frame, or after a stop, of the frame that
@@ -169,10 +151,7 @@ impl<R: Read> FrameScanner<R> {
                 self.halted = Some(stop);
                 Ok(Scanned::Stop(stop))
             }
-            None => Ok(Scanned::Record {
-                position: start,
-                payload: &self.payload,
-            }),
+            None => Ok(Scanned::Record { position: start, payload: &self.payload }),
         }
     }
 
@@ -262,14 +241,7 @@ mod tests {
         let (records, stop, at) = scan(&bytes);
         assert_eq!(stop, Stop::End);
         assert_eq!(at, bytes.len() as u64);
-        assert_eq!(
-            records,
-            vec![
-                (0, b"a".to_vec()),
-                (9, b"hello".to_vec()),
-                (22, vec![0u8; 300])
-            ]
-        );
+        assert_eq!(records, vec![(0, b"a".to_vec()), (9, b"hello".to_vec()), (22, vec![0u8; 300])]);
     }
 
     #[test]
@@ -283,10 +255,7 @@ mod tests {
     #[test]
     fn empty_and_oversized_payloads_are_refused() {
         let mut out = Vec::new();
-        assert_eq!(
-            encode_frame(&mut out, b"").unwrap_err().kind(),
-            io::ErrorKind::InvalidInput
-        );
+        assert_eq!(encode_frame(&mut out, b"").unwrap_err().kind(), io::ErrorKind::InvalidInput);
         assert!(out.is_empty());
         assert!(check_payload_len(MAX_RECORD_BYTES).is_ok());
         assert!(check_payload_len(MAX_RECORD_BYTES + 1).is_err());
@@ -382,14 +351,8 @@ mod tests {
         bytes.extend_from_slice(&u32::MAX.to_be_bytes());
         bytes.extend_from_slice(&[1, 2, 3, 4, 5, 6]);
         let mut scanner = FrameScanner::new(&bytes[..], bytes.len() as u64);
-        assert!(matches!(
-            scanner.next_frame().unwrap(),
-            Scanned::Record { .. }
-        ));
-        assert_eq!(
-            scanner.next_frame().unwrap(),
-            Scanned::Stop(Stop::BadLength { len: u32::MAX })
-        );
+        assert!(matches!(scanner.next_frame().unwrap(), Scanned::Record { .. }));
+        assert_eq!(scanner.next_frame().unwrap(), Scanned::Stop(Stop::BadLength { len: u32::MAX }));
         assert!(scanner.payload.capacity() < 1024);
         assert!(!Stop::BadLength { len: 0 }.is_torn_tail());
     }
@@ -399,10 +362,7 @@ mod tests {
         let mut bytes = (MAX_RECORD_BYTES as u32).to_be_bytes().to_vec();
         bytes.extend_from_slice(&[7u8; 100]);
         let mut scanner = FrameScanner::new(&bytes[..], bytes.len() as u64);
-        assert_eq!(
-            scanner.next_frame().unwrap(),
-            Scanned::Stop(Stop::Incomplete)
-        );
+        assert_eq!(scanner.next_frame().unwrap(), Scanned::Stop(Stop::Incomplete));
         assert_eq!(scanner.payload.capacity(), 0);
     }
 
@@ -420,9 +380,7 @@ mod tests {
     #[test]
     fn stops_describe_themselves() {
         assert!(Stop::BadLength { len: 9 }.describe().contains('9'));
-        assert!(Stop::CrcMismatch { at_tail: false }
-            .describe()
-            .contains("CRC"));
+        assert!(Stop::CrcMismatch { at_tail: false }.describe().contains("CRC"));
         assert!(!Stop::End.is_torn_tail());
     }
 }

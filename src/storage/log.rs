@@ -36,10 +36,7 @@ pub struct LogOptions {
 
 impl Default for LogOptions {
     fn default() -> LogOptions {
-        LogOptions {
-            segment_bytes: 64 * 1024 * 1024,
-            repair: false,
-        }
+        LogOptions { segment_bytes: 64 * 1024 * 1024, repair: false }
     }
 }
 
@@ -157,10 +154,7 @@ impl Log {
             segments: recovered.segments,
             end: recovered.end,
             synced: recovered.end,
-            snapshot: recovered.snapshot.map(|m| SnapshotState {
-                base: m.base,
-                bytes: m.bytes,
-            }),
+            snapshot: recovered.snapshot.map(|m| SnapshotState { base: m.base, bytes: m.bytes }),
             poisoned: None,
         })
     }
@@ -177,9 +171,7 @@ impl Log {
     /// so the log is exactly as before; if even that fails, the log refuses
     /// every later append.
     pub fn append(&mut self, payloads: &[&[u8]]) -> io::Result<Vec<Location>> {
-        self.append_with(payloads, &mut |file, bytes, offset| {
-            file.write_all_at(bytes, offset)
-        })
+        self.append_with(payloads, &mut |file, bytes, offset| file.write_all_at(bytes, offset))
     }
 
     fn append_with(&mut self, payloads: &[&[u8]], write: WriteAt<'_>) -> io::Result<Vec<Location>> {
@@ -213,10 +205,7 @@ impl Log {
         if let Err(err) = write(&active.file, &framed, before) {
             // Cut off whatever part of the batch reached the file, durably, so
             // that a failed batch can never reappear after a crash.
-            let undo = active
-                .file
-                .set_len(before)
-                .and_then(|()| active.file.sync_data());
+            let undo = active.file.set_len(before).and_then(|()| active.file.sync_data());
             if let Err(undo_err) = undo {
                 let reason = format!(
                     "appending to {} failed ({err}) and truncating it back to {before} bytes also failed ({undo_err})",
@@ -271,10 +260,7 @@ impl Log {
             return None;
         }
         let active = self.segments.last()?;
-        Some(SyncJob {
-            file: Arc::clone(&active.file),
-            end: self.end,
-        })
+        Some(SyncJob { file: Arc::clone(&active.file), end: self.end })
     }
 
     /// Records that a [`SyncJob`] succeeded. Jobs may finish out of order, so
@@ -302,15 +288,10 @@ impl Log {
             .ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::NotFound,
-                    format!(
-                        "segment {segment_base} of {} no longer exists",
-                        self.dir.display()
-                    ),
+                    format!("segment {segment_base} of {} no longer exists", self.dir.display()),
                 )
             })?;
-        let in_range = position
-            .checked_add(len as u64)
-            .is_some_and(|end| end <= segment.bytes);
+        let in_range = position.checked_add(len as u64).is_some_and(|end| end <= segment.bytes);
         if !in_range {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -328,14 +309,7 @@ impl Log {
 
     /// The segments, oldest first, for retention decisions.
     pub fn segments(&self) -> Vec<SegmentInfo> {
-        self.segments
-            .iter()
-            .map(|s| SegmentInfo {
-                base: s.base,
-                bytes: s.bytes,
-                modified_ms: s.modified_ms,
-            })
-            .collect()
+        self.segments.iter().map(|s| SegmentInfo { base: s.base, bytes: s.bytes, modified_ms: s.modified_ms }).collect()
     }
 
     /// Deletes the oldest closed segment (never the active one) and returns
@@ -351,11 +325,7 @@ impl Log {
         let Some(oldest) = self.segments.first().filter(|_| self.segments.len() > 1) else {
             return Ok(None);
         };
-        let info = SegmentInfo {
-            base: oldest.base,
-            bytes: oldest.bytes,
-            modified_ms: oldest.modified_ms,
-        };
+        let info = SegmentInfo { base: oldest.base, bytes: oldest.bytes, modified_ms: oldest.modified_ms };
         fs::remove_file(&oldest.path)?;
         self.segments.remove(0);
         fsync_dir(&self.dir)?;
@@ -366,11 +336,7 @@ impl Log {
     /// recovery would replay on top of it, to decide when to snapshot again.
     pub fn bytes_since_snapshot(&self) -> u64 {
         let base = self.snapshot.map_or(0, |s| s.base);
-        self.segments
-            .iter()
-            .filter(|s| s.base >= base)
-            .map(|s| s.bytes)
-            .sum()
+        self.segments.iter().filter(|s| s.base >= base).map(|s| s.bytes).sum()
     }
 
     /// Size of the newest snapshot file (0 if none).
@@ -388,10 +354,7 @@ impl Log {
         if self.active()?.bytes > 0 {
             self.roll()?;
         }
-        Ok(SnapshotPlan {
-            dir: self.dir.clone(),
-            base: self.end,
-        })
+        Ok(SnapshotPlan { dir: self.dir.clone(), base: self.end })
     }
 
     /// Completes a snapshot written by [`SnapshotPlan::write`]: deletes every
@@ -407,10 +370,7 @@ impl Log {
         if !self.segments.iter().any(|s| s.base == done.base) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!(
-                    "snapshot {} does not start at a segment of this log",
-                    done.base
-                ),
+                format!("snapshot {} does not start at a segment of this log", done.base),
             ));
         }
         let covered = self.segments.partition_point(|s| s.base < done.base);
@@ -420,20 +380,14 @@ impl Log {
         self.segments.drain(..covered);
         for entry in fs::read_dir(&self.dir)? {
             let entry = entry?;
-            let older = entry
-                .file_name()
-                .to_str()
-                .and_then(parse_snapshot_file_name)
-                .is_some_and(|base| base < done.base);
+            let older =
+                entry.file_name().to_str().and_then(parse_snapshot_file_name).is_some_and(|base| base < done.base);
             if older {
                 remove_if_present(&entry.path())?;
             }
         }
         fsync_dir(&self.dir)?;
-        self.snapshot = Some(SnapshotState {
-            base: done.base,
-            bytes: done.bytes,
-        });
+        self.snapshot = Some(SnapshotState { base: done.base, bytes: done.bytes });
         Ok(())
     }
 
@@ -474,11 +428,7 @@ fn remove_if_present(path: &Path) -> io::Result<()> {
 impl Log {
     /// Test seam: [`Log::append`] with the write replaced, to simulate a disk
     /// that fails part-way through a batch.
-    pub(crate) fn append_via(
-        &mut self,
-        payloads: &[&[u8]],
-        write: WriteAt<'_>,
-    ) -> io::Result<Vec<Location>> {
+    pub(crate) fn append_via(&mut self, payloads: &[&[u8]], write: WriteAt<'_>) -> io::Result<Vec<Location>> {
         self.append_with(payloads, write)
     }
 

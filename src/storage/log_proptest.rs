@@ -39,10 +39,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn damage() -> impl Strategy<Value = Damage> {
-    prop_oneof![
-        (0u64..120).prop_map(Damage::Truncate),
-        (0u64..120).prop_map(Damage::ZeroTail),
-    ]
+    prop_oneof![(0u64..120).prop_map(Damage::Truncate), (0u64..120).prop_map(Damage::ZeroTail),]
 }
 
 /// Everything appended, where it went, and the latest snapshot's base.
@@ -56,15 +53,10 @@ struct Model {
 impl Model {
     fn append(&mut self, log: &mut Log, batch: &[Vec<u8>]) -> Result<(), TestCaseError> {
         let refs: Vec<&[u8]> = batch.iter().map(|p| p.as_slice()).collect();
-        let locations = log
-            .append(&refs)
-            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let locations = log.append(&refs).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let indices: Vec<u64> = locations.iter().map(|l| l.index).collect();
         let first = self.payloads.len() as u64;
-        prop_assert_eq!(
-            indices,
-            (first..first + batch.len() as u64).collect::<Vec<_>>()
-        );
+        prop_assert_eq!(indices, (first..first + batch.len() as u64).collect::<Vec<_>>());
         self.payloads.extend_from_slice(batch);
         self.locations.extend(locations);
         Ok(())
@@ -74,33 +66,18 @@ impl Model {
     fn check(&self, seen: &Replayed, end: u64) -> Result<(), TestCaseError> {
         let base = self.snapshot_base.unwrap_or(0);
         let (snap, rest): (Vec<_>, Vec<_>) = seen.iter().partition(|(l, _)| l.is_snapshot());
-        prop_assert!(
-            seen.iter().take(snap.len()).all(|(l, _)| l.is_snapshot()),
-            "snapshot first"
-        );
+        prop_assert!(seen.iter().take(snap.len()).all(|(l, _)| l.is_snapshot()), "snapshot first");
         prop_assert!(snap.iter().all(|(l, _)| l.index == base));
         let snap_payloads: Vec<&[u8]> = snap.iter().map(|(_, p)| p.as_slice()).collect();
         let expected_snap: Vec<&[u8]> = match self.snapshot_base {
-            Some(b) => self
-                .payloads
-                .iter()
-                .take(b as usize)
-                .map(|p| p.as_slice())
-                .collect(),
+            Some(b) => self.payloads.iter().take(b as usize).map(|p| p.as_slice()).collect(),
             None => Vec::new(),
         };
         prop_assert_eq!(snap_payloads, expected_snap);
 
-        let replayed: Vec<(Location, &[u8])> =
-            rest.iter().map(|(l, p)| (*l, p.as_slice())).collect();
-        let expected: Vec<(Location, &[u8])> = (base..end)
-            .map(|i| {
-                (
-                    self.locations[i as usize],
-                    self.payloads[i as usize].as_slice(),
-                )
-            })
-            .collect();
+        let replayed: Vec<(Location, &[u8])> = rest.iter().map(|(l, p)| (*l, p.as_slice())).collect();
+        let expected: Vec<(Location, &[u8])> =
+            (base..end).map(|i| (self.locations[i as usize], self.payloads[i as usize].as_slice())).collect();
         prop_assert_eq!(replayed, expected);
         Ok(())
     }
@@ -113,11 +90,7 @@ fn reopen(dir: &Path, segment_bytes: u64) -> Result<(Log, Replayed), TestCaseErr
 /// Damages the last segment file; returns its base and how many of its
 /// records are still byte-for-byte intact at its start.
 fn damage_last_segment(dir: &Path, model: &Model, damage: Damage) -> (u64, u64) {
-    let last = files(dir)
-        .iter()
-        .filter_map(|n| parse_segment_file_name(n))
-        .max()
-        .unwrap();
+    let last = files(dir).iter().filter_map(|n| parse_segment_file_name(n)).max().unwrap();
     let path = segment_path(dir, last);
     let original = std::fs::read(&path).unwrap();
     let mut damaged = original.clone();
@@ -135,9 +108,7 @@ fn damage_last_segment(dir: &Path, model: &Model, damage: Damage) -> (u64, u64) 
         .filter(|l| l.segment_base == last)
         .take_while(|l| {
             let range = l.position as usize..l.position as usize + l.frame_len();
-            damaged
-                .get(range.clone())
-                .is_some_and(|d| Some(d) == original.get(range))
+            damaged.get(range.clone()).is_some_and(|d| Some(d) == original.get(range))
         })
         .count() as u64;
     (last, intact)

@@ -30,24 +30,9 @@ fn appended_records_replay_with_the_same_indices_and_locations() {
     assert_eq!(
         appended,
         vec![
-            Location {
-                index: 0,
-                segment_base: 0,
-                position: 0,
-                payload_len: 1
-            },
-            Location {
-                index: 1,
-                segment_base: 0,
-                position: 9,
-                payload_len: 2
-            },
-            Location {
-                index: 2,
-                segment_base: 0,
-                position: 19,
-                payload_len: 3
-            },
+            Location { index: 0, segment_base: 0, position: 0, payload_len: 1 },
+            Location { index: 1, segment_base: 0, position: 9, payload_len: 2 },
+            Location { index: 2, segment_base: 0, position: 19, payload_len: 3 },
         ]
     );
     assert_eq!(log.end(), 3);
@@ -56,10 +41,7 @@ fn appended_records_replay_with_the_same_indices_and_locations() {
     let (log, seen) = open(tmp.path(), options(1 << 20));
     let locations: Vec<Location> = seen.iter().map(|(l, _)| *l).collect();
     assert_eq!(locations, appended);
-    assert_eq!(
-        payloads(&seen),
-        vec![b"a".to_vec(), b"bb".to_vec(), b"ccc".to_vec()]
-    );
+    assert_eq!(payloads(&seen), vec![b"a".to_vec(), b"bb".to_vec(), b"ccc".to_vec()]);
     assert_eq!((log.start(), log.end(), log.synced()), (0, 3, 3));
 }
 
@@ -92,11 +74,7 @@ fn full_segment_rolls_on_the_next_append_and_replay_spans_segments() {
     assert_eq!(locations[2].position, 0);
     assert_eq!(
         files(tmp.path()),
-        vec![
-            "00000000000000000000.log",
-            "00000000000000000002.log",
-            "00000000000000000004.log"
-        ]
+        vec!["00000000000000000000.log", "00000000000000000002.log", "00000000000000000004.log"]
     );
     // Rolling fsyncs the closed segments, so they count as synced.
     assert_eq!(log.synced(), 4);
@@ -119,10 +97,7 @@ fn a_batch_larger_than_a_segment_stays_in_one_segment() {
     let locations = log.append(&refs).unwrap();
     assert!(locations.iter().all(|l| l.segment_base == 0));
     assert_eq!(log.append(&[b"next"]).unwrap()[0].segment_base, 4);
-    assert_eq!(
-        log.segments().iter().map(|s| s.bytes).collect::<Vec<_>>(),
-        vec![4 * FRAME, 12]
-    );
+    assert_eq!(log.segments().iter().map(|s| s.bytes).collect::<Vec<_>>(), vec![4 * FRAME, 12]);
 }
 
 #[test]
@@ -133,11 +108,7 @@ fn read_at_returns_the_stored_frame_bytes() {
     for (i, loc) in (0u64..).zip(&locations) {
         let mut expected = Vec::new();
         encode_frame(&mut expected, &record(i)).unwrap();
-        assert_eq!(
-            log.read_at(loc.segment_base, loc.position, loc.frame_len())
-                .unwrap(),
-            expected
-        );
+        assert_eq!(log.read_at(loc.segment_base, loc.position, loc.frame_len()).unwrap(), expected);
     }
 }
 
@@ -146,18 +117,9 @@ fn read_at_refuses_ranges_past_the_records_and_unknown_segments() {
     let tmp = tempfile::tempdir().unwrap();
     let (mut log, _) = open(tmp.path(), options(1024));
     append_records(&mut log, 0..1);
-    assert_eq!(
-        log.read_at(0, 0, FRAME as usize + 1).unwrap_err().kind(),
-        io::ErrorKind::UnexpectedEof
-    );
-    assert_eq!(
-        log.read_at(0, u64::MAX, 2).unwrap_err().kind(),
-        io::ErrorKind::UnexpectedEof
-    );
-    assert_eq!(
-        log.read_at(7, 0, 1).unwrap_err().kind(),
-        io::ErrorKind::NotFound
-    );
+    assert_eq!(log.read_at(0, 0, FRAME as usize + 1).unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+    assert_eq!(log.read_at(0, u64::MAX, 2).unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+    assert_eq!(log.read_at(7, 0, 1).unwrap_err().kind(), io::ErrorKind::NotFound);
 }
 
 #[test]
@@ -165,23 +127,14 @@ fn delete_oldest_segment_moves_start_and_never_deletes_the_active_one() {
     let tmp = tempfile::tempdir().unwrap();
     let (mut log, _) = open(tmp.path(), options(FRAME));
     let locations = append_records(&mut log, 0..3);
-    assert_eq!(
-        log.segments().iter().map(|s| s.base).collect::<Vec<_>>(),
-        vec![0, 1, 2]
-    );
-    assert!(log
-        .segments()
-        .iter()
-        .all(|s| s.bytes == FRAME && s.modified_ms > 0));
+    assert_eq!(log.segments().iter().map(|s| s.base).collect::<Vec<_>>(), vec![0, 1, 2]);
+    assert!(log.segments().iter().all(|s| s.bytes == FRAME && s.modified_ms > 0));
 
     let deleted = log.delete_oldest_segment().unwrap().unwrap();
     assert_eq!((deleted.base, deleted.bytes), (0, FRAME));
     assert_eq!(log.start(), 1);
     assert!(!segment_path(tmp.path(), 0).exists());
-    assert_eq!(
-        log.read_at(0, 0, 1).unwrap_err().kind(),
-        io::ErrorKind::NotFound
-    );
+    assert_eq!(log.read_at(0, 0, 1).unwrap_err().kind(), io::ErrorKind::NotFound);
     assert!(log.read_at(1, 0, locations[1].frame_len()).is_ok());
 
     assert_eq!(log.delete_oldest_segment().unwrap().unwrap().base, 1);
@@ -211,10 +164,7 @@ fn sync_job_covers_what_was_appended_and_mark_synced_ignores_older_ends() {
     assert_eq!(second.end(), 5);
 
     // The later job finishes first (group commit on a blocking pool).
-    let second_end = std::thread::spawn(move || second.run())
-        .join()
-        .unwrap()
-        .unwrap();
+    let second_end = std::thread::spawn(move || second.run()).join().unwrap().unwrap();
     log.mark_synced(second_end);
     assert_eq!(log.synced(), 5);
     log.mark_synced(first.run().unwrap());
@@ -299,10 +249,7 @@ fn visitor_error_aborts_open() {
     })
     .unwrap_err();
     assert_eq!(count, 2);
-    assert!(
-        matches!(&err, super::error::LogError::Visit(m) if m == "bad record"),
-        "{err}"
-    );
+    assert!(matches!(&err, super::error::LogError::Visit(m) if m == "bad record"), "{err}");
 }
 
 #[test]

@@ -17,9 +17,7 @@ use super::frame::Stop;
 use super::fsutil::fsync_dir;
 use super::log::{LogOptions, Visitor};
 use super::segment::{parse_segment_file_name, segment_file_name, Segment};
-use super::snapshot::{
-    self, is_tmp_file_name, parse_snapshot_file_name, snapshot_file_name, SnapshotMeta,
-};
+use super::snapshot::{self, is_tmp_file_name, parse_snapshot_file_name, snapshot_file_name, SnapshotMeta};
 
 /// What [`recover`] hands to [`Log`](super::log::Log).
 #[derive(Debug)]
@@ -40,11 +38,7 @@ struct Listing {
 }
 
 /// See [`Log::open`](super::log::Log::open).
-pub(crate) fn recover(
-    dir: &Path,
-    options: &LogOptions,
-    visit: &mut Visitor<'_>,
-) -> Result<Recovered, LogError> {
+pub(crate) fn recover(dir: &Path, options: &LogOptions, visit: &mut Visitor<'_>) -> Result<Recovered, LogError> {
     let mut dir_changed = create_dir(dir)?;
     let mut listing = list(dir)?;
 
@@ -87,19 +81,12 @@ pub(crate) fn recover(
     // After a process crash the replayed records may still be only in the
     // page cache; syncing once here lets the log start with synced() == end().
     if let Some(active) = replayed.segments.last() {
-        active
-            .file
-            .sync_data()
-            .map_err(LogError::io(&active.path))?;
+        active.file.sync_data().map_err(LogError::io(&active.path))?;
     }
     if dir_changed {
         fsync_dir(dir).map_err(LogError::io(dir))?;
     }
-    Ok(Recovered {
-        segments: replayed.segments,
-        end: replayed.end,
-        snapshot,
-    })
+    Ok(Recovered { segments: replayed.segments, end: replayed.end, snapshot })
 }
 
 /// Creates the log directory if needed; returns whether it did.
@@ -109,10 +96,7 @@ fn create_dir(dir: &Path) -> Result<bool, LogError> {
     }
     fs::create_dir_all(dir).map_err(LogError::io(dir))?;
     // The new directory's own entry must survive a crash too.
-    let parent = dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     fsync_dir(parent).map_err(LogError::io(parent))?;
     Ok(true)
 }
@@ -142,11 +126,7 @@ fn list(dir: &Path) -> Result<Listing, LogError> {
 /// None to replay segments alone. Falls back to replaying from index 0 when
 /// that history is still there, and otherwise refuses (unless repairing),
 /// because the state before the oldest segment would be missing.
-fn choose_snapshot(
-    dir: &Path,
-    listing: &Listing,
-    repair: bool,
-) -> Result<Option<SnapshotMeta>, LogError> {
+fn choose_snapshot(dir: &Path, listing: &Listing, repair: bool) -> Result<Option<SnapshotMeta>, LogError> {
     let mut first_problem: Option<(PathBuf, u64, String)> = None;
     let mut newest_valid: Option<SnapshotMeta> = None;
     for &base in listing.snapshots.iter().rev() {
@@ -184,11 +164,7 @@ fn choose_snapshot(
         return Ok(None);
     }
     if !repair {
-        return Err(LogError::Corrupt {
-            file,
-            offset,
-            reason,
-        });
+        return Err(LogError::Corrupt { file, offset, reason });
     }
     match &newest_valid {
         Some(meta) => tracing::warn!(
@@ -221,25 +197,15 @@ fn replay_segments(
     repair: bool,
     visit: &mut Visitor<'_>,
 ) -> Result<Replayed, LogError> {
-    let mut replayed = Replayed {
-        segments: Vec::with_capacity(bases.len()),
-        end: first_index,
-        dir_changed: false,
-    };
+    let mut replayed = Replayed { segments: Vec::with_capacity(bases.len()), end: first_index, dir_changed: false };
     for (i, &base) in bases.iter().enumerate() {
         let later = bases.get(i + 1..).unwrap_or_default();
         let path = dir.join(segment_file_name(base));
         if base != replayed.end {
-            let reason = format!(
-                "segment starts at index {base} but the records before it end at index {}",
-                replayed.end
-            );
+            let reason =
+                format!("segment starts at index {base} but the records before it end at index {}", replayed.end);
             if !repair {
-                return Err(LogError::Corrupt {
-                    file: path,
-                    offset: 0,
-                    reason,
-                });
+                return Err(LogError::Corrupt { file: path, offset: 0, reason });
             }
             tracing::warn!(file = %path.display(), dropped_segments = later.len() + 1, "repair: {reason}; deleting it and every later segment");
             delete_segments(dir, bases.get(i..).unwrap_or_default())?;
@@ -259,9 +225,7 @@ fn replay_segments(
                     "truncating a torn write at the end of the log ({})",
                     stop.describe()
                 );
-                segment
-                    .truncate(scan.stop_offset)
-                    .map_err(LogError::io(&path))?;
+                segment.truncate(scan.stop_offset).map_err(LogError::io(&path))?;
                 replayed.segments.push(segment);
             }
             stop => {
@@ -270,11 +234,7 @@ fn replay_segments(
                     reason.push_str(" (in a segment that is not the last one)");
                 }
                 if !repair {
-                    return Err(LogError::Corrupt {
-                        file: path,
-                        offset: scan.stop_offset,
-                        reason,
-                    });
+                    return Err(LogError::Corrupt { file: path, offset: scan.stop_offset, reason });
                 }
                 tracing::warn!(
                     file = %path.display(),
@@ -283,9 +243,7 @@ fn replay_segments(
                     dropped_segments = later.len(),
                     "repair: {reason}; truncating here and deleting every later segment"
                 );
-                segment
-                    .truncate(scan.stop_offset)
-                    .map_err(LogError::io(&path))?;
+                segment.truncate(scan.stop_offset).map_err(LogError::io(&path))?;
                 delete_segments(dir, later)?;
                 replayed.dir_changed = true;
                 replayed.segments.push(segment);

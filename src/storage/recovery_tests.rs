@@ -17,11 +17,7 @@ fn log_with(dir: &Path, n: u64, per_segment: u64) {
 
 fn corrupt_at(err: LogError) -> (String, u64, String) {
     match err {
-        LogError::Corrupt {
-            file,
-            offset,
-            reason,
-        } => {
+        LogError::Corrupt { file, offset, reason } => {
             let name = file.file_name().unwrap().to_string_lossy().into_owned();
             (name, offset, reason)
         }
@@ -51,24 +47,14 @@ fn assert_torn_tail_is_truncated(damage: impl FnOnce(&Path)) {
 #[test]
 fn torn_header_of_the_final_record_is_truncated_on_open() {
     assert_torn_tail_is_truncated(|p| {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(p)
-            .unwrap()
-            .set_len(2 * FRAME + 5)
-            .unwrap()
+        std::fs::OpenOptions::new().write(true).open(p).unwrap().set_len(2 * FRAME + 5).unwrap()
     });
 }
 
 #[test]
 fn torn_payload_of_the_final_record_is_truncated_on_open() {
     assert_torn_tail_is_truncated(|p| {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(p)
-            .unwrap()
-            .set_len(3 * FRAME - 1)
-            .unwrap()
+        std::fs::OpenOptions::new().write(true).open(p).unwrap().set_len(3 * FRAME - 1).unwrap()
     });
 }
 
@@ -111,10 +97,7 @@ fn crc_corruption_in_the_middle_is_reported_with_file_and_offset() {
     patch(&segment_path(tmp.path(), 0), (FRAME + 9) as usize, b"X");
     let err = try_open(tmp.path(), options(100 * FRAME)).unwrap_err();
     let message = err.to_string();
-    assert!(
-        message.contains(&*segment_path(tmp.path(), 0).to_string_lossy()),
-        "{message}"
-    );
+    assert!(message.contains(&*segment_path(tmp.path(), 0).to_string_lossy()), "{message}");
     assert!(message.contains(&format!("offset {FRAME}")), "{message}");
     assert!(message.contains("kcoord serve --repair"), "{message}");
     let (file, offset, reason) = corrupt_at(err);
@@ -156,10 +139,7 @@ fn repair_of_a_non_last_segment_drops_every_later_segment() {
     patch(&segment_path(tmp.path(), 2), (2 * FRAME - 1) as usize, b"!");
     let (mut log, seen) = open(tmp.path(), repairing(2 * FRAME));
     assert_eq!(payloads(&seen), (0..3).map(record).collect::<Vec<_>>());
-    assert_eq!(
-        files(tmp.path()),
-        vec!["00000000000000000000.log", "00000000000000000002.log"]
-    );
+    assert_eq!(files(tmp.path()), vec!["00000000000000000000.log", "00000000000000000002.log"]);
     assert_eq!(log.end(), 3);
     let loc = log.append(&[b"new"]).unwrap()[0];
     assert_eq!((loc.index, loc.segment_base, loc.position), (3, 2, FRAME));
@@ -170,12 +150,7 @@ fn torn_tail_in_a_non_last_segment_is_corruption() {
     let tmp = tempfile::tempdir().unwrap();
     log_with(tmp.path(), 4, 2);
     let first = segment_path(tmp.path(), 0);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&first)
-        .unwrap()
-        .set_len(2 * FRAME - 1)
-        .unwrap();
+    std::fs::OpenOptions::new().write(true).open(&first).unwrap().set_len(2 * FRAME - 1).unwrap();
     let (file, offset, _) = corrupt_at(try_open(tmp.path(), options(2 * FRAME)).unwrap_err());
     assert_eq!((file.as_str(), offset), ("00000000000000000000.log", FRAME));
 }
@@ -187,10 +162,7 @@ fn a_gap_between_segments_is_corruption() {
     std::fs::remove_file(segment_path(tmp.path(), 2)).unwrap();
     let (file, offset, reason) = corrupt_at(try_open(tmp.path(), options(2 * FRAME)).unwrap_err());
     assert_eq!((file.as_str(), offset), ("00000000000000000004.log", 0));
-    assert!(
-        reason.contains("index 4") && reason.contains("index 2"),
-        "{reason}"
-    );
+    assert!(reason.contains("index 4") && reason.contains("index 2"), "{reason}");
 }
 
 #[test]
@@ -234,11 +206,7 @@ fn zero_length_field_followed_by_data_is_corruption() {
 fn length_beyond_the_maximum_is_corruption_even_at_the_tail() {
     let tmp = tempfile::tempdir().unwrap();
     log_with(tmp.path(), 2, 100);
-    patch(
-        &segment_path(tmp.path(), 0),
-        FRAME as usize,
-        &u32::MAX.to_be_bytes(),
-    );
+    patch(&segment_path(tmp.path(), 0), FRAME as usize, &u32::MAX.to_be_bytes());
     let (_, offset, reason) = corrupt_at(try_open(tmp.path(), options(100 * FRAME)).unwrap_err());
     assert_eq!(offset, FRAME);
     assert!(reason.contains("exceeds"), "{reason}");

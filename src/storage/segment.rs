@@ -45,9 +45,7 @@ pub(crate) fn parse_index(digits: &str) -> Option<u64> {
 
 /// Milliseconds since the Unix epoch, 0 for times before it.
 pub(crate) fn millis_since_epoch(time: SystemTime) -> u64 {
-    time.duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+    time.duration_since(SystemTime::UNIX_EPOCH).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).unwrap_or(0)
 }
 
 /// An open segment file and what we know about it.
@@ -72,13 +70,7 @@ impl Segment {
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
         let meta = file.metadata()?;
         let modified_ms = meta.modified().map(millis_since_epoch).unwrap_or(0);
-        Ok(Segment {
-            base,
-            path,
-            file: Arc::new(file),
-            bytes: meta.len(),
-            modified_ms,
-        })
+        Ok(Segment { base, path, file: Arc::new(file), bytes: meta.len(), modified_ms })
     }
 
     /// Creates an empty segment file, replacing any leftover file of the same
@@ -86,19 +78,8 @@ impl Segment {
     /// caller fsyncs the directory.
     pub fn create(dir: &Path, base: u64) -> io::Result<Segment> {
         let path = dir.join(segment_file_name(base));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
-        Ok(Segment {
-            base,
-            path,
-            file: Arc::new(file),
-            bytes: 0,
-            modified_ms: millis_since_epoch(SystemTime::now()),
-        })
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
+        Ok(Segment { base, path, file: Arc::new(file), bytes: 0, modified_ms: millis_since_epoch(SystemTime::now()) })
     }
 
     /// Cuts the file at `len` and makes the cut durable before anything is
@@ -131,13 +112,7 @@ impl Segment {
                     visit(location, payload).map_err(LogError::Visit)?;
                     records += 1;
                 }
-                Scanned::Stop(stop) => {
-                    return Ok(SegmentScan {
-                        records,
-                        stop,
-                        stop_offset: scanner.position(),
-                    })
-                }
+                Scanned::Stop(stop) => return Ok(SegmentScan { records, stop, stop_offset: scanner.position() }),
             }
         }
     }
@@ -186,10 +161,7 @@ mod tests {
     fn segment_names_are_zero_padded_and_parse_back() {
         assert_eq!(segment_file_name(42), "00000000000000000042.log");
         assert_eq!(parse_segment_file_name(&segment_file_name(42)), Some(42));
-        assert_eq!(
-            parse_segment_file_name(&segment_file_name(u64::MAX)),
-            Some(u64::MAX)
-        );
+        assert_eq!(parse_segment_file_name(&segment_file_name(u64::MAX)), Some(u64::MAX));
     }
 
     #[test]
@@ -209,15 +181,9 @@ mod tests {
 
     #[test]
     fn names_sort_in_index_order() {
-        let mut names: Vec<String> = [100u64, 9, 10_000, 0]
-            .iter()
-            .map(|&b| segment_file_name(b))
-            .collect();
+        let mut names: Vec<String> = [100u64, 9, 10_000, 0].iter().map(|&b| segment_file_name(b)).collect();
         names.sort();
-        let bases: Vec<u64> = names
-            .iter()
-            .filter_map(|n| parse_segment_file_name(n))
-            .collect();
+        let bases: Vec<u64> = names.iter().filter_map(|n| parse_segment_file_name(n)).collect();
         assert_eq!(bases, vec![0, 9, 100, 10_000]);
     }
 }

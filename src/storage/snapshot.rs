@@ -36,10 +36,7 @@ pub(crate) fn snapshot_file_name(base: u64) -> String {
 
 /// The base of a snapshot file name, or None for any other file.
 pub(crate) fn parse_snapshot_file_name(name: &str) -> Option<u64> {
-    parse_index(
-        name.strip_prefix(SNAPSHOT_PREFIX)?
-            .strip_suffix(SNAPSHOT_SUFFIX)?,
-    )
+    parse_index(name.strip_prefix(SNAPSHOT_PREFIX)?.strip_suffix(SNAPSHOT_SUFFIX)?)
 }
 
 /// Whether `name` is a temporary file that only a crash can have left behind.
@@ -116,19 +113,13 @@ impl SnapshotPlan {
     /// (non-empty, at most [`MAX_RECORD_BYTES`](super::frame::MAX_RECORD_BYTES)).
     /// On error the temporary file is removed and nothing else changed.
     pub fn write(self, payloads: &mut dyn Iterator<Item = Vec<u8>>) -> io::Result<SnapshotDone> {
-        let tmp = self
-            .dir
-            .join(format!("{}{TMP_SUFFIX}", snapshot_file_name(self.base)));
+        let tmp = self.dir.join(format!("{}{TMP_SUFFIX}", snapshot_file_name(self.base)));
         let fin = self.dir.join(snapshot_file_name(self.base));
         match write_file(&tmp, payloads) {
             Ok((records, bytes)) => {
                 fs::rename(&tmp, &fin)?;
                 fsync_dir(&self.dir)?;
-                Ok(SnapshotDone {
-                    base: self.base,
-                    records,
-                    bytes,
-                })
+                Ok(SnapshotDone { base: self.base, records, bytes })
             }
             Err(err) => {
                 // Best effort: a leftover .tmp is deleted at the next open anyway.
@@ -142,11 +133,7 @@ impl SnapshotPlan {
 /// Writes and fsyncs the framed payloads plus trailer; returns the record
 /// count and file size.
 fn write_file(path: &Path, payloads: &mut dyn Iterator<Item = Vec<u8>>) -> io::Result<(u64, u64)> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)?;
+    let file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
     let mut out = BufWriter::with_capacity(IO_BUFFER, file);
     let mut records = 0u64;
     for payload in payloads {
@@ -185,29 +172,19 @@ pub(crate) fn validate(dir: &Path, base: u64) -> io::Result<Result<SnapshotMeta,
     let path = dir.join(snapshot_file_name(base));
     let file = File::open(&path)?;
     let bytes = file.metadata()?.len();
-    let mut scanner = FrameScanner::new(
-        BufReader::with_capacity(IO_BUFFER, PositionalReader::new(&file)),
-        bytes,
-    );
+    let mut scanner = FrameScanner::new(BufReader::with_capacity(IO_BUFFER, PositionalReader::new(&file)), bytes);
     let mut frames = 0u64;
     // The trailer count and offset of the most recent frame, if it was one.
     let mut last_trailer: Option<(u64, u64)> = None;
     loop {
         match scanner.next_frame()? {
             Scanned::Record { position, payload } => {
-                last_trailer = parse_trailer(payload)
-                    .filter(|&count| count == frames)
-                    .map(|count| (count, position));
+                last_trailer = parse_trailer(payload).filter(|&count| count == frames).map(|count| (count, position));
                 frames += 1;
             }
             Scanned::Stop(Stop::End) => {
                 return Ok(match last_trailer {
-                    Some((records, _)) => Ok(SnapshotMeta {
-                        base,
-                        path,
-                        records,
-                        bytes,
-                    }),
+                    Some((records, _)) => Ok(SnapshotMeta { base, path, records, bytes }),
                     None => Err(InvalidSnapshot {
                         offset: bytes,
                         reason: "snapshot has no valid trailer (incomplete or damaged)".to_string(),
@@ -231,10 +208,7 @@ pub(crate) fn validate(dir: &Path, base: u64) -> io::Result<Result<SnapshotMeta,
 /// changed in between, that is reported as corruption.
 pub(crate) fn replay(meta: &SnapshotMeta, visit: &mut Visitor<'_>) -> Result<(), LogError> {
     let file = File::open(&meta.path).map_err(LogError::io(&meta.path))?;
-    let mut scanner = FrameScanner::new(
-        BufReader::with_capacity(IO_BUFFER, PositionalReader::new(&file)),
-        meta.bytes,
-    );
+    let mut scanner = FrameScanner::new(BufReader::with_capacity(IO_BUFFER, PositionalReader::new(&file)), meta.bytes);
     for _ in 0..meta.records {
         match scanner.next_frame().map_err(LogError::io(&meta.path))? {
             Scanned::Record { position, payload } => {
@@ -264,10 +238,7 @@ mod tests {
     use crate::storage::frame::encode_frame;
 
     fn plan(dir: &Path, base: u64) -> SnapshotPlan {
-        SnapshotPlan {
-            dir: dir.to_path_buf(),
-            base,
-        }
+        SnapshotPlan { dir: dir.to_path_buf(), base }
     }
 
     fn read_back(dir: &Path, base: u64) -> Vec<(Location, Vec<u8>)> {
@@ -286,31 +257,21 @@ mod tests {
         assert_eq!(snapshot_file_name(7), "snapshot-00000000000000000007.snap");
         assert_eq!(parse_snapshot_file_name(&snapshot_file_name(7)), Some(7));
         assert_eq!(parse_snapshot_file_name("snapshot-7.snap"), None);
-        assert_eq!(
-            parse_snapshot_file_name("snapshot-00000000000000000007.snap.tmp"),
-            None
-        );
+        assert_eq!(parse_snapshot_file_name("snapshot-00000000000000000007.snap.tmp"), None);
         assert!(is_tmp_file_name("snapshot-00000000000000000007.snap.tmp"));
     }
 
     #[test]
     fn written_snapshot_replays_its_records_at_its_base() {
         let dir = tempfile::tempdir().unwrap();
-        let done = plan(dir.path(), 5)
-            .write(&mut vec![b"a".to_vec(), b"bc".to_vec()].into_iter())
-            .unwrap();
+        let done = plan(dir.path(), 5).write(&mut vec![b"a".to_vec(), b"bc".to_vec()].into_iter()).unwrap();
         assert_eq!((done.base(), done.records()), (5, 2));
         assert_eq!(done.bytes(), 9 + 10 + 8 + 16);
-        assert!(!dir
-            .path()
-            .join("snapshot-00000000000000000005.snap.tmp")
-            .exists());
+        assert!(!dir.path().join("snapshot-00000000000000000005.snap.tmp").exists());
         let seen = read_back(dir.path(), 5);
         let payloads: Vec<&[u8]> = seen.iter().map(|(_, p)| p.as_slice()).collect();
         assert_eq!(payloads, vec![&b"a"[..], b"bc"]);
-        assert!(seen
-            .iter()
-            .all(|(l, _)| l.index == 5 && l.segment_base == u64::MAX));
+        assert!(seen.iter().all(|(l, _)| l.index == 5 && l.segment_base == u64::MAX));
         assert_eq!(seen[1].0.position, 9);
     }
 
@@ -325,9 +286,7 @@ mod tests {
     fn user_records_that_look_like_trailers_are_just_records() {
         let dir = tempfile::tempdir().unwrap();
         let fake = trailer(0).to_vec();
-        plan(dir.path(), 3)
-            .write(&mut vec![fake.clone(), fake.clone()].into_iter())
-            .unwrap();
+        plan(dir.path(), 3).write(&mut vec![fake.clone(), fake.clone()].into_iter()).unwrap();
         let seen = read_back(dir.path(), 3);
         assert_eq!(seen.len(), 2);
         assert!(seen.iter().all(|(_, p)| *p == fake));
@@ -356,9 +315,7 @@ mod tests {
     #[test]
     fn damaged_snapshot_is_invalid_at_the_damaged_frame() {
         let dir = tempfile::tempdir().unwrap();
-        plan(dir.path(), 2)
-            .write(&mut vec![b"one".to_vec(), b"two".to_vec()].into_iter())
-            .unwrap();
+        plan(dir.path(), 2).write(&mut vec![b"one".to_vec(), b"two".to_vec()].into_iter()).unwrap();
         let path = dir.path().join(snapshot_file_name(2));
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[12] ^= 0xff;
@@ -370,9 +327,7 @@ mod tests {
     #[test]
     fn empty_payload_fails_the_write_and_leaves_no_file() {
         let dir = tempfile::tempdir().unwrap();
-        let err = plan(dir.path(), 0)
-            .write(&mut vec![b"ok".to_vec(), Vec::new()].into_iter())
-            .unwrap_err();
+        let err = plan(dir.path(), 0).write(&mut vec![b"ok".to_vec(), Vec::new()].into_iter()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }

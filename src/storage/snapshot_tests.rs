@@ -65,26 +65,12 @@ fn snapshot_then_reopen_replays_snapshot_records_then_later_segments() {
     let base = snapshot(&mut log, &state(&["state-a", "state-b"]), true);
     assert_eq!(base, 5);
     assert_eq!((log.start(), log.end(), log.synced()), (5, 5, 5));
-    assert_eq!(
-        files(tmp.path()),
-        vec![
-            "00000000000000000005.log",
-            "snapshot-00000000000000000005.snap"
-        ]
-    );
+    assert_eq!(files(tmp.path()), vec!["00000000000000000005.log", "snapshot-00000000000000000005.snap"]);
     append_records(&mut log, 5..8);
     drop(log);
 
     let (mut log, seen) = open(tmp.path(), options(2 * FRAME));
-    assert_eq!(
-        seen[0].0,
-        Location {
-            index: 5,
-            segment_base: u64::MAX,
-            position: 0,
-            payload_len: 7
-        }
-    );
+    assert_eq!(seen[0].0, Location { index: 5, segment_base: u64::MAX, position: 0, payload_len: 7 });
     let (snap, rest) = split(&seen, 5);
     assert_eq!(snap, state(&["state-a", "state-b"]));
     assert_eq!(rest, records(5..8));
@@ -97,32 +83,17 @@ fn finishing_a_snapshot_deletes_covered_segments_and_older_snapshots() {
     let tmp = tempfile::tempdir().unwrap();
     let (mut log, _) = open(tmp.path(), options(FRAME));
     append_records(&mut log, 0..3);
-    assert_eq!(
-        (log.snapshot_bytes(), log.bytes_since_snapshot()),
-        (0, 3 * FRAME)
-    );
+    assert_eq!((log.snapshot_bytes(), log.bytes_since_snapshot()), (0, 3 * FRAME));
 
     snapshot(&mut log, &state(&["one"]), true);
     let first_snapshot = file_len(&snapshot_path(tmp.path(), 3));
-    assert_eq!(
-        (log.snapshot_bytes(), log.bytes_since_snapshot()),
-        (first_snapshot, 0)
-    );
+    assert_eq!((log.snapshot_bytes(), log.bytes_since_snapshot()), (first_snapshot, 0));
     append_records(&mut log, 3..5);
     assert_eq!(log.bytes_since_snapshot(), 2 * FRAME);
 
     snapshot(&mut log, &state(&["one", "two"]), true);
-    assert_eq!(
-        files(tmp.path()),
-        vec![
-            "00000000000000000005.log",
-            "snapshot-00000000000000000005.snap"
-        ]
-    );
-    assert_eq!(
-        log.snapshot_bytes(),
-        file_len(&snapshot_path(tmp.path(), 5))
-    );
+    assert_eq!(files(tmp.path()), vec!["00000000000000000005.log", "snapshot-00000000000000000005.snap"]);
+    assert_eq!(log.snapshot_bytes(), file_len(&snapshot_path(tmp.path(), 5)));
     assert_eq!(log.bytes_since_snapshot(), 0);
     assert_eq!(log.start(), 5);
 }
@@ -133,13 +104,7 @@ fn snapshot_of_an_empty_active_segment_does_not_roll() {
     let (mut log, _) = open(tmp.path(), options(1024));
     assert_eq!(snapshot(&mut log, &[], true), 0);
     assert_eq!(snapshot(&mut log, &state(&["replaced"]), true), 0);
-    assert_eq!(
-        files(tmp.path()),
-        vec![
-            "00000000000000000000.log",
-            "snapshot-00000000000000000000.snap"
-        ]
-    );
+    assert_eq!(files(tmp.path()), vec!["00000000000000000000.log", "snapshot-00000000000000000000.snap"]);
     drop(log);
     let (_, seen) = open(tmp.path(), options(1024));
     assert_eq!(split(&seen, 0), (state(&["replaced"]), vec![]));
@@ -177,18 +142,9 @@ fn crash_after_the_rename_before_deleting_segments_is_finished_at_open() {
 
     let (log, seen) = open(tmp.path(), options(2 * FRAME));
     assert_eq!(split(&seen, base), (state(&["new"]), records(6..7)));
-    assert_eq!(
-        files(tmp.path()),
-        vec![
-            "00000000000000000006.log",
-            "snapshot-00000000000000000006.snap"
-        ]
-    );
+    assert_eq!(files(tmp.path()), vec!["00000000000000000006.log", "snapshot-00000000000000000006.snap"]);
     assert_eq!(log.start(), 6);
-    assert_eq!(
-        log.snapshot_bytes(),
-        file_len(&snapshot_path(tmp.path(), 6))
-    );
+    assert_eq!(log.snapshot_bytes(), file_len(&snapshot_path(tmp.path(), 6)));
 }
 
 #[test]
@@ -257,13 +213,7 @@ fn valid_snapshot_whose_next_segment_is_missing_is_corruption() {
     // Repair starts from the snapshot and drops the records after the hole.
     let (mut log, seen) = open(tmp.path(), repairing(2 * FRAME));
     assert_eq!(split(&seen, 1), (state(&["s"]), vec![]));
-    assert_eq!(
-        files(tmp.path()),
-        vec![
-            "00000000000000000001.log",
-            "snapshot-00000000000000000001.snap"
-        ]
-    );
+    assert_eq!(files(tmp.path()), vec!["00000000000000000001.log", "snapshot-00000000000000000001.snap"]);
     assert_eq!(log.append(&[b"x"]).unwrap()[0].index, 1);
 }
 
@@ -276,12 +226,7 @@ fn torn_tail_after_a_snapshot_is_truncated() {
     append_records(&mut log, 2..4);
     drop(log);
     let active = segment_path(tmp.path(), 2);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&active)
-        .unwrap()
-        .set_len(2 * FRAME - 3)
-        .unwrap();
+    std::fs::OpenOptions::new().write(true).open(&active).unwrap().set_len(2 * FRAME - 3).unwrap();
 
     let (_, seen) = open(tmp.path(), options(100 * FRAME));
     assert_eq!(split(&seen, 2), (state(&["s"]), records(2..3)));
@@ -323,18 +268,8 @@ fn visitor_sees_snapshot_records_with_their_file_positions() {
     assert_eq!(
         locations,
         vec![
-            Location {
-                index: 1,
-                segment_base: Location::SNAPSHOT,
-                position: 0,
-                payload_len: 2
-            },
-            Location {
-                index: 1,
-                segment_base: Location::SNAPSHOT,
-                position: 10,
-                payload_len: 3
-            },
+            Location { index: 1, segment_base: Location::SNAPSHOT, position: 0, payload_len: 2 },
+            Location { index: 1, segment_base: Location::SNAPSHOT, position: 10, payload_len: 3 },
         ]
     );
 }

@@ -11,17 +11,11 @@ use super::snapshot::snapshot_file_name;
 pub(crate) type Replayed = Vec<(Location, Vec<u8>)>;
 
 pub(crate) fn options(segment_bytes: u64) -> LogOptions {
-    LogOptions {
-        segment_bytes,
-        repair: false,
-    }
+    LogOptions { segment_bytes, repair: false }
 }
 
 pub(crate) fn repairing(segment_bytes: u64) -> LogOptions {
-    LogOptions {
-        segment_bytes,
-        repair: true,
-    }
+    LogOptions { segment_bytes, repair: true }
 }
 
 /// Opens the log and collects everything replayed.
@@ -50,9 +44,7 @@ pub(crate) fn record(i: u64) -> Vec<u8> {
 
 /// Appends records `range` one batch each, returning their locations.
 pub(crate) fn append_records(log: &mut Log, range: std::ops::Range<u64>) -> Vec<Location> {
-    range
-        .flat_map(|i| log.append(&[&record(i)]).unwrap())
-        .collect()
+    range.flat_map(|i| log.append(&[&record(i)]).unwrap()).collect()
 }
 
 pub(crate) fn segment_path(dir: &Path, base: u64) -> PathBuf {
@@ -65,10 +57,8 @@ pub(crate) fn snapshot_path(dir: &Path, base: u64) -> PathBuf {
 
 /// Sorted names of the files in `dir`.
 pub(crate) fn files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     names
 }

@@ -161,7 +161,10 @@ impl Catalog {
     ) -> Result<TopicInfo, CatalogError> {
         validate_topic_name(name).map_err(|m| CatalogError::new(ErrorCode::INVALID_TOPIC_EXCEPTION, m))?;
         if partitions < 1 {
-            return Err(CatalogError::new(ErrorCode::INVALID_PARTITIONS, "Number of partitions must be larger than 0."));
+            return Err(CatalogError::new(
+                ErrorCode::INVALID_PARTITIONS,
+                "Number of partitions must be larger than 0.",
+            ));
         }
         if partitions > MAX_PARTITIONS {
             return Err(CatalogError::new(
@@ -171,10 +174,7 @@ impl Catalog {
         }
         let mut s = self.write();
         if s.by_name.contains_key(name) {
-            return Err(CatalogError::new(
-                ErrorCode::TOPIC_ALREADY_EXISTS,
-                format!("Topic '{name}' already exists."),
-            ));
+            return Err(CatalogError::new(ErrorCode::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")));
         }
         if let Some(existing) = s.by_name.keys().find(|n| collides(n, name)) {
             return Err(CatalogError::new(
@@ -220,10 +220,9 @@ impl Catalog {
     /// Removes a topic; returns it.
     pub fn delete(&self, name: &str) -> Result<TopicInfo, CatalogError> {
         let mut s = self.write();
-        let info = s
-            .by_name
-            .remove(name)
-            .ok_or_else(|| CatalogError::new(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."))?;
+        let info = s.by_name.remove(name).ok_or_else(|| {
+            CatalogError::new(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        })?;
         s.by_id.remove(&info.id);
         if let Err(e) = self.persist(&s) {
             s.by_id.insert(info.id, info.name.clone());

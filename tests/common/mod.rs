@@ -174,10 +174,7 @@ impl Client {
     /// True if the server closed the connection (reads EOF or reset).
     pub async fn is_closed(&mut self) -> bool {
         let mut buf = [0u8; 1];
-        matches!(
-            tokio::time::timeout(DEADLINE, self.stream.read(&mut buf)).await,
-            Ok(Ok(0)) | Ok(Err(_))
-        )
+        matches!(tokio::time::timeout(DEADLINE, self.stream.read(&mut buf)).await, Ok(Ok(0)) | Ok(Err(_)))
     }
 }
 

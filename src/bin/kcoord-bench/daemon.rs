@@ -90,8 +90,12 @@ fn write_offsets(dir: &Path, n: u64, shards: u32) -> std::io::Result<()> {
     let root = dir.join("coordinator");
     let mut logs: Vec<Log> = (0..shards)
         .map(|i| {
-            Log::open(&root.join(format!("shard-{i:04}")), LogOptions { segment_bytes: 104_857_600, repair: false }, &mut |_, _| Ok(()))
-                .map_err(std::io::Error::other)
+            Log::open(
+                &root.join(format!("shard-{i:04}")),
+                LogOptions { segment_bytes: 104_857_600, repair: false },
+                &mut |_, _| Ok(()),
+            )
+            .map_err(std::io::Error::other)
         })
         .collect::<Result<_, _>>()?;
     let mut batch: Vec<Vec<Bytes>> = vec![Vec::new(); shards as usize];
@@ -103,7 +107,13 @@ fn write_offsets(dir: &Path, n: u64, shards: u32) -> std::io::Result<()> {
             &group,
             "t",
             (i % 100) as i32,
-            OffsetValue { offset: i as i64, leader_epoch: 0, metadata: String::new(), commit_timestamp: now, expire_timestamp: None },
+            OffsetValue {
+                offset: i as i64,
+                leader_epoch: 0,
+                metadata: String::new(),
+                commit_timestamp: now,
+                expire_timestamp: None,
+            },
         );
         batch[shard].push(records::encode(&rec, now));
         if batch[shard].len() >= 1024 {
@@ -133,7 +143,8 @@ pub async fn recovery(bin: &Path, records_n: u64, shards: u32) -> Result<Report,
     let bytes: u64 = dir_size(&data);
     let spawn_at = Instant::now();
     let d = spawn(bin, &data, &["--set", &format!("offsets.partitions={shards}")])?;
-    let reported = d.wait_ready(Duration::from_secs(600)).ok_or_else(|| ClientError::Timeout(Duration::from_secs(600)))?;
+    let reported =
+        d.wait_ready(Duration::from_secs(600)).ok_or_else(|| ClientError::Timeout(Duration::from_secs(600)))?;
     let wall = spawn_at.elapsed();
     let mut r = Report::new("recovery", json!({"records": records_n, "shards": shards, "log_bytes": bytes}));
     r.metric("load_ms", reported as f64, "ms");
@@ -147,12 +158,25 @@ pub async fn recovery(bin: &Path, records_n: u64, shards: u32) -> Result<Report,
     Ok(r)
 }
 
-pub async fn memory(bin: &Path, groups: usize, members: usize, partitions: i32, per_conn: usize) -> Result<Report, ClientError> {
+pub async fn memory(
+    bin: &Path,
+    groups: usize,
+    members: usize,
+    partitions: i32,
+    per_conn: usize,
+) -> Result<Report, ClientError> {
     let tmp = tempdir()?;
     let d = spawn(
         bin,
         &tmp.join("data"),
-        &["--set", "storage.fsync=never", "--set", "group.initial_rebalance_delay_ms=1000", "--set", "server.max_connections=100000"],
+        &[
+            "--set",
+            "storage.fsync=never",
+            "--set",
+            "group.initial_rebalance_delay_ms=1000",
+            "--set",
+            "server.max_connections=100000",
+        ],
     )?;
     d.wait_ready(Duration::from_secs(60));
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -169,7 +193,8 @@ pub async fn memory(bin: &Path, groups: usize, members: usize, partitions: i32, 
     // Offsets first, while the groups are Empty: Kafka accepts commits
     // without a member id only then (a Stable group answers UNKNOWN_MEMBER_ID).
     scenarios::ensure_topic(&common.bootstrap, "memtopic", partitions).await?;
-    let mut conn = kcoord::protocol::client::Connection::connect_negotiated(&common.bootstrap, "kcoord-bench-mem").await?;
+    let mut conn =
+        kcoord::protocol::client::Connection::connect_negotiated(&common.bootstrap, "kcoord-bench-mem").await?;
     let v = conn.version::<kafka_protocol::messages::OffsetCommitRequest>(2, 7)?;
     for g in &names {
         let req = kafka_protocol::messages::OffsetCommitRequest::default()
@@ -179,12 +204,19 @@ pub async fn memory(bin: &Path, groups: usize, members: usize, partitions: i32, 
                 .with_name(kafka_protocol::messages::TopicName(kcoord::protocol::client::s("memtopic")))
                 .with_partitions(
                     (0..partitions)
-                        .map(|p| kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition::default().with_partition_index(p).with_committed_offset(p as i64))
+                        .map(|p| {
+                            kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(p as i64)
+                        })
                         .collect(),
                 )]);
         let r = conn.call(&req, v).await?;
         if let Some(p) = r.topics.iter().flat_map(|t| &t.partitions).find(|p| p.error_code != 0) {
-            return Err(ClientError::Io(std::io::Error::other(format!("commit to {g} failed with error {}", p.error_code))));
+            return Err(ClientError::Io(std::io::Error::other(format!(
+                "commit to {g} failed with error {}",
+                p.error_code
+            ))));
         }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -195,7 +227,10 @@ pub async fn memory(bin: &Path, groups: usize, members: usize, partitions: i32, 
     let with_members = d.rss();
     let n_members = (groups * members) as f64;
     let n_offsets = (groups as f64) * partitions as f64;
-    let mut r = Report::new("memory", json!({"groups": groups, "members": members, "partitions": partitions, "members_per_connection": per_conn}));
+    let mut r = Report::new(
+        "memory",
+        json!({"groups": groups, "members": members, "partitions": partitions, "members_per_connection": per_conn}),
+    );
     r.metric("rss_base_mb", base as f64 / 1e6, "MB");
     r.metric("rss_final_mb", with_members as f64 / 1e6, "MB");
     r.metric("bytes_per_offset", (with_offsets.saturating_sub(base)) as f64 / n_offsets.max(1.0), "B");

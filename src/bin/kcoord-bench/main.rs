@@ -174,12 +174,16 @@ fn main() -> ExitCode {
             Scenario::Commit { groups, members, partitions, metadata_bytes, topic } => {
                 scenarios::commit(&common, *groups, *members, *partitions, *metadata_bytes, topic).await
             }
-            Scenario::Rebalance { members, change, rounds } => scenarios::rebalance(&common, *members, change, *rounds).await,
+            Scenario::Rebalance { members, change, rounds } => {
+                scenarios::rebalance(&common, *members, change, *rounds).await
+            }
             Scenario::JoinStorm { groups, members } => scenarios::join_storm(&common, *groups, *members).await,
             Scenario::FetchOffsets { groups, partitions, connections, topic } => {
                 scenarios::fetch_offsets(&common, *groups, *partitions, *connections, topic).await
             }
-            Scenario::Recovery { kcoord_bin, records, shards } => daemon::recovery(kcoord_bin, (*records).min(100_000_000), *shards).await,
+            Scenario::Recovery { kcoord_bin, records, shards } => {
+                daemon::recovery(kcoord_bin, (*records).min(100_000_000), *shards).await
+            }
             Scenario::Memory { kcoord_bin, groups, members, partitions } => {
                 daemon::memory(kcoord_bin, *groups, *members, *partitions, common.members_per_connection).await
             }

@@ -46,7 +46,8 @@ where
     let start = Instant::now();
     let run = &run;
     let futures = swarm.lanes.iter_mut().map(|lane| {
-        let members: Vec<Member> = lane.members.iter().map(|i| all[*i].clone()).filter(|m| m.phase != Phase::Left).collect();
+        let members: Vec<Member> =
+            lane.members.iter().map(|i| all[*i].clone()).filter(|m| m.phase != Phase::Left).collect();
         run(&mut lane.conn, members)
     });
     let mut total = LaneResult::default();
@@ -75,8 +76,16 @@ pub async fn heartbeat(c: &Common, groups: usize, members: usize) -> Result<Repo
                 )
             })
             .collect::<Result<Vec<_>, _>>()?;
-        load::run::<HeartbeatRequest>(conn, &templates, v.heartbeat, c.depth, Instant::now() + c.duration, c.max_requests, |r| (r.error_code, 1))
-            .await
+        load::run::<HeartbeatRequest>(
+            conn,
+            &templates,
+            v.heartbeat,
+            c.depth,
+            Instant::now() + c.duration,
+            c.max_requests,
+            |r| (r.error_code, 1),
+        )
+        .await
     })
     .await?;
     let mut r = Report::new(
@@ -96,18 +105,30 @@ pub async fn ensure_topic(bootstrap: &str, topic: &str, partitions: i32) -> Resu
     let mut conn = Connection::connect_negotiated(bootstrap, "kcoord-bench-admin").await?;
     let mv = conn.version::<MetadataRequest>(1, 9)?;
     let md = conn
-        .call(&MetadataRequest::default().with_topics(Some(vec![metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(s(topic))))])).with_allow_auto_topic_creation(false), mv)
+        .call(
+            &MetadataRequest::default()
+                .with_topics(Some(vec![
+                    metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(s(topic))))
+                ]))
+                .with_allow_auto_topic_creation(false),
+            mv,
+        )
         .await?;
     if md.topics.first().is_some_and(|t| t.error_code == 0 && t.partitions.len() as i32 >= partitions) {
         return Ok(());
     }
     let cv = conn.version::<CreateTopicsRequest>(2, 5).map_err(|_| {
-        ClientError::Decode(format!("topic {topic} with {partitions} partitions is needed (e.g. kcoord --topic {topic}:{partitions})"))
+        ClientError::Decode(format!(
+            "topic {topic} with {partitions} partitions is needed (e.g. kcoord --topic {topic}:{partitions})"
+        ))
     })?;
     let r = conn
         .call(
             &CreateTopicsRequest::default()
-                .with_topics(vec![CreatableTopic::default().with_name(TopicName(s(topic))).with_num_partitions(partitions).with_replication_factor(1)])
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(TopicName(s(topic)))
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(1)])
                 .with_timeout_ms(30_000),
             cv,
         )
@@ -150,7 +171,14 @@ fn commit_outcome(r: &OffsetCommitResponse) -> (i16, u64) {
     (error, ok)
 }
 
-pub async fn commit(c: &Common, groups: usize, members: usize, partitions: i32, metadata_bytes: usize, topic: &str) -> Result<Report, ClientError> {
+pub async fn commit(
+    c: &Common,
+    groups: usize,
+    members: usize,
+    partitions: i32,
+    metadata_bytes: usize,
+    topic: &str,
+) -> Result<Report, ClientError> {
     ensure_topic(&c.bootstrap, topic, partitions).await?;
     let names = group_names("commit", groups);
     let mut swarm = Swarm::connect(&c.bootstrap, &names, members, c.members_per_connection, 0).await?;
@@ -163,7 +191,16 @@ pub async fn commit(c: &Common, groups: usize, members: usize, partitions: i32, 
             .iter()
             .map(|m| load::template(conn, &commit_request(m, topic, partitions, metadata, false), v.commit))
             .collect::<Result<Vec<_>, _>>()?;
-        load::run::<OffsetCommitRequest>(conn, &templates, v.commit, c.depth, Instant::now() + c.duration, c.max_requests, commit_outcome).await
+        load::run::<OffsetCommitRequest>(
+            conn,
+            &templates,
+            v.commit,
+            c.depth,
+            Instant::now() + c.duration,
+            c.max_requests,
+            commit_outcome,
+        )
+        .await
     })
     .await?;
     let mut r = Report::new(
@@ -178,7 +215,13 @@ pub async fn commit(c: &Common, groups: usize, members: usize, partitions: i32, 
     Ok(r)
 }
 
-pub async fn fetch_offsets(c: &Common, groups: usize, partitions: i32, connections: usize, topic: &str) -> Result<Report, ClientError> {
+pub async fn fetch_offsets(
+    c: &Common,
+    groups: usize,
+    partitions: i32,
+    connections: usize,
+    topic: &str,
+) -> Result<Report, ClientError> {
     ensure_topic(&c.bootstrap, topic, partitions).await?;
     let names = group_names("fetch", groups);
     let mut conns = Vec::new();
@@ -189,7 +232,15 @@ pub async fn fetch_offsets(c: &Common, groups: usize, partitions: i32, connectio
     let fetch_v = conns[0].version::<OffsetFetchRequest>(1, 7)?;
     // Seed each group with `partitions` committed offsets (simple commits).
     for (i, g) in names.iter().enumerate() {
-        let m = Member { group: g.clone(), id: String::new(), generation: -1, phase: Phase::Left, synced_at: None, joined_at: None, last_heartbeat: None };
+        let m = Member {
+            group: g.clone(),
+            id: String::new(),
+            generation: -1,
+            phase: Phase::Left,
+            synced_at: None,
+            joined_at: None,
+            last_heartbeat: None,
+        };
         let conn = &mut conns[i % connections.max(1)];
         let r = conn.call(&commit_request(&m, topic, partitions, "", true), commit_v).await?;
         if commit_outcome(&r).0 != 0 {
@@ -207,17 +258,27 @@ pub async fn fetch_offsets(c: &Common, groups: usize, partitions: i32, connectio
                 .map(|(_, g)| {
                     load::template(
                         conn,
-                        &OffsetFetchRequest::default().with_group_id(GroupId(s(g))).with_topics(Some(vec![OffsetFetchRequestTopic::default()
-                            .with_name(TopicName(s(topic)))
-                            .with_partition_indexes((0..partitions).collect())])),
+                        &OffsetFetchRequest::default().with_group_id(GroupId(s(g))).with_topics(Some(vec![
+                            OffsetFetchRequestTopic::default()
+                                .with_name(TopicName(s(topic)))
+                                .with_partition_indexes((0..partitions).collect()),
+                        ])),
                         fetch_v,
                     )
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            load::run::<OffsetFetchRequest>(conn, &templates, fetch_v, c.depth, Instant::now() + c.duration, c.max_requests, |r| {
-                let n: u64 = r.topics.iter().map(|t| t.partitions.len() as u64).sum();
-                (r.error_code, n)
-            })
+            load::run::<OffsetFetchRequest>(
+                conn,
+                &templates,
+                fetch_v,
+                c.depth,
+                Instant::now() + c.duration,
+                c.max_requests,
+                |r| {
+                    let n: u64 = r.topics.iter().map(|t| t.partitions.len() as u64).sum();
+                    (r.error_code, n)
+                },
+            )
             .await
         }
     });
@@ -279,7 +340,10 @@ pub async fn rebalance(c: &Common, members: usize, change: &str, rounds: usize) 
         v.sort_by(|a, b| a.total_cmp(b));
         v.get(v.len() / 2).copied().unwrap_or(0.0)
     };
-    let mut r = Report::new("rebalance", json!({"members": members, "change": change, "rounds": rounds, "connections": swarm.lanes.len()}));
+    let mut r = Report::new(
+        "rebalance",
+        json!({"members": members, "change": change, "rounds": rounds, "connections": swarm.lanes.len()}),
+    );
     r.metric("first_join_ms", first.as_secs_f64() * 1000.0, "ms");
     r.metric("rebalance_median_ms", ms(&total), "ms");
     r.metric("after_last_rejoin_median_ms", ms(&after_rejoin), "ms");
@@ -307,13 +371,20 @@ async fn wait_for_state(conn: &mut Connection, group: &str, state: &str, timeout
 async fn leave_one(swarm: &mut Swarm, round: usize) -> Result<(), ClientError> {
     let (idx, m) = {
         let ms = swarm.members.lock().unwrap_or_else(|p| p.into_inner());
-        let active: Vec<(usize, Member)> = ms.iter().cloned().enumerate().filter(|(_, m)| m.phase != Phase::Left).collect();
+        let active: Vec<(usize, Member)> =
+            ms.iter().cloned().enumerate().filter(|(_, m)| m.phase != Phase::Left).collect();
         active[round % active.len()].clone()
     };
     let v = swarm.versions;
-    let lane = swarm.lanes.iter_mut().find(|l| l.members.contains(&idx)).ok_or_else(|| ClientError::Decode("no lane".into()))?;
+    let lane = swarm
+        .lanes
+        .iter_mut()
+        .find(|l| l.members.contains(&idx))
+        .ok_or_else(|| ClientError::Decode("no lane".into()))?;
     let req = if v.leave >= 3 {
-        LeaveGroupRequest::default().with_group_id(GroupId(s(&m.group))).with_members(vec![MemberIdentity::default().with_member_id(s(&m.id))])
+        LeaveGroupRequest::default()
+            .with_group_id(GroupId(s(&m.group)))
+            .with_members(vec![MemberIdentity::default().with_member_id(s(&m.id))])
     } else {
         LeaveGroupRequest::default().with_group_id(GroupId(s(&m.group))).with_member_id(s(&m.id))
     };
@@ -327,7 +398,8 @@ pub async fn join_storm(c: &Common, groups: usize, members: usize) -> Result<Rep
     let names = group_names("storm", groups);
     let mut swarm = Swarm::connect(&c.bootstrap, &names, members, c.members_per_connection, 0).await?;
     let took = swarm.settle(c.settle_timeout).await?;
-    let mut r = Report::new("join-storm", json!({"groups": groups, "members": members, "connections": swarm.lanes.len()}));
+    let mut r =
+        Report::new("join-storm", json!({"groups": groups, "members": members, "connections": swarm.lanes.len()}));
     r.metric("all_stable_s", took.as_secs_f64(), "s");
     r.metric("groups_per_sec", groups as f64 / took.as_secs_f64(), "1/s");
     r.metric("members_per_sec", (groups * members) as f64 / took.as_secs_f64(), "1/s");

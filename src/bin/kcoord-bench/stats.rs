@@ -81,11 +81,8 @@ impl Report {
 
     pub fn print(&self, json: bool) {
         if json {
-            let metrics: serde_json::Map<String, serde_json::Value> = self
-                .metrics
-                .iter()
-                .map(|(k, v, _)| (k.clone(), serde_json::json!(v)))
-                .collect();
+            let metrics: serde_json::Map<String, serde_json::Value> =
+                self.metrics.iter().map(|(k, v, _)| (k.clone(), serde_json::json!(v))).collect();
             println!("{}", serde_json::json!({"scenario": self.scenario, "params": self.params, "metrics": metrics}));
         } else {
             println!("== {} {}", self.scenario, self.params);

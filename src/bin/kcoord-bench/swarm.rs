@@ -87,7 +87,13 @@ impl Swarm {
     /// their MEMBER_ID_REQUIRED answer must not queue behind the parked
     /// JoinGroups of the members they are about to join (responses come back
     /// in request order), or the rebalance waits for its timeout.
-    pub async fn connect(bootstrap: &str, groups: &[String], per_group: usize, per_conn: usize, solo: usize) -> Result<Swarm, ClientError> {
+    pub async fn connect(
+        bootstrap: &str,
+        groups: &[String],
+        per_group: usize,
+        per_conn: usize,
+        solo: usize,
+    ) -> Result<Swarm, ClientError> {
         let mut members = Vec::with_capacity(groups.len() * per_group);
         for g in groups {
             for _ in 0..per_group {
@@ -104,7 +110,8 @@ impl Swarm {
         }
         let per_conn = per_conn.max(1);
         let shared = members.len().saturating_sub(solo);
-        let mut ranges: Vec<(usize, usize)> = (0..shared.div_ceil(per_conn)).map(|l| (l * per_conn, ((l + 1) * per_conn).min(shared))).collect();
+        let mut ranges: Vec<(usize, usize)> =
+            (0..shared.div_ceil(per_conn)).map(|l| (l * per_conn, ((l + 1) * per_conn).min(shared))).collect();
         ranges.extend((shared..members.len()).map(|i| (i, i + 1)));
         let mut lanes = Vec::with_capacity(ranges.len());
         let mut versions = None;
@@ -177,7 +184,11 @@ impl Swarm {
     /// the rebalance (left pending; `settle` reads its answer).
     pub async fn start_join(&mut self, mi: usize) -> Result<(), ClientError> {
         let v = self.versions;
-        let lane = self.lanes.iter_mut().find(|l| l.members.contains(&mi)).ok_or_else(|| ClientError::Decode("no lane".into()))?;
+        let lane = self
+            .lanes
+            .iter_mut()
+            .find(|l| l.members.contains(&mi))
+            .ok_or_else(|| ClientError::Decode("no lane".into()))?;
         if !lane.inflight.is_empty() {
             return Err(ClientError::Decode("start_join needs an idle connection".into()));
         }
@@ -324,7 +335,9 @@ fn encode(conn: &mut Connection, sent: Sent, m: &Member, v: Versions) -> Result<
                 .with_rebalance_timeout_ms(REBALANCE_TIMEOUT_MS)
                 .with_member_id(s(&m.id))
                 .with_protocol_type(s("consumer"))
-                .with_protocols(vec![JoinGroupRequestProtocol::default().with_name(s("range")).with_metadata(subscription())]),
+                .with_protocols(vec![JoinGroupRequestProtocol::default()
+                    .with_name(s("range"))
+                    .with_metadata(subscription())]),
             v.join,
         ),
         Sent::Heartbeat(_) => conn.encode(
@@ -360,7 +373,11 @@ async fn handle(
                     let assignments: Vec<SyncGroupRequestAssignment> = r
                         .members
                         .iter()
-                        .map(|x| SyncGroupRequestAssignment::default().with_member_id(x.member_id.clone()).with_assignment(Bytes::from_static(b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff")))
+                        .map(|x| {
+                            SyncGroupRequestAssignment::default()
+                                .with_member_id(x.member_id.clone())
+                                .with_assignment(Bytes::from_static(b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"))
+                        })
                         .collect();
                     let req = SyncGroupRequest::default()
                         .with_group_id(GroupId(s(&m.group)))

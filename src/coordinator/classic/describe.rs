@@ -5,8 +5,8 @@ use crate::coordinator::Groups;
 use super::group::GroupState;
 use crate::cluster::GROUP_AUTHORIZED_OPERATIONS;
 use crate::coordinator::messages::{
-    DescribedGroup, DescribedMember, GroupDetails, GroupSummary, ListGroupsRequest, ListedGroup, MemberDetails, OffsetDetails,
-    ShardStats,
+    DescribedGroup, DescribedMember, GroupDetails, GroupSummary, ListGroupsRequest, ListedGroup, MemberDetails,
+    OffsetDetails, ShardStats,
 };
 use crate::coordinator::store::Store;
 use crate::error_code::ErrorCode;
@@ -58,7 +58,8 @@ pub fn list(groups: &Groups, req: &ListGroupsRequest) -> Vec<ListedGroup> {
     let mut out: Vec<ListedGroup> = groups
         .values()
         .filter(|g| {
-            req.states_filter.is_empty() || req.states_filter.iter().any(|s| *s == g.state.as_str().to_ascii_lowercase())
+            req.states_filter.is_empty()
+                || req.states_filter.iter().any(|s| *s == g.state.as_str().to_ascii_lowercase())
         })
         .map(|g| ListedGroup {
             group_id: g.group_id.clone(),

@@ -333,12 +333,8 @@ impl ClassicGroup {
     /// deterministic.
     pub fn select_protocol(&self) -> Option<String> {
         let n = self.members.len();
-        let candidates: HashSet<&str> = self
-            .supported_protocols
-            .iter()
-            .filter(|(_, c)| **c == n)
-            .map(|(name, _)| name.as_str())
-            .collect();
+        let candidates: HashSet<&str> =
+            self.supported_protocols.iter().filter(|(_, c)| **c == n).map(|(name, _)| name.as_str()).collect();
         if candidates.is_empty() {
             return None;
         }
@@ -483,7 +479,10 @@ impl ClassicGroup {
                 rebalance_timeout_ms: if m.rebalance_timeout == -1 { m.session_timeout } else { m.rebalance_timeout },
                 session_timeout_ms: m.session_timeout,
                 protocol_type: v.protocol_type.clone(),
-                protocols: vec![Protocol { name: v.protocol.clone().unwrap_or_default(), metadata: m.subscription.clone() }],
+                protocols: vec![Protocol {
+                    name: v.protocol.clone().unwrap_or_default(),
+                    metadata: m.subscription.clone(),
+                }],
                 assignment: m.assignment.clone(),
                 awaiting_join: None,
                 awaiting_sync: None,

@@ -7,7 +7,9 @@ use bytes::Bytes;
 
 use super::group::{ClassicGroup, GroupState, Member, ParkedJoin};
 use super::history::Cause;
-use super::rebalance::{self, complete_join_future, maybe_complete_join_phase, maybe_prepare_rebalance_or_complete_join};
+use super::rebalance::{
+    self, complete_join_future, maybe_complete_join_phase, maybe_prepare_rebalance_or_complete_join,
+};
 use super::validate_existing_member;
 use crate::coordinator::core::{Cx, ReplyToken, Response};
 use crate::coordinator::messages::{JoinGroupRequest, JoinGroupResponse, SyncGroupResponse};
@@ -25,7 +27,8 @@ pub fn join_group(groups: &mut Groups, req: JoinGroupRequest, token: ReplyToken,
     if req.group_id.is_empty() {
         return reply(cx, token, JoinGroupResponse::error(ErrorCode::INVALID_GROUP_ID, req.member_id));
     }
-    if req.session_timeout_ms < cx.cfg.min_session_timeout_ms || req.session_timeout_ms > cx.cfg.max_session_timeout_ms {
+    if req.session_timeout_ms < cx.cfg.min_session_timeout_ms || req.session_timeout_ms > cx.cfg.max_session_timeout_ms
+    {
         return reply(cx, token, JoinGroupResponse::error(ErrorCode::INVALID_SESSION_TIMEOUT, req.member_id));
     }
     let is_unknown = req.member_id.is_empty();
@@ -149,7 +152,11 @@ fn join_existing_member(g: &mut ClassicGroup, req: JoinGroupRequest, token: Repl
     }
 }
 
-fn current_generation(g: &ClassicGroup, member_id: String, members: Vec<crate::coordinator::messages::JoinGroupMember>) -> JoinGroupResponse {
+fn current_generation(
+    g: &ClassicGroup,
+    member_id: String,
+    members: Vec<crate::coordinator::messages::JoinGroupMember>,
+) -> JoinGroupResponse {
     JoinGroupResponse {
         error: ErrorCode::NONE,
         generation_id: g.generation_id,
@@ -211,7 +218,12 @@ fn update_member_then_rebalance_or_complete_join(
 ) {
     // A second JoinGroup while one is parked supersedes it; answer the old
     // one so no connection waits forever (Kafka silently drops it).
-    complete_join_future(g, &req.member_id, JoinGroupResponse::error(ErrorCode::REBALANCE_IN_PROGRESS, req.member_id.clone()), cx);
+    complete_join_future(
+        g,
+        &req.member_id,
+        JoinGroupResponse::error(ErrorCode::REBALANCE_IN_PROGRESS, req.member_id.clone()),
+        cx,
+    );
     g.update_member(
         &req.member_id,
         req.protocols,
@@ -242,7 +254,13 @@ fn update_static_member(
     };
     let version = req.version;
     let reason = req.reason.clone();
-    g.update_member(&new_id, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, Some(ParkedJoin { token, version }));
+    g.update_member(
+        &new_id,
+        req.protocols,
+        req.rebalance_timeout_ms,
+        req.session_timeout_ms,
+        Some(ParkedJoin { token, version }),
+    );
     match g.state {
         GroupState::Stable => {
             let selected = g.select_protocol();
@@ -284,7 +302,11 @@ fn update_static_member(
         }
         GroupState::CompletingRebalance => {
             // The leader may already have assigned partitions to the old id.
-            let cause = Cause::StaticMemberReplaced { instance_id: instance.to_string(), old_member_id: old_id, new_member_id: new_id };
+            let cause = Cause::StaticMemberReplaced {
+                instance_id: instance.to_string(),
+                old_member_id: old_id,
+                new_member_id: new_id,
+            };
             rebalance::prepare_rebalance(g, cx, cause);
         }
         GroupState::PreparingRebalance => maybe_complete_join_phase(g, cx),

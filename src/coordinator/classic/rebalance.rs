@@ -249,11 +249,8 @@ pub fn remove_pending_sync_member(g: &mut ClassicGroup, member_id: &str) {
 
 /// Kafka's `propagateAssignment`: answers every parked SyncGroup.
 pub fn propagate_assignment(g: &mut ClassicGroup, error: ErrorCode, cx: &mut Cx) {
-    let (protocol_type, protocol_name) = if error.is_none() {
-        (g.protocol_type.clone(), g.protocol_name.clone())
-    } else {
-        (None, None)
-    };
+    let (protocol_type, protocol_name) =
+        if error.is_none() { (g.protocol_type.clone(), g.protocol_name.clone()) } else { (None, None) };
     let ids: Vec<String> = g.members.keys().cloned().collect();
     for id in ids {
         let Some(m) = g.members.get_mut(&id) else { continue };
@@ -422,7 +419,10 @@ pub fn unload(g: &mut ClassicGroup, now: i64, out: &mut Vec<Reply>) {
             });
         }
         if let Some(t) = m.awaiting_sync.take() {
-            out.push(Reply { token: t, response: Response::Sync(SyncGroupResponse::error(ErrorCode::NOT_COORDINATOR)) });
+            out.push(Reply {
+                token: t,
+                response: Response::Sync(SyncGroupResponse::error(ErrorCode::NOT_COORDINATOR)),
+            });
         }
     }
     g.num_awaiting_join = 0;

@@ -58,7 +58,12 @@ pub fn sync_group(groups: &mut Groups, req: SyncGroupRequest, token: ReplyToken,
         GroupState::PreparingRebalance => reply(cx, token, ErrorCode::REBALANCE_IN_PROGRESS),
         GroupState::CompletingRebalance => {
             // A second SyncGroup while one is parked supersedes it.
-            rebalance::complete_sync_future(g, &member_id, SyncGroupResponse::error(ErrorCode::REBALANCE_IN_PROGRESS), cx);
+            rebalance::complete_sync_future(
+                g,
+                &member_id,
+                SyncGroupResponse::error(ErrorCode::REBALANCE_IN_PROGRESS),
+                cx,
+            );
             if let Some(m) = g.members.get_mut(&member_id) {
                 m.awaiting_sync = Some(token);
             }
@@ -112,7 +117,11 @@ fn complete_with_leader_assignment(g: &mut ClassicGroup, assignments: Vec<(Strin
         Err(e) => {
             tracing::warn!(group = %g.group_id, error = ?e, "failed to store the group's assignment");
             rebalance::reset_and_propagate_assignment_with_error(g, e, cx);
-            rebalance::maybe_prepare_rebalance_or_complete_join(g, cx, Cause::AssignmentWriteFailed { error: e.name().to_string() });
+            rebalance::maybe_prepare_rebalance_or_complete_join(
+                g,
+                cx,
+                Cause::AssignmentWriteFailed { error: e.name().to_string() },
+            );
         }
     }
 }

@@ -691,7 +691,12 @@ fn batch_leave_reports_each_member() {
     let errors: Vec<ErrorCode> = r.members.iter().map(|m| m.error).collect();
     assert_eq!(
         errors,
-        vec![ErrorCode::NONE, ErrorCode::FENCED_INSTANCE_ID, ErrorCode::UNKNOWN_MEMBER_ID, ErrorCode::UNKNOWN_MEMBER_ID]
+        vec![
+            ErrorCode::NONE,
+            ErrorCode::FENCED_INSTANCE_ID,
+            ErrorCode::UNKNOWN_MEMBER_ID,
+            ErrorCode::UNKNOWN_MEMBER_ID
+        ]
     );
     // Removal by instance id alone (the admin path).
     let r = h.leave("g", &[("", Some("ib"))]);
@@ -749,7 +754,10 @@ fn offset_commit_v9_to_an_unknown_group_is_group_id_not_found() {
         member_id: "m".into(),
         group_instance_id: None,
         retention_time_ms: -1,
-        topics: vec![CommitTopic { name: "t".into(), partitions: vec![CommitPartition { partition: 0, offset: 1, leader_epoch: -1, metadata: None }] }],
+        topics: vec![CommitTopic {
+            name: "t".into(),
+            partitions: vec![CommitPartition { partition: 0, offset: 1, leader_epoch: -1, metadata: None }],
+        }],
     }));
     match h.take(t) {
         Some(Response::Commit(r)) => assert_eq!(r.topics[0].partitions[0].error, ErrorCode::GROUP_ID_NOT_FOUND),
@@ -813,14 +821,20 @@ fn offset_delete_and_group_delete_follow_group_state() {
         group_id: "c".into(),
         topics: vec![FetchTopic { name: "t".into(), partitions: vec![0] }],
     }));
-    assert_eq!(h.take(t), Some(Response::OffsetDelete(OffsetDeleteResponse { error: ErrorCode::NON_EMPTY_GROUP, topics: vec![] })));
+    assert_eq!(
+        h.take(t),
+        Some(Response::OffsetDelete(OffsetDeleteResponse { error: ErrorCode::NON_EMPTY_GROUP, topics: vec![] }))
+    );
     // A consumer group subscribed to the topic: per-partition GROUP_SUBSCRIBED_TO_TOPIC.
     let (ids, generation) = stable_group(&mut h, "g", 1);
     h.commit("g", &ids[0], generation, "t", 0, 1);
     h.commit("g", &ids[0], generation, "other", 0, 1);
     let t = h.send(Request::OffsetDelete(OffsetDeleteRequest {
         group_id: "g".into(),
-        topics: vec![FetchTopic { name: "t".into(), partitions: vec![0] }, FetchTopic { name: "other".into(), partitions: vec![0] }],
+        topics: vec![
+            FetchTopic { name: "t".into(), partitions: vec![0] },
+            FetchTopic { name: "other".into(), partitions: vec![0] },
+        ],
     }));
     match h.take(t) {
         Some(Response::OffsetDelete(r)) => {
@@ -1026,7 +1040,9 @@ fn every_rebalance_is_remembered_with_its_cause() {
     let e: Vec<_> = g.history.entries().collect();
     let kinds: Vec<&str> = e.iter().map(|r| r.cause.kind()).collect();
     assert_eq!(kinds, vec!["member_joined", "leader_rejoined", "member_left"]);
-    assert!(matches!(&e[0].cause, Cause::MemberJoined { client_id, client_host, .. } if client_id == "c0" && client_host == "/127.0.0.1"));
+    assert!(
+        matches!(&e[0].cause, Cause::MemberJoined { client_id, client_host, .. } if client_id == "c0" && client_host == "/127.0.0.1")
+    );
     assert_eq!(e[0].outcome, Outcome::Stable);
     assert_eq!(e[1].generation_after, Some(generation + 1));
     assert_eq!(e[1].members_before.len(), 2);

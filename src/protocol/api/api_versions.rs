@@ -56,9 +56,7 @@ pub fn respond(body: &mut Bytes, version: i16, out: &mut BytesMut) -> Result<(),
 /// The KIP-511 answer to an ApiVersions version we do not support: error 35
 /// and our ranges, in the v0 layout.
 pub fn unsupported_version(out: &mut BytesMut) -> Result<(), EncodeError> {
-    let resp = ApiVersionsResponse::default()
-        .with_error_code(ErrorCode::UNSUPPORTED_VERSION.0)
-        .with_api_keys(table());
+    let resp = ApiVersionsResponse::default().with_error_code(ErrorCode::UNSUPPORTED_VERSION.0).with_api_keys(table());
     codec::encode(SUPPORT.name, &resp, 0, out)
 }
 

@@ -10,7 +10,12 @@ use crate::protocol::versions::ApiSupport;
 
 pub const SUPPORT: ApiSupport = ApiSupport::new(11, "JoinGroup", 0, 9, Some(6));
 
-pub fn decode(body: &mut Bytes, version: i16, client_id: &str, client_host: &str) -> Result<m::JoinGroupRequest, DecodeError> {
+pub fn decode(
+    body: &mut Bytes,
+    version: i16,
+    client_id: &str,
+    client_host: &str,
+) -> Result<m::JoinGroupRequest, DecodeError> {
     let r: JoinGroupRequest = codec::decode(SUPPORT.name, body, version)?;
     Ok(m::JoinGroupRequest {
         version,
@@ -23,7 +28,11 @@ pub fn decode(body: &mut Bytes, version: i16, client_id: &str, client_host: &str
         protocol_type: st(&r.protocol_type),
         // Copied out of the request frame: a slice would keep the whole read
         // buffer alive for as long as the member exists (~5 KB per member).
-        protocols: r.protocols.iter().map(|p| Protocol { name: st(&p.name), metadata: Bytes::copy_from_slice(&p.metadata) }).collect(),
+        protocols: r
+            .protocols
+            .iter()
+            .map(|p| Protocol { name: st(&p.name), metadata: Bytes::copy_from_slice(&p.metadata) })
+            .collect(),
         reason: r.reason.as_ref().map(st),
         client_id: client_id.to_string(),
         client_host: client_host.to_string(),

@@ -17,7 +17,10 @@ pub fn decode(body: &mut Bytes, version: i16) -> Result<m::OffsetDeleteRequest, 
         topics: r
             .topics
             .iter()
-            .map(|t| m::FetchTopic { name: st(&t.name.0), partitions: t.partitions.iter().map(|p| p.partition_index).collect() })
+            .map(|t| m::FetchTopic {
+                name: st(&t.name.0),
+                partitions: t.partitions.iter().map(|p| p.partition_index).collect(),
+            })
             .collect(),
     })
 }
@@ -30,7 +33,11 @@ pub fn encode(resp: &m::OffsetDeleteResponse, version: i16, out: &mut BytesMut) 
                 OffsetDeleteResponseTopic::default().with_name(TopicName(sb(t.name.clone()))).with_partitions(
                     t.partitions
                         .iter()
-                        .map(|p| OffsetDeleteResponsePartition::default().with_partition_index(p.partition).with_error_code(p.error.0))
+                        .map(|p| {
+                            OffsetDeleteResponsePartition::default()
+                                .with_partition_index(p.partition)
+                                .with_error_code(p.error.0)
+                        })
                         .collect(),
                 )
             })

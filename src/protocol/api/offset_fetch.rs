@@ -59,19 +59,21 @@ pub fn encode(resp: &m::OffsetFetchResponse, version: i16, out: &mut BytesMut) -
                         g.topics
                             .iter()
                             .map(|t| {
-                                OffsetFetchResponseTopics::default().with_name(TopicName(sb(t.name.clone()))).with_partitions(
-                                    t.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            OffsetFetchResponsePartitions::default()
-                                                .with_partition_index(p.partition)
-                                                .with_committed_offset(p.offset)
-                                                .with_committed_leader_epoch(p.leader_epoch)
-                                                .with_metadata(Some(sb(p.metadata.clone())))
-                                                .with_error_code(p.error.0)
-                                        })
-                                        .collect(),
-                                )
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(TopicName(sb(t.name.clone())))
+                                    .with_partitions(
+                                        t.partitions
+                                            .iter()
+                                            .map(|p| {
+                                                OffsetFetchResponsePartitions::default()
+                                                    .with_partition_index(p.partition)
+                                                    .with_committed_offset(p.offset)
+                                                    .with_committed_leader_epoch(p.leader_epoch)
+                                                    .with_metadata(Some(sb(p.metadata.clone())))
+                                                    .with_error_code(p.error.0)
+                                            })
+                                            .collect(),
+                                    )
                             })
                             .collect(),
                     )
