@@ -212,7 +212,11 @@ async fn idempotent_retries_are_stored_once_and_sequence_gaps_are_refused() {
         let (err, _) = produce(&mut c, 9, TOPIC, 0, batch(&[("n", "n")], now, Some((pid, epoch, seq)))).await;
         assert_eq!(err, 0);
     }
-    assert_eq!(produce(&mut c, 9, TOPIC, 0, first).await.0, 46, "older than the last five: DUPLICATE_SEQUENCE_NUMBER");
+    assert_eq!(
+        produce(&mut c, 9, TOPIC, 0, first).await.0,
+        45,
+        "older than the last five: OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka"
+    );
     assert_eq!(
         produce(&mut c, 9, TOPIC, 0, batch(&[("z", "z")], now, Some((pid, epoch + 1, 3)))).await.0,
         45,

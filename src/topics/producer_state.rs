@@ -7,12 +7,12 @@
 //! - a batch with the same epoch and exactly the sequence range of one of the
 //!   last five batches is a duplicate: it is acknowledged with the offset it
 //!   was first stored at and not stored again;
-//! - a batch whose sequences all lie before that window is an older retry
-//!   (DUPLICATE_SEQUENCE_NUMBER, which clients treat as "already written");
 //! - an older epoch gets INVALID_PRODUCER_EPOCH;
 //! - a newer epoch must start at sequence 0, the same epoch must continue at
 //!   last sequence + 1 (wrapping at `i32::MAX`), otherwise
-//!   OUT_OF_ORDER_SEQUENCE_NUMBER;
+//!   OUT_OF_ORDER_SEQUENCE_NUMBER — including a retry older than the five
+//!   remembered batches (Kafka answers it so since it stopped sending
+//!   DUPLICATE_SEQUENCE_NUMBER, which clients read as "already written");
 //! - a producer we know nothing about (new, or expired, or its batches all
 //!   deleted by retention) may start at any sequence.
 //!
@@ -130,17 +130,6 @@ impl ProducerStates {
             }
             return Ok(Verdict::Append);
         }
-        if let Some(oldest) = entry.batches.front() {
-            if last_seq != 0 && oldest.first_seq != i32::MAX && last_seq < oldest.first_seq {
-                return Err(SequenceError {
-                    code: ErrorCode::DUPLICATE_SEQUENCE_NUMBER,
-                    message: format!(
-                        "Duplicate sequence number for producer {}: ({first_seq}, {last_seq}) precedes the retained batches",
-                        h.producer_id
-                    ),
-                });
-            }
-        }
         let current_last = entry.batches.back().map_or(NO_SEQUENCE, |b| b.last_seq);
         if !in_sequence(current_last, first_seq) {
             return Err(SequenceError {
@@ -238,14 +227,28 @@ mod tests {
     }
 
     #[test]
-    fn only_the_last_five_batches_are_remembered_and_older_retries_are_duplicate_sequences() {
+    fn only_the_last_five_batches_are_remembered_and_older_retries_are_out_of_order() {
         let mut s = ProducerStates::new();
         for i in 0..7 {
             s.record(&h(1, 0, i, 1, i as i64));
         }
         assert!(matches!(s.check(&h(1, 0, 2, 1, 0)), Ok(Verdict::Duplicate(_))));
-        assert_eq!(s.check(&h(1, 0, 1, 1, 0)).unwrap_err().code, ErrorCode::DUPLICATE_SEQUENCE_NUMBER);
+        assert_eq!(s.check(&h(1, 0, 1, 1, 0)).unwrap_err().code, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER);
         assert_eq!(s.check(&h(1, 0, 7, 1, 0)), Ok(Verdict::Append));
+    }
+
+    #[test]
+    fn sequences_continue_across_the_wrap_at_i32_max() {
+        let mut s = ProducerStates::new();
+        for (i, first) in [i32::MAX - 5, i32::MAX - 3, i32::MAX - 1].into_iter().enumerate() {
+            s.record(&h(1, 0, first, 2, i as i64 * 2));
+        }
+        // The next batch starts at 0 after MAX-1..MAX.
+        assert_eq!(s.check(&h(1, 0, 0, 3, 6)), Ok(Verdict::Append));
+        s.record(&h(1, 0, 0, 3, 6));
+        assert_eq!(s.check(&h(1, 0, 3, 1, 9)), Ok(Verdict::Append));
+        // A retry of a batch from before the wrap is still recognised.
+        assert!(matches!(s.check(&h(1, 0, i32::MAX - 1, 2, 0)), Ok(Verdict::Duplicate(_))));
     }
 
     #[test]
