@@ -216,12 +216,12 @@ async fn the_groups_commands_list_describe_reset_and_delete() {
             String::from_utf8_lossy(&out.stderr).to_string(),
         )
     };
-    let (ok, out, _) = run(&["list"]);
-    assert!(ok && out.lines().any(|l| l == "cli-group"), "{out}");
-    let (ok, out, _) = run(&["list", "--state"]);
-    assert!(ok && out.contains("cli-group") && out.contains("Empty"), "{out}");
-    let (ok, out, _) = run(&["describe", "--group", "cli-group"]);
-    assert!(ok, "{out}");
+    let (ok, out, err) = run(&["list"]);
+    assert!(ok && out.lines().any(|l| l == "cli-group"), "{out}{err}");
+    let (ok, out, err) = run(&["list", "--state"]);
+    assert!(ok && out.contains("cli-group") && out.contains("Empty"), "{out}{err}");
+    let (ok, out, err) = run(&["describe", "--group", "cli-group"]);
+    assert!(ok, "{out}{err}");
     let header: Vec<&str> = out.lines().find(|l| l.starts_with("GROUP")).unwrap().split_whitespace().collect();
     assert_eq!(
         header,

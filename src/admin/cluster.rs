@@ -7,6 +7,7 @@ use std::time::Duration;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::*;
+use kafka_protocol::protocol::Request;
 
 use crate::protocol::client::{s, ClientError, Connection};
 
@@ -27,6 +28,21 @@ pub type Result<T> = std::result::Result<T, AdminError>;
 pub fn error_name(code: i16) -> String {
     format!("{:?}", crate::ErrorCode(code))
 }
+
+/// The coordinator errors Kafka's AdminClient retries until its timeout:
+/// a coordinator still loading its log, not yet available, or moved.
+/// `kafka-consumer-groups.sh` never shows them to the operator, and a
+/// freshly started kcoord answers LOAD_IN_PROGRESS from shards still
+/// replaying while others already serve.
+pub fn is_retriable(code: i16) -> bool {
+    use crate::ErrorCode as E;
+    [E::COORDINATOR_LOAD_IN_PROGRESS, E::COORDINATOR_NOT_AVAILABLE, E::NOT_COORDINATOR]
+        .contains(&crate::ErrorCode(code))
+}
+
+/// Pause between retries of a retriable answer (the AdminClient's
+/// `retry.backoff.ms` default).
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Broker connections, opened on demand.
 pub struct Cluster {
@@ -56,6 +72,27 @@ impl Cluster {
         self.conns.get_mut(addr).ok_or_else(|| AdminError::Message("connection lost".into()))
     }
 
+    /// Sends `req` to `addr` until the answer's error, as read by
+    /// `error_of`, is not retriable or the admin timeout has passed; returns
+    /// the last answer either way, for the caller to report.
+    pub async fn call_settled<R: Request>(
+        &mut self,
+        addr: &str,
+        req: &R,
+        version: i16,
+        error_of: impl Fn(&R::Response) -> i16,
+    ) -> Result<R::Response> {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        loop {
+            let conn = self.conn(addr).await?;
+            let r = conn.call_timeout(req, version, TIMEOUT).await?;
+            if !is_retriable(error_of(&r)) || tokio::time::Instant::now() + RETRY_BACKOFF >= deadline {
+                return Ok(r);
+            }
+            tokio::time::sleep(RETRY_BACKOFF).await;
+        }
+    }
+
     pub async fn bootstrap(&mut self) -> Result<&mut Connection> {
         let b = self.bootstrap.clone();
         self.conn(&b).await
@@ -63,13 +100,13 @@ impl Cluster {
 
     /// The address of `group`'s coordinator.
     pub async fn coordinator(&mut self, group: &str) -> Result<String> {
-        let conn = self.bootstrap().await?;
-        let v = conn.version::<FindCoordinatorRequest>(0, 3)?;
+        let v = self.bootstrap().await?.version::<FindCoordinatorRequest>(0, 3)?;
         let mut req = FindCoordinatorRequest::default().with_key(s(group));
         if v >= 1 {
             req.key_type = 0;
         }
-        let r = conn.call_timeout(&req, v, TIMEOUT).await?;
+        let bootstrap = self.bootstrap.clone();
+        let r = self.call_settled(&bootstrap, &req, v, |r| r.error_code).await?;
         if r.error_code != 0 {
             return Err(AdminError::Message(format!(
                 "cannot find the coordinator of group '{group}': {}",

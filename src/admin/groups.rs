@@ -56,13 +56,12 @@ pub async fn list(cluster: &mut Cluster, show_state: bool, states: &[String]) ->
     let brokers: Vec<String> = cluster.brokers.values().cloned().collect();
     let mut groups: BTreeMap<String, String> = BTreeMap::new();
     for addr in brokers {
-        let conn = cluster.conn(&addr).await?;
-        let v = conn.version::<ListGroupsRequest>(0, 4)?;
+        let v = cluster.conn(&addr).await?.version::<ListGroupsRequest>(0, 4)?;
         let mut req = ListGroupsRequest::default();
         if v >= 4 {
             req.states_filter = states.iter().map(|x| s(x)).collect();
         }
-        let r = conn.call_timeout(&req, v, TIMEOUT).await?;
+        let r = cluster.call_settled(&addr, &req, v, |r| r.error_code).await?;
         if r.error_code != 0 {
             return Err(AdminError::Message(format!("ListGroups failed: {}", error_name(r.error_code))));
         }
@@ -93,10 +92,11 @@ struct Snapshot {
 
 async fn snapshot(cluster: &mut Cluster, group: &str) -> Result<Snapshot> {
     let coordinator = cluster.coordinator(group).await?;
-    let conn = cluster.conn(&coordinator).await?;
-    let dv = conn.version::<DescribeGroupsRequest>(0, 5)?;
-    let d =
-        conn.call_timeout(&DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]), dv, TIMEOUT).await?;
+    let dv = cluster.conn(&coordinator).await?.version::<DescribeGroupsRequest>(0, 5)?;
+    let describe = DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]);
+    let d = cluster
+        .call_settled(&coordinator, &describe, dv, |r| r.groups.first().map(|g| g.error_code).unwrap_or_default())
+        .await?;
     let g = d.groups.into_iter().next().ok_or_else(|| AdminError::Message("empty DescribeGroups answer".into()))?;
     if g.error_code != 0 {
         return Err(AdminError::Message(format!("cannot describe group '{group}': {}", error_name(g.error_code))));
@@ -112,10 +112,9 @@ async fn snapshot(cluster: &mut Cluster, group: &str) -> Result<Snapshot> {
             (m.member_id.to_string(), m.client_host.to_string(), m.client_id.to_string(), flat)
         })
         .collect();
-    let fv = conn.version::<OffsetFetchRequest>(2, 7)?;
-    let f = conn
-        .call_timeout(&OffsetFetchRequest::default().with_group_id(GroupId(s(group))).with_topics(None), fv, TIMEOUT)
-        .await?;
+    let fv = cluster.conn(&coordinator).await?.version::<OffsetFetchRequest>(2, 7)?;
+    let fetch = OffsetFetchRequest::default().with_group_id(GroupId(s(group))).with_topics(None);
+    let f = cluster.call_settled(&coordinator, &fetch, fv, |r| r.error_code).await?;
     if f.error_code != 0 {
         return Err(AdminError::Message(format!(
             "cannot fetch offsets of group '{group}': {}",
@@ -269,10 +268,10 @@ pub async fn delete(cluster: &mut Cluster, groups: &[String]) -> Result<String> 
     let mut failures = Vec::new();
     for g in groups {
         let coordinator = cluster.coordinator(g).await?;
-        let conn = cluster.conn(&coordinator).await?;
-        let v = conn.version::<DeleteGroupsRequest>(0, 2)?;
-        let r = conn
-            .call_timeout(&DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(g))]), v, TIMEOUT)
+        let v = cluster.conn(&coordinator).await?.version::<DeleteGroupsRequest>(0, 2)?;
+        let req = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(g))]);
+        let r = cluster
+            .call_settled(&coordinator, &req, v, |r| r.results.first().map(|x| x.error_code).unwrap_or_default())
             .await?;
         for x in r.results {
             if x.error_code != 0 {

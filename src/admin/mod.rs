@@ -4,3 +4,6 @@
 pub mod cluster;
 pub mod groups;
 pub mod time;
+
+#[cfg(test)]
+mod retry_tests;

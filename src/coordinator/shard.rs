@@ -108,10 +108,9 @@ pub fn spawn(
     ShardHandle { id, tx }
 }
 
-/// Writes records to the log, remembering whether anything was written.
+/// Writes the core's records to the shard's log.
 struct LogSink<'a> {
     log: &'a mut Log,
-    wrote: bool,
     shard: u32,
 }
 
@@ -120,7 +119,6 @@ impl RecordSink for LogSink<'_> {
         let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_ref()).collect();
         match self.log.append(&refs) {
             Ok(_) => {
-                self.wrote = true;
                 metrics::counter!("kcoord_log_appends_total").increment(1);
                 metrics::counter!("kcoord_log_appended_records_total").increment(payloads.len() as u64);
                 Ok(())
@@ -280,10 +278,9 @@ impl Shard {
             failed: false,
         };
         let mut out = Vec::new();
-        let mut sink = LogSink { log: &mut shard.log, wrote: false, shard: shard.settings.id };
+        let mut sink = LogSink { log: &mut shard.log, shard: shard.settings.id };
         shard.core.on_loaded(now_ms(), &mut sink, &mut out);
-        let wrote = sink.wrote;
-        shard.route(out, wrote);
+        shard.route(out);
         shard
     }
 
@@ -348,27 +345,28 @@ impl Shard {
         self.next_token += 1;
         let token = self.next_token;
         self.pending.insert(token, reply);
-        // OffsetFetch reads only durable offsets (read your acknowledged writes).
-        let read_durable = matches!(req, Request::Fetch { .. }) && self.log.synced() < self.log.end();
         let mut out = Vec::new();
-        let mut sink = LogSink { log: &mut self.log, wrote: false, shard: self.settings.id };
+        let mut sink = LogSink { log: &mut self.log, shard: self.settings.id };
         self.core.handle(now_ms(), token, req, &mut sink, &mut out);
-        let wait = sink.wrote || read_durable;
-        self.route(out, wait);
+        self.route(out);
     }
 
     fn fire_timers(&mut self) {
         let mut out = Vec::new();
-        let mut sink = LogSink { log: &mut self.log, wrote: false, shard: self.settings.id };
+        let mut sink = LogSink { log: &mut self.log, shard: self.settings.id };
         self.core.fire_timers(now_ms(), &mut sink, &mut out);
-        let wrote = sink.wrote;
-        self.route(out, wrote);
+        self.route(out);
     }
 
-    /// Sends answers now, or holds them until the log is durable.
-    fn route(&mut self, out: Vec<Reply>, wait_for_durability: bool) {
-        let hold =
-            wait_for_durability && self.settings.fsync == FsyncPolicy::Always && self.log.synced() < self.log.end();
+    /// Sends answers now, or holds them until everything written so far is
+    /// durable. Every answer waits, not only those of requests that wrote:
+    /// an answer can reveal state from an earlier write still being synced
+    /// (a follower's SyncGroup seeing the leader's assignment, an OffsetFetch
+    /// seeing a commit), and a crash must not take back what a client saw.
+    /// Kafka's coordinator runtime completes every write operation, records
+    /// or not, only once the log is committed up to its last write.
+    fn route(&mut self, out: Vec<Reply>) {
+        let hold = self.settings.fsync == FsyncPolicy::Always && self.log.synced() < self.log.end();
         let end = self.log.end();
         for r in out {
             if hold {

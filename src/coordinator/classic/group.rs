@@ -447,10 +447,11 @@ impl ClassicGroup {
     }
 
     /// The record Kafka writes when a group is created by a JoinGroup that
-    /// wrote nothing else: generation 0, no members.
+    /// wrote nothing else: generation 0, no members, and no protocol type
+    /// even if the joining member already gave the group one (spec §2.5).
     pub fn empty_record(&self) -> GroupValue {
         GroupValue {
-            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            protocol_type: String::new(),
             generation: 0,
             protocol: None,
             leader: None,

@@ -919,6 +919,20 @@ fn a_new_group_is_committed_with_an_empty_record() {
 }
 
 #[test]
+fn the_empty_record_of_a_new_group_has_no_protocol_type_even_when_its_first_member_joins_at_once() {
+    // v3 has no MEMBER_ID_REQUIRED round trip: the creating request adds a
+    // "consumer" member, yet Kafka's creation record still says "".
+    let mut h = Harness::new();
+    let t = h.send(Request::Join(join("g", "", "c").version(3).build()));
+    h.join_response(t);
+    let log = h.log();
+    match &log[0].record.value {
+        Some(RecordValue::Group(v)) => assert_eq!((v.generation, v.protocol_type.as_str()), (0, "")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_failed_assignment_write_fails_every_parked_sync_and_rebalances() {
     let mut h = Harness::new();
     let (t0, a) = h.join_dynamic("g", "a", &["range"]);
