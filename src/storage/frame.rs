@@ -76,6 +76,11 @@ pub enum Stop {
     ZeroLength { at_tail: bool },
     /// A length field above [`MAX_RECORD_BYTES`]: garbage.
     BadLength { len: u32 },
+    /// A length field that runs past the end of the data although a
+    /// complete, CRC-valid frame starts after it. A cut-short append cannot
+    /// leave that (nothing is ever written after an unfinished frame), so the
+    /// length field itself is damaged and the records after it are real.
+    DamagedLength { len: u32 },
 }
 
 impl Stop {
@@ -100,8 +105,28 @@ impl Stop {
             Stop::BadLength { len } => {
                 format!("length field {len} exceeds the maximum record size {MAX_RECORD_BYTES}")
             }
+            Stop::DamagedLength { len } => {
+                format!("length field {len} runs past the end of the file but intact records follow it")
+            }
         }
     }
+}
+
+/// Whether a complete frame with a matching CRC starts anywhere after the
+/// first byte of `header` followed by `rest`. Run only on a frame whose length
+/// field runs past the end of the data, to tell a cut-short append (nothing
+/// valid after it) from a damaged length field in the middle of real records.
+/// Random bytes pass the CRC check with a chance of 2^-32 per candidate.
+fn holds_a_frame(header: &[u8; HEADER_BYTES], rest: &[u8]) -> bool {
+    let mut data = Vec::with_capacity(HEADER_BYTES + rest.len());
+    data.extend_from_slice(header);
+    data.extend_from_slice(rest);
+    (1..data.len()).any(|at| {
+        let Some(h) = data.get(at..at + HEADER_BYTES) else { return false };
+        let len = u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize;
+        let crc = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+        len > 0 && data.get(at + HEADER_BYTES..at + HEADER_BYTES + len).is_some_and(|p| crc32c::crc32c(p) == crc)
+    })
 }
 
 /// One step of a scan.
@@ -180,6 +205,12 @@ impl<R: Read> FrameScanner<R> {
             _ => return Ok(Some(Stop::BadLength { len: len_field })),
         };
         if u64::from(len_field) > after_header {
+            // Bounded: after_header < len_field <= MAX_RECORD_BYTES.
+            let mut rest = vec![0u8; after_header as usize];
+            self.reader.read_exact(&mut rest)?;
+            if holds_a_frame(&header, &rest) {
+                return Ok(Some(Stop::DamagedLength { len: len_field }));
+            }
             return Ok(Some(Stop::Incomplete));
         }
         // Bounded: payload_len <= MAX_RECORD_BYTES and <= bytes left in the data.
@@ -259,6 +290,26 @@ mod tests {
         assert!(out.is_empty());
         assert!(check_payload_len(MAX_RECORD_BYTES).is_ok());
         assert!(check_payload_len(MAX_RECORD_BYTES + 1).is_err());
+    }
+
+    #[test]
+    fn a_length_field_running_past_the_end_before_intact_frames_is_damage_not_a_torn_tail() {
+        let mut bytes = framed(&[b"first", b"second", b"third"]);
+        // The second frame's length now claims more than the file holds.
+        bytes[13..17].copy_from_slice(&1000u32.to_be_bytes());
+        let (records, stop, at) = scan(&bytes);
+        assert_eq!(records, vec![(0, b"first".to_vec())]);
+        assert_eq!((stop, at), (Stop::DamagedLength { len: 1000 }, 13));
+        assert!(!stop.is_torn_tail());
+    }
+
+    #[test]
+    fn a_cut_short_last_frame_is_still_a_torn_tail() {
+        let bytes = framed(&[b"first", b"second"]);
+        let (records, stop, _) = scan(&bytes[..bytes.len() - 2]);
+        assert_eq!(records.len(), 1);
+        assert_eq!(stop, Stop::Incomplete);
+        assert!(stop.is_torn_tail());
     }
 
     #[test]

@@ -213,6 +213,19 @@ fn length_beyond_the_maximum_is_corruption_even_at_the_tail() {
 }
 
 #[test]
+fn a_damaged_length_field_before_fsynced_records_stops_the_open_instead_of_dropping_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    log_with(tmp.path(), 3, 100);
+    // Record 1's length now runs past the end of the active segment, but
+    // record 2 after it is intact: not what a crash leaves, so not truncated.
+    patch(&segment_path(tmp.path(), 0), FRAME as usize, &1000u32.to_be_bytes());
+    let (_, offset, reason) = corrupt_at(try_open(tmp.path(), options(100 * FRAME)).unwrap_err());
+    assert_eq!(offset, FRAME);
+    assert!(reason.contains("intact records follow"), "{reason}");
+    assert_eq!(file_len(&segment_path(tmp.path(), 0)), 3 * FRAME, "nothing was cut");
+}
+
+#[test]
 fn records_before_the_corruption_are_visited_before_the_error() {
     let tmp = tempfile::tempdir().unwrap();
     log_with(tmp.path(), 3, 100);
