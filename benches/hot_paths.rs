@@ -150,7 +150,8 @@ fn bench_log(c: &mut Criterion) {
             },
         ),
         1,
-    );
+    )
+    .unwrap();
     c.bench_function("log append (one record, no fsync)", |b| b.iter(|| log.append(&[&payload[..]]).unwrap()));
     let mut store = Store::new();
     c.bench_function("record decode + replay", |b| {

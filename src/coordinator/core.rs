@@ -219,7 +219,13 @@ impl Cx<'_> {
         if records.is_empty() {
             return Ok(());
         }
-        let payloads: Vec<Bytes> = records.iter().map(|r| records::encode(r, self.now)).collect();
+        let payloads =
+            records.iter().map(|r| records::encode(r, self.now)).collect::<Result<Vec<Bytes>, _>>().map_err(|e| {
+                // Kafka's parsers and serializers refuse such strings; we
+                // refuse the operation before anything reaches the log.
+                tracing::warn!(error = %e, "refusing a write whose record cannot be stored");
+                ErrorCode::UNKNOWN_SERVER_ERROR
+            })?;
         self.sink.append(&payloads).map_err(ErrorCode::for_coordinator_write)?;
         self.appended += payloads.len() as u64;
         for p in &payloads {

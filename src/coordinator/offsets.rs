@@ -55,7 +55,8 @@ fn utf16_len(s: &str) -> usize {
 /// Serves an OffsetCommit whose topics and partitions were already checked
 /// against the catalog.
 pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> OffsetCommitResponse {
-    if !groups.contains_key(&req.group_id) {
+    let created = !groups.contains_key(&req.group_id);
+    if created {
         if req.generation_id < 0 {
             // A "simple" group: created in memory; only offset records are written.
             tracing::info!(group = %req.group_id, "creating a simple group via a manual offset commit");
@@ -107,7 +108,12 @@ pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Of
     }
     let committed = records.len() as u64;
     if let Err(e) = cx.append(records) {
-        // Nothing was written: every partition that would have been gets the error.
+        // Nothing was written, so a simple group this commit created does
+        // not exist either; every partition that would have been written
+        // gets the error.
+        if created {
+            groups.remove(&req.group_id);
+        }
         for t in &mut response.topics {
             for p in &mut t.partitions {
                 if p.error.is_none() {

@@ -116,6 +116,8 @@ pub enum RecordError {
     Invalid,
     #[error("trailing bytes after record")]
     Trailing,
+    #[error("a string of {0} bytes does not fit a record (at most 32767)")]
+    StringTooLong(usize),
 }
 
 /// A record as stored, with the time it was appended.
@@ -128,47 +130,58 @@ pub struct StoredRecord {
 // ---------------------------------------------------------------------------
 // Encoding
 
-fn put_string(b: &mut BytesMut, s: &str) {
-    b.put_i16(s.len() as i16);
+/// Kafka's record schemas give strings an i16 length, so a longer string
+/// cannot be stored: writing a wrapped length would make the record, and the
+/// log behind it, unreadable. Kafka's serializers refuse such a string too.
+fn put_string(b: &mut BytesMut, s: &str) -> Result<(), RecordError> {
+    let len = i16::try_from(s.len()).map_err(|_| RecordError::StringTooLong(s.len()))?;
+    b.put_i16(len);
     b.put_slice(s.as_bytes());
+    Ok(())
 }
 
-fn put_nullable_string(b: &mut BytesMut, s: Option<&str>) {
+fn put_nullable_string(b: &mut BytesMut, s: Option<&str>) -> Result<(), RecordError> {
     match s {
         Some(s) => put_string(b, s),
-        None => b.put_i16(-1),
+        None => {
+            b.put_i16(-1);
+            Ok(())
+        }
     }
 }
 
-fn put_bytes(b: &mut BytesMut, v: &[u8]) {
-    b.put_i32(v.len() as i32);
+fn put_bytes(b: &mut BytesMut, v: &[u8]) -> Result<(), RecordError> {
+    let len = i32::try_from(v.len()).map_err(|_| RecordError::Invalid)?;
+    b.put_i32(len);
     b.put_slice(v);
+    Ok(())
 }
 
 /// Encodes the key with its version prefix.
-pub fn encode_key(key: &RecordKey, b: &mut BytesMut) {
+pub fn encode_key(key: &RecordKey, b: &mut BytesMut) -> Result<(), RecordError> {
     match key {
         RecordKey::Offset { group, topic, partition } => {
             b.put_i16(1);
-            put_string(b, group);
-            put_string(b, topic);
+            put_string(b, group)?;
+            put_string(b, topic)?;
             b.put_i32(*partition);
         }
         RecordKey::Group { group } => {
             b.put_i16(2);
-            put_string(b, group);
+            put_string(b, group)?;
         }
     }
+    Ok(())
 }
 
 /// Encodes the value with its version prefix.
-pub fn encode_value(value: &RecordValue, b: &mut BytesMut) {
+pub fn encode_value(value: &RecordValue, b: &mut BytesMut) -> Result<(), RecordError> {
     match value {
         RecordValue::Offset(v) => match v.expire_timestamp {
             Some(expire) => {
                 b.put_i16(1);
                 b.put_i64(v.offset);
-                put_string(b, &v.metadata);
+                put_string(b, &v.metadata)?;
                 b.put_i64(v.commit_timestamp);
                 b.put_i64(expire);
             }
@@ -176,40 +189,42 @@ pub fn encode_value(value: &RecordValue, b: &mut BytesMut) {
                 b.put_i16(3);
                 b.put_i64(v.offset);
                 b.put_i32(v.leader_epoch);
-                put_string(b, &v.metadata);
+                put_string(b, &v.metadata)?;
                 b.put_i64(v.commit_timestamp);
             }
         },
         RecordValue::Group(g) => {
             b.put_i16(3);
-            put_string(b, &g.protocol_type);
+            put_string(b, &g.protocol_type)?;
             b.put_i32(g.generation);
-            put_nullable_string(b, g.protocol.as_deref());
-            put_nullable_string(b, g.leader.as_deref());
+            put_nullable_string(b, g.protocol.as_deref())?;
+            put_nullable_string(b, g.leader.as_deref())?;
             b.put_i64(g.current_state_timestamp);
-            b.put_i32(g.members.len() as i32);
+            b.put_i32(i32::try_from(g.members.len()).map_err(|_| RecordError::Invalid)?);
             for m in &g.members {
-                put_string(b, &m.member_id);
-                put_nullable_string(b, m.group_instance_id.as_deref());
-                put_string(b, &m.client_id);
-                put_string(b, &m.client_host);
+                put_string(b, &m.member_id)?;
+                put_nullable_string(b, m.group_instance_id.as_deref())?;
+                put_string(b, &m.client_id)?;
+                put_string(b, &m.client_host)?;
                 b.put_i32(m.rebalance_timeout);
                 b.put_i32(m.session_timeout);
-                put_bytes(b, &m.subscription);
-                put_bytes(b, &m.assignment);
+                put_bytes(b, &m.subscription)?;
+                put_bytes(b, &m.assignment)?;
             }
         }
     }
+    Ok(())
 }
 
-/// Encodes a record as a log payload.
-pub fn encode(record: &Record, timestamp: i64) -> Bytes {
+/// Encodes a record as a log payload; fails, writing nothing, for a record
+/// whose strings do not fit Kafka's schema.
+pub fn encode(record: &Record, timestamp: i64) -> Result<Bytes, RecordError> {
     let mut b = BytesMut::with_capacity(64);
     b.put_u8(0);
     b.put_i64(timestamp);
     let len_at = b.len();
     b.put_i32(0);
-    encode_key(&record.key, &mut b);
+    encode_key(&record.key, &mut b)?;
     let key_len = (b.len() - len_at - 4) as i32;
     b[len_at..len_at + 4].copy_from_slice(&key_len.to_be_bytes());
     match &record.value {
@@ -217,12 +232,12 @@ pub fn encode(record: &Record, timestamp: i64) -> Bytes {
         Some(v) => {
             let len_at = b.len();
             b.put_i32(0);
-            encode_value(v, &mut b);
+            encode_value(v, &mut b)?;
             let value_len = (b.len() - len_at - 4) as i32;
             b[len_at..len_at + 4].copy_from_slice(&value_len.to_be_bytes());
         }
     }
-    b.freeze()
+    Ok(b.freeze())
 }
 
 // ---------------------------------------------------------------------------
@@ -530,7 +545,7 @@ mod tests {
             Record::offset_tombstone("g", "t", 3),
             Record::group_tombstone("g"),
         ] {
-            let p = encode(&rec, 7);
+            let p = encode(&rec, 7).unwrap();
             let owned = decode(&p).unwrap();
             match decode_view(&p).unwrap() {
                 RecordView::Offset { timestamp, group, topic, partition, value } => {
@@ -544,7 +559,7 @@ mod tests {
                 RecordView::Other(o) => assert_eq!(o, owned),
             }
         }
-        let p = encode(&Record::offset_tombstone("g", "t", 3), 7);
+        let p = encode(&Record::offset_tombstone("g", "t", 3), 7).unwrap();
         for n in 0..p.len() {
             assert!(decode_view(&p[..n]).is_err());
         }
@@ -602,7 +617,7 @@ mod tests {
             Record::group_tombstone("g"),
         ];
         for rec in records {
-            let payload = encode(&rec, 1234);
+            let payload = encode(&rec, 1234).unwrap();
             let back = decode(&payload).unwrap();
             assert_eq!(back.timestamp, 1234);
             // v1 values do not carry a leader epoch.
@@ -617,12 +632,21 @@ mod tests {
     }
 
     #[test]
+    fn a_string_longer_than_kafkas_schema_allows_is_refused_not_wrapped() {
+        let long = "g".repeat(i16::MAX as usize + 1);
+        assert_eq!(encode(&Record::group_tombstone(&long), 1), Err(RecordError::StringTooLong(long.len())));
+        let fits = "g".repeat(i16::MAX as usize);
+        let payload = encode(&Record::group_tombstone(&fits), 1).unwrap();
+        assert_eq!(decode(&payload).unwrap().record.key.group(), fits);
+    }
+
+    #[test]
     fn keys_use_kafkas_layout() {
         let mut b = BytesMut::new();
-        encode_key(&RecordKey::Offset { group: "g".into(), topic: "t".into(), partition: 2 }, &mut b);
+        encode_key(&RecordKey::Offset { group: "g".into(), topic: "t".into(), partition: 2 }, &mut b).unwrap();
         assert_eq!(&b[..], &[0, 1, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 2]);
         let mut b = BytesMut::new();
-        encode_key(&RecordKey::Group { group: "g".into() }, &mut b);
+        encode_key(&RecordKey::Group { group: "g".into() }, &mut b).unwrap();
         assert_eq!(&b[..], &[0, 2, 0, 1, b'g']);
     }
 
@@ -638,7 +662,8 @@ mod tests {
                 expire_timestamp: None,
             }),
             &mut b,
-        );
+        )
+        .unwrap();
         assert_eq!(&b[..], &[0, 3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 1, b'm', 0, 0, 0, 0, 0, 0, 0, 3]);
     }
 
@@ -687,7 +712,7 @@ mod tests {
 
     #[test]
     fn corrupt_payloads_are_errors_not_panics() {
-        let payload = encode(&Record::group("g", group_value()), 1);
+        let payload = encode(&Record::group("g", group_value()), 1).unwrap();
         for n in 0..payload.len() {
             assert!(decode(&payload[..n]).is_err(), "prefix of {n} bytes");
         }

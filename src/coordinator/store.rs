@@ -199,18 +199,24 @@ impl Store {
     pub fn snapshot(&mut self, now: i64, tombstone_retention_ms: i64) -> Vec<Bytes> {
         self.tombstones.retain(|_, ts| now.saturating_sub(*ts) < tombstone_retention_ms);
         let mut out = Vec::with_capacity(self.groups.len() + self.offset_count + self.tombstones.len());
+        // Everything here was decoded from records that were encoded once
+        // already, so encoding again cannot fail.
+        let mut push = |record: Record, ts: i64| match records::encode(&record, ts) {
+            Ok(p) => out.push(p),
+            Err(e) => tracing::error!(error = %e, "a stored record no longer encodes"),
+        };
         for (key, ts) in &self.tombstones {
-            out.push(records::encode(&Record { key: key.clone(), value: None }, *ts));
+            push(Record { key: key.clone(), value: None }, *ts);
         }
         let mut groups: Vec<_> = self.groups.iter().collect();
         groups.sort_by(|a, b| a.0.cmp(b.0));
         for (g, v) in groups {
-            out.push(records::encode(&Record::group(g, v.clone()), now));
+            push(Record::group(g, v.clone()), now);
         }
         for (g, topics) in &self.offsets {
             for (t, parts) in topics {
                 for (p, v) in parts {
-                    out.push(records::encode(&Record::offset(g, t, *p, v.clone()), v.commit_timestamp));
+                    push(Record::offset(g, t, *p, v.clone()), v.commit_timestamp);
                 }
             }
         }

@@ -115,7 +115,7 @@ fn write_offsets(dir: &Path, n: u64, shards: u32) -> std::io::Result<()> {
                 expire_timestamp: None,
             },
         );
-        batch[shard].push(records::encode(&rec, now));
+        batch[shard].push(records::encode(&rec, now).map_err(|e| std::io::Error::other(e.to_string()))?);
         if batch[shard].len() >= 1024 {
             let refs: Vec<&[u8]> = batch[shard].iter().map(|b| b.as_ref()).collect();
             logs[shard].append(&refs)?;

@@ -958,6 +958,25 @@ fn a_failed_commit_write_changes_nothing() {
 }
 
 #[test]
+fn a_failed_first_commit_leaves_no_simple_group_behind() {
+    let mut h = Harness::new();
+    h.sink.fail_next = 1;
+    assert_eq!(h.commit("s", "", -1, "t", 0, 2), ErrorCode::NOT_COORDINATOR);
+    assert_eq!(h.state("s"), None);
+}
+
+#[test]
+fn a_group_id_too_long_for_kafkas_records_is_refused_and_nothing_is_written() {
+    let mut h = Harness::new();
+    let long = "g".repeat(40_000);
+    let t = h.send(Request::Join(join(&long, "", "c").version(6).build()));
+    assert_eq!(h.join_response(t).error, ErrorCode::UNKNOWN_SERVER_ERROR);
+    assert_eq!(h.commit(&long, "", -1, "t", 0, 1), ErrorCode::UNKNOWN_SERVER_ERROR);
+    assert!(h.log().is_empty());
+    assert_eq!(h.state(&long), None);
+}
+
+#[test]
 fn a_superseded_parked_join_is_answered() {
     let mut h = Harness::new();
     let (ids, _) = stable_group(&mut h, "g", 2);
