@@ -87,7 +87,18 @@ impl Request {
             Request::Leave(_) => Response::Leave(LeaveGroupResponse { error, members: vec![] }),
             Request::Commit(r) => Response::Commit(offsets::commit_error_response(r, error)),
             Request::Fetch { group, .. } => {
-                Response::Fetch(OffsetFetchGroupResult { group_id: group.group_id.clone(), error, topics: vec![] })
+                // The requested partitions are listed, so that v0-1 (which
+                // has no group-level error) can carry the error in each.
+                let topics = group
+                    .topics
+                    .iter()
+                    .flatten()
+                    .map(|t| FetchedTopic {
+                        name: t.name.clone(),
+                        partitions: t.partitions.iter().map(|&p| FetchedPartition::none(p)).collect(),
+                    })
+                    .collect();
+                Response::Fetch(OffsetFetchGroupResult { group_id: group.group_id.clone(), error, topics })
             }
             Request::OffsetDelete(_) => Response::OffsetDelete(OffsetDeleteResponse { error, topics: vec![] }),
             Request::Describe { group_id, .. } => Response::Describe(DescribedGroup::bare(group_id, error, "")),

@@ -225,13 +225,19 @@ impl Coordinator {
     }
 
     /// Lists every group of every shard. A shard that cannot answer (still
-    /// loading) makes its error the top-level error, as in Kafka.
+    /// loading) makes its error the top-level error and the list empty, as
+    /// in Kafka: a partial list would look like groups had disappeared.
+    /// (The admin CLI retries such answers, as Kafka's AdminClient does.)
     pub async fn list_groups(&self, req: ListGroupsRequest) -> Result<ListGroupsResponse> {
         let calls = self.shards.iter().map(|s| Self::call_shard(s, Request::List(req.clone())));
         let mut error = ErrorCode::NONE;
         let mut groups = Vec::new();
         for r in join_all(calls).await {
             match r? {
+                // A shard that is not the coordinator (failed) has no
+                // groups to add and is skipped, as Kafka skips a partition
+                // it does not lead.
+                Response::List(l) if l.error == ErrorCode::NOT_COORDINATOR => {}
                 Response::List(l) => {
                     if !l.error.is_none() && error.is_none() {
                         error = l.error;
@@ -240,6 +246,9 @@ impl Coordinator {
                 }
                 other => return Err(unexpected(other)),
             }
+        }
+        if !error.is_none() {
+            groups.clear();
         }
         groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         Ok(ListGroupsResponse { error, groups })

@@ -14,8 +14,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -29,10 +29,20 @@ use crate::config::FsyncPolicy;
 use crate::error_code::ErrorCode;
 use crate::storage::{Log, LogOptions, SnapshotDone};
 
-/// Wall-clock milliseconds since the epoch: the core's notion of time
-/// (Kafka's coordinator uses wall-clock time too).
+/// The core's notion of time, in milliseconds since the epoch: the wall
+/// clock read once, advanced by the monotonic clock. Deadlines (sessions,
+/// joins, pending syncs) then never jump when the system clock is stepped:
+/// a step forward would otherwise expire every member at once, a step back
+/// would stop sessions expiring. Kafka's timers run on a monotonic clock
+/// too. Record timestamps stay within the clock's slew of wall time, and
+/// every start re-reads the wall clock.
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    static ANCHOR: OnceLock<(i64, Instant)> = OnceLock::new();
+    let (wall, start) = ANCHOR.get_or_init(|| {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+        (wall, Instant::now())
+    });
+    wall.saturating_add(i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX))
 }
 
 /// A message to a shard.

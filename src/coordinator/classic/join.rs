@@ -277,6 +277,7 @@ fn update_static_member(
                         resp.generation_id = g.generation_id;
                         resp.protocol_type = g.protocol_type.clone();
                         resp.protocol_name = g.protocol_name.clone();
+                        resp.leader = g.leader_id.clone().unwrap_or_default();
                         reply(cx, token, resp);
                     }
                     Ok(()) if version >= 9 => {

@@ -457,6 +457,20 @@ fn static_leader_rejoining_with_unknown_member_id_replaces_itself_without_rebala
 }
 
 #[test]
+fn a_failed_static_replacement_write_restores_the_old_member_and_names_the_leader() {
+    let mut h = Harness::new();
+    let (a, b) = static_stable_group(&mut h);
+    h.sink.fail_next = 1;
+    let t = h.send(Request::Join(join("g", "", "b2").instance("ib").build()));
+    let r = h.join_response(t);
+    assert_eq!(r.error, ErrorCode::NOT_COORDINATOR);
+    assert_eq!((r.member_id.as_str(), r.generation_id, r.leader.as_str()), ("", 1, a.as_str()));
+    assert_eq!(r.protocol_name.as_deref(), Some("range"));
+    assert_eq!(h.heartbeat("g", &b, 1), ErrorCode::NONE, "the old incarnation is still the member");
+    assert_eq!(h.state("g"), Some("Stable"));
+}
+
+#[test]
 fn static_leader_rejoining_at_v9_is_told_to_skip_assignment() {
     let mut h = Harness::new();
     let (_a, _b) = static_stable_group(&mut h);

@@ -110,3 +110,31 @@ pub fn encode(resp: &m::OffsetFetchResponse, version: i16, out: &mut BytesMut) -
     }
     codec::encode(SUPPORT.name, &r, version, out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordinator::core::{Request, Response};
+    use crate::ErrorCode;
+    use kafka_protocol::protocol::Decodable;
+
+    #[test]
+    fn a_v1_client_sees_a_group_level_error_in_every_partition_it_asked_for() {
+        let req = Request::Fetch {
+            group: m::OffsetFetchGroup {
+                group_id: "g".into(),
+                member_id: None,
+                member_epoch: -1,
+                topics: Some(vec![m::FetchTopic { name: "t".into(), partitions: vec![0, 1] }]),
+            },
+            require_stable: false,
+        };
+        let Response::Fetch(group) = req.error_response(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS) else { panic!() };
+        let mut out = BytesMut::new();
+        encode(&m::OffsetFetchResponse { groups: vec![group] }, 1, &mut out).unwrap();
+        let r = OffsetFetchResponse::decode(&mut out.freeze(), 1).unwrap();
+        let parts: Vec<(i32, i64, i16)> =
+            r.topics[0].partitions.iter().map(|p| (p.partition_index, p.committed_offset, p.error_code)).collect();
+        assert_eq!(parts, vec![(0, -1, 14), (1, -1, 14)]);
+    }
+}
