@@ -259,8 +259,16 @@ struct Shard {
     waiting: VecDeque<(u64, Reply)>,
     sync: Option<JoinHandle<std::io::Result<u64>>>,
     compaction: Option<JoinHandle<std::io::Result<SnapshotDone>>>,
+    /// After a failed compaction, when to try again and how long the next
+    /// pause is: a disk that is full or failing is not hammered with
+    /// snapshots (each of which rolls a segment) on every request.
+    compaction_retry: Option<(Instant, Duration)>,
     failed: bool,
 }
+
+/// The first pause after a failed compaction; it doubles up to the maximum.
+const COMPACTION_RETRY_MIN: Duration = Duration::from_secs(1);
+const COMPACTION_RETRY_MAX: Duration = Duration::from_secs(300);
 
 enum Event {
     Synced(Result<std::io::Result<u64>, tokio::task::JoinError>),
@@ -285,6 +293,7 @@ impl Shard {
             waiting: VecDeque::new(),
             sync: None,
             compaction: None,
+            compaction_retry: None,
             failed: false,
         };
         let mut out = Vec::new();
@@ -359,6 +368,18 @@ impl Shard {
         let mut sink = LogSink { log: &mut self.log, shard: self.settings.id };
         self.core.handle(now_ms(), token, req, &mut sink, &mut out);
         self.route(out);
+        self.stop_if_poisoned();
+    }
+
+    /// A log whose failed append could not be undone refuses every later
+    /// write; like a failed fsync, that stops the daemon rather than leave a
+    /// shard answering errors forever.
+    fn stop_if_poisoned(&mut self) {
+        if let Some(reason) = self.log.poisoned().map(str::to_string) {
+            if !self.failed {
+                self.fail(format!("coordinator shard {}: {reason}", self.settings.id));
+            }
+        }
     }
 
     fn fire_timers(&mut self) {
@@ -366,6 +387,7 @@ impl Shard {
         let mut sink = LogSink { log: &mut self.log, shard: self.settings.id };
         self.core.fire_timers(now_ms(), &mut sink, &mut out);
         self.route(out);
+        self.stop_if_poisoned();
     }
 
     /// Sends answers now, or holds them until everything written so far is
@@ -437,6 +459,9 @@ impl Shard {
         if self.compaction.is_some() || self.failed {
             return;
         }
+        if self.compaction_retry.is_some_and(|(at, _)| Instant::now() < at) {
+            return;
+        }
         let since = self.log.bytes_since_snapshot();
         if since < self.settings.compaction_trigger_bytes.max(self.log.snapshot_bytes()) {
             return;
@@ -445,6 +470,7 @@ impl Shard {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(shard = self.settings.id, error = %e, "cannot start compaction");
+                self.compaction_failed();
                 return;
             }
         };
@@ -466,13 +492,34 @@ impl Shard {
             Ok(Ok(done)) => {
                 let (base, records, bytes) = (done.base(), done.records(), done.bytes());
                 match self.log.finish_snapshot(done) {
-                    Ok(()) => tracing::info!(shard = self.settings.id, base, records, bytes, "compaction finished"),
-                    Err(e) => tracing::warn!(shard = self.settings.id, error = %e, "cannot finish compaction"),
+                    Ok(()) => {
+                        self.compaction_retry = None;
+                        tracing::info!(shard = self.settings.id, base, records, bytes, "compaction finished")
+                    }
+                    Err(e) => {
+                        tracing::warn!(shard = self.settings.id, error = %e, "cannot finish compaction");
+                        self.compaction_failed();
+                    }
                 }
             }
-            Ok(Err(e)) => tracing::warn!(shard = self.settings.id, error = %e, "compaction failed; will retry"),
-            Err(e) => tracing::warn!(shard = self.settings.id, error = %e, "compaction task failed"),
+            Ok(Err(e)) => {
+                tracing::warn!(shard = self.settings.id, error = %e, "compaction failed; will retry");
+                self.compaction_failed();
+            }
+            Err(e) => {
+                tracing::warn!(shard = self.settings.id, error = %e, "compaction task failed");
+                self.compaction_failed();
+            }
         }
+    }
+
+    /// Schedules the next compaction attempt after a failure, backing off.
+    fn compaction_failed(&mut self) {
+        let pause = match self.compaction_retry {
+            Some((_, last)) => (last * 2).min(COMPACTION_RETRY_MAX),
+            None => COMPACTION_RETRY_MIN,
+        };
+        self.compaction_retry = Some((Instant::now() + pause, pause));
     }
 
     /// Kafka's unload: parked requests get NOT_COORDINATOR; pending writes

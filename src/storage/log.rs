@@ -395,6 +395,12 @@ impl Log {
         self.segments.last().ok_or_else(no_active_segment)
     }
 
+    /// Why the log refuses appends, once a failed append could not be cut
+    /// back: its owner must stop, because nothing written can be trusted.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poisoned.as_deref()
+    }
+
     fn check_not_poisoned(&self) -> io::Result<()> {
         match &self.poisoned {
             Some(reason) => Err(io::Error::other(format!("log is unusable: {reason}"))),
