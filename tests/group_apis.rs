@@ -405,6 +405,39 @@ async fn offset_commit_to_an_unknown_group_with_a_generation() {
 }
 
 #[tokio::test]
+async fn offset_commit_is_validated_against_the_group_state_and_member() {
+    let s = TestServer::start_with(&[TOPICS]).await;
+    let mut c = s.client().await;
+    let code = |r: &OffsetCommitResponse| r.topics[0].partitions[0].error_code;
+
+    // CompletingRebalance: a v3 join completes at once and waits for SyncGroup.
+    let (id, generation) = join_alone(&mut c, "completing", 3).await;
+    let r = c.send(&commit_req("completing", &id, generation, "t", &[(0, 1, "")]), 8).await;
+    assert_eq!(code(&r), 27, "REBALANCE_IN_PROGRESS before the assignment is synced");
+
+    let (id, generation) = stable_alone(&mut c, "stable").await;
+    let r = c.send(&commit_req("stable", &id, generation + 1, "t", &[(0, 1, "")]), 8).await;
+    assert_eq!(code(&r), 22, "ILLEGAL_GENERATION for another generation");
+    let r = c.send(&commit_req("stable", "stranger", generation, "t", &[(0, 1, "")]), 8).await;
+    assert_eq!(code(&r), 25, "UNKNOWN_MEMBER_ID for a member not in the group");
+    let r = c.send(&commit_req("stable", "", -1, "t", &[(0, 1, "")]), 8).await;
+    assert_eq!(code(&r), 25, "no generation-less commits to a group with members");
+    let r = c.send(&commit_req("stable", &id, generation, "t", &[(0, 7, "")]), 8).await;
+    assert_eq!(code(&r), 0);
+
+    // A static member: the instance id with another member id is fenced.
+    let mut join = join_req("static", "", &["range"]).with_group_instance_id(Some(sb("inst")));
+    let r = c.send(&join, 5).await;
+    assert_eq!(r.error_code, 0);
+    join.member_id = r.member_id.clone();
+    let r = c.send(&sync_req("static", &join.member_id, r.generation_id, &[(&join.member_id, b"a")]), 3).await;
+    assert_eq!(r.error_code, 0);
+    let fenced = commit_req("static", "not-the-member", 1, "t", &[(0, 1, "")]).with_group_instance_id(Some(sb("inst")));
+    let r = c.send(&fenced, 8).await;
+    assert_eq!(code(&r), 82, "FENCED_INSTANCE_ID");
+}
+
+#[tokio::test]
 async fn offset_delete_follows_group_state() {
     let s = TestServer::start_with(&[TOPICS]).await;
     let mut c = s.client().await;
