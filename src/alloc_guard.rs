@@ -127,6 +127,16 @@ pub fn overcommit_mode() -> Option<u8> {
     std::fs::read_to_string("/proc/sys/vm/overcommit_memory").ok().and_then(|s| s.trim().parse().ok())
 }
 
+/// The process's address-space limit (`ulimit -v`, systemd `LimitAS=`) in
+/// bytes, if one is set. Below a few hundred GB it defeats the guard too:
+/// the reservation itself fails.
+pub fn address_space_limit() -> Option<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit only writes the struct we pass.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0;
+    (ok && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -100,6 +100,12 @@ impl Daemon {
                 "vm.overcommit_memory is 2: hostile array lengths in requests can abort the process; see docs/operations.md"
             );
         }
+        if let Some(limit) = crate::alloc_guard::address_space_limit() {
+            tracing::warn!(
+                limit_bytes = limit,
+                "an address-space limit (ulimit -v / LimitAS) is set: hostile array lengths in requests can abort the process; see docs/operations.md"
+            );
+        }
 
         let (fatal_tx, fatal) = mpsc::unbounded_channel();
         // Partition logs are open before anything is served, so every topic
