@@ -236,6 +236,24 @@ impl Log {
         Ok(())
     }
 
+    /// Closes the active segment and starts an empty one at [`Log::end`],
+    /// unless the active segment is empty already; returns whether it rolled.
+    /// Partition logs roll by time (`segment.ms`) and before retention
+    /// deletes every segment that holds data, as Kafka does.
+    pub fn roll_active(&mut self) -> io::Result<bool> {
+        self.check_not_poisoned()?;
+        if self.active()?.bytes == 0 {
+            return Ok(false);
+        }
+        self.roll()?;
+        Ok(true)
+    }
+
+    /// Base index of the active segment.
+    pub fn active_base(&self) -> u64 {
+        self.segments.last().map_or(self.end, |s| s.base)
+    }
+
     /// Index of the next record to be appended.
     pub fn end(&self) -> u64 {
         self.end

@@ -30,6 +30,7 @@ use crate::storage::fsutil;
 const KAFKA_RETENTION_MS: i64 = 604_800_000;
 const KAFKA_RETENTION_BYTES: i64 = -1;
 const KAFKA_SEGMENT_BYTES: u64 = 1_073_741_824;
+const KAFKA_SEGMENT_MS: i64 = 604_800_000;
 /// kcoord's smallest segment (the storage engine's limit on `topics.segment_bytes`).
 const MIN_SEGMENT_BYTES: i64 = 1024;
 
@@ -150,6 +151,13 @@ fn parse_configs(configs: &[(String, Option<String>)]) -> Result<TopicConfig, In
                 }
                 out.segment_bytes = Some(v as u64);
             }
+            "segment.ms" => {
+                let v = number()?;
+                if v < 1 {
+                    return Err(bad("Value must be at least 1"));
+                }
+                out.segment_ms = Some(v);
+            }
             "cleanup.policy" if value == "delete" => {}
             "cleanup.policy" => {
                 return Err(invalid(ErrorCode::INVALID_CONFIG, "kcoord supports only cleanup.policy=delete"));
@@ -267,6 +275,12 @@ impl DataPlane {
                 c.segment_bytes.map(|v| v.to_string()),
                 d.segment_bytes.to_string(),
                 KAFKA_SEGMENT_BYTES.to_string(),
+            ),
+            entry(
+                "segment.ms",
+                c.segment_ms.map(|v| v.to_string()),
+                d.segment_ms.to_string(),
+                KAFKA_SEGMENT_MS.to_string(),
             ),
         ]
     }
@@ -552,10 +566,21 @@ mod tests {
 
     #[test]
     fn supported_topic_configs_parse_and_others_are_refused() {
-        let c =
-            cfg(&[("retention.ms", Some("1000")), ("retention.bytes", Some("-1")), ("segment.bytes", Some("4096"))])
-                .unwrap();
-        assert_eq!(c, TopicConfig { retention_ms: Some(1000), retention_bytes: Some(-1), segment_bytes: Some(4096) });
+        let c = cfg(&[
+            ("retention.ms", Some("1000")),
+            ("retention.bytes", Some("-1")),
+            ("segment.bytes", Some("4096")),
+            ("segment.ms", Some("60000")),
+        ])
+        .unwrap();
+        let want = TopicConfig {
+            retention_ms: Some(1000),
+            retention_bytes: Some(-1),
+            segment_bytes: Some(4096),
+            segment_ms: Some(60_000),
+        };
+        assert_eq!(c, want);
+        assert_eq!(cfg(&[("segment.ms", Some("0"))]).unwrap_err().0, ErrorCode::INVALID_CONFIG);
         assert!(cfg(&[("cleanup.policy", Some("delete"))]).is_ok());
         assert_eq!(cfg(&[("cleanup.policy", Some("compact"))]).unwrap_err().0, ErrorCode::INVALID_CONFIG);
         assert_eq!(cfg(&[("retention.ms", Some("-2"))]).unwrap_err().0, ErrorCode::INVALID_CONFIG);

@@ -7,7 +7,7 @@
 //! a log would buy nothing here.
 //!
 //! Each topic also keeps the topic configs given at creation (CreateTopics
-//! `retention.ms`, `retention.bytes`, `segment.bytes`); only overrides are
+//! `retention.ms`, `retention.bytes`, `segment.bytes`, `segment.ms`); only overrides are
 //! stored, so a topic without one follows the daemon's `topics.*` defaults.
 
 use std::collections::{BTreeMap, HashMap};
@@ -44,6 +44,9 @@ pub struct TopicConfig {
     /// Kafka `segment.bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment_bytes: Option<u64>,
+    /// Kafka `segment.ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_ms: Option<i64>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -283,7 +286,12 @@ mod tests {
         std::fs::write(dir.path().join("topics.json"), old).unwrap();
         let c = Catalog::open(dir.path()).unwrap();
         assert_eq!(c.get("a").unwrap().config, TopicConfig::default());
-        let config = TopicConfig { retention_ms: Some(5), retention_bytes: None, segment_bytes: Some(2048) };
+        let config = TopicConfig {
+            retention_ms: Some(5),
+            segment_bytes: Some(2048),
+            segment_ms: Some(60_000),
+            ..Default::default()
+        };
         c.create_with("b", 1, config.clone(), false).unwrap();
         drop(c);
         assert_eq!(Catalog::open(dir.path()).unwrap().get("b").unwrap().config, config);

@@ -56,6 +56,66 @@ impl Entry {
     }
 }
 
+/// What rolling the active segment by time needs to know about it (Kafka's
+/// `LogSegment.shouldRoll`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ActiveSegment {
+    /// The storage index the segment starts at (its name).
+    pub base: u64,
+    /// Max timestamp of the segment's first batch (Kafka's
+    /// `rollingBasedTimestamp`); None while the segment holds nothing.
+    pub first_timestamp: Option<i64>,
+    /// When this process started the segment or opened the log, as Kafka's
+    /// `LogSegment.created`: the age used when batches carry no timestamp.
+    pub created_ms: i64,
+}
+
+impl ActiveSegment {
+    pub fn empty(base: u64, now_ms: i64) -> ActiveSegment {
+        ActiveSegment { base, first_timestamp: None, created_ms: now_ms }
+    }
+
+    /// Kafka's rule: a non-empty segment is rolled once the incoming batch's
+    /// max timestamp is more than `segment_ms` past the first batch's, or,
+    /// when the first batch has no timestamp, once the segment is that old.
+    /// Record timestamps rather than the clock, so that a segment is closed
+    /// in step with the timestamps time retention looks at.
+    pub fn roll_due(&self, incoming_max_timestamp: i64, now_ms: i64, segment_ms: i64) -> bool {
+        let waited = match self.first_timestamp {
+            None => return false,
+            Some(first) if first >= 0 => incoming_max_timestamp.saturating_sub(first),
+            Some(_) => now_ms.saturating_sub(self.created_ms),
+        };
+        waited > segment_ms
+    }
+}
+
+/// The file in a partition directory holding the log start offset as of the
+/// last time retention left the log without batches. The storage engine
+/// numbers records, not Kafka offsets, so without it a log whose every batch
+/// was deleted would restart at offset 0 and hand out offsets twice (Kafka
+/// keeps the same fact in the name of its empty active segment and in
+/// `log-start-offset-checkpoint`).
+pub(super) const LOG_START_FILE: &str = "log-start-offset";
+
+/// Reads [`LOG_START_FILE`]: None if there is none.
+fn read_log_start(dir: &Path) -> Result<Option<i64>, String> {
+    let path = dir.join(LOG_START_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            text.trim().parse::<i64>().map(Some).map_err(|_| format!("{}: not an offset: {text:?}", path.display()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Persists [`LOG_START_FILE`] atomically (and durably) before retention
+/// deletes the last batches.
+pub(super) fn write_log_start(dir: &Path, offset: i64) -> std::io::Result<()> {
+    crate::storage::fsutil::write_atomically(&dir.join(LOG_START_FILE), format!("{offset}\n").as_bytes())
+}
+
 /// Mutable state of a partition.
 #[derive(Debug)]
 pub(super) struct State {
@@ -71,6 +131,7 @@ pub(super) struct State {
     /// Every offset below this is on disk (fsynced).
     pub durable_offset: i64,
     pub producers: ProducerStates,
+    pub active: ActiveSegment,
     /// A sync task is running (`durability.rs`).
     pub syncing: bool,
     /// An fsync failed: nothing more is acknowledged.
@@ -119,6 +180,8 @@ pub struct Partition {
     pub index: i32,
     pub dir: PathBuf,
     pub(super) fsync: FsyncPolicy,
+    /// Kafka `segment.ms`: see [`ActiveSegment::roll_due`].
+    pub(super) segment_ms: i64,
     pub(super) state: Mutex<State>,
     /// Woken when more data becomes visible to fetchers, or the partition
     /// goes away.
@@ -180,6 +243,7 @@ impl Partition {
         dir: &Path,
         options: LogOptions,
         fsync: FsyncPolicy,
+        segment_ms: i64,
         now_ms: i64,
     ) -> Result<Partition, String> {
         let mut entries = VecDeque::new();
@@ -206,7 +270,21 @@ impl Partition {
         })
         .map_err(|e| format!("partition {topic}-{index} ({}): {e}", dir.display()))?;
         producers.expire(now_ms);
-        let next_offset = next_offset.unwrap_or(0);
+        let checkpoint = read_log_start(dir).map_err(|e| format!("partition {topic}-{index}: {e}"))?;
+        // Batches stored after the checkpoint was written start at or after
+        // it, so the larger of the two is where the log ends.
+        let next_offset = next_offset.unwrap_or(0).max(checkpoint.unwrap_or(0));
+        let active_base = log.active_base();
+        let active = ActiveSegment {
+            base: active_base,
+            first_timestamp: entries
+                .iter()
+                .rev()
+                .take_while(|e| e.segment_base == active_base)
+                .last()
+                .map(|e| e.max_timestamp),
+            created_ms: now_ms,
+        };
         let mut state = State {
             first_index: first_index.unwrap_or_else(|| log.start()),
             log,
@@ -215,6 +293,7 @@ impl Partition {
             next_offset,
             durable_offset: next_offset,
             producers,
+            active,
             syncing: false,
             failed: None,
             deleted: false,
@@ -225,6 +304,7 @@ impl Partition {
             index,
             dir: dir.to_path_buf(),
             fsync,
+            segment_ms,
             state: Mutex::new(state),
             data: Notify::new(),
             synced: Notify::new(),
@@ -261,8 +341,10 @@ impl Partition {
     }
 
     /// Appends a validated batch at the log end, unless the producer state
-    /// says it is a duplicate (then answers with the original offset).
-    pub fn append(&self, produced: ProducedBatch) -> Result<Appended, AppendError> {
+    /// says it is a duplicate (then answers with the original offset). The
+    /// active segment is rolled first when `segment.ms` says so (`now_ms` is
+    /// the wall clock, injected for tests).
+    pub fn append(&self, produced: ProducedBatch, now_ms: i64) -> Result<Appended, AppendError> {
         let ProducedBatch { mut header, mut bytes } = produced;
         let mut s = self.lock();
         if s.deleted {
@@ -275,6 +357,13 @@ impl Partition {
             // The original may still be waiting for its fsync: wait for
             // everything appended so far.
             return Ok(Appended { base_offset: original.base_offset, log_start: s.log_start, durable_at: s.log.end() });
+        }
+        if s.active.roll_due(header.max_timestamp, now_ms, self.segment_ms) {
+            // Rolling fsyncs the segment it closes (as a roll by size does).
+            if let Err(e) = s.log.roll_active() {
+                tracing::error!(topic = %self.topic, partition = self.index, error = %e, "rolling the partition log failed");
+                return Err(AppendError { code: ErrorCode::KAFKA_STORAGE_ERROR, message: Some(e.to_string()) });
+            }
         }
         let base = s.next_offset;
         batch::assign(&mut bytes, base, LEADER_EPOCH);
@@ -297,6 +386,10 @@ impl Partition {
         s.entries.push_back(Entry::new(&header, &loc));
         s.producers.record(&header);
         s.next_offset = header.last_offset().saturating_add(1);
+        if loc.segment_base != s.active.base {
+            s.active = ActiveSegment::empty(loc.segment_base, now_ms);
+        }
+        s.active.first_timestamp.get_or_insert(header.max_timestamp);
         let appended = Appended { base_offset: base, log_start: s.log_start, durable_at: s.log.end() };
         drop(s);
         if self.fsync != FsyncPolicy::Always {
@@ -393,11 +486,12 @@ mod tests {
     use crate::topics::batch::validate_produced;
 
     fn open(dir: &Path) -> Partition {
-        Partition::open("t", 0, dir, LogOptions { segment_bytes: 1024, repair: false }, FsyncPolicy::Never, 0).unwrap()
+        let options = LogOptions { segment_bytes: 1024, repair: false };
+        Partition::open("t", 0, dir, options, FsyncPolicy::Never, 604_800_000, 0).unwrap()
     }
 
     fn produce(p: &Partition, values: &[&[u8]], producer: Option<(i64, i16, i32)>) -> Result<Appended, AppendError> {
-        p.append(validate_produced(Some(&batch(values, 1_000, producer)), 9).unwrap())
+        p.append(validate_produced(Some(&batch(values, 1_000, producer)), 9).unwrap(), 0)
     }
 
     #[test]

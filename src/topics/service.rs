@@ -53,6 +53,8 @@ pub struct DataPlaneSettings {
     pub retention: RetentionPolicy,
     /// `topics.segment_bytes`.
     pub segment_bytes: u64,
+    /// `topics.segment_ms`.
+    pub segment_ms: i64,
     pub retention_check_interval: Duration,
     pub node_id: i32,
     pub default_partitions: i32,
@@ -71,6 +73,7 @@ impl DataPlaneSettings {
                 retention_bytes: config.topics.retention_bytes,
             },
             segment_bytes: config.topics.segment_bytes,
+            segment_ms: config.topics.segment_ms,
             retention_check_interval: Duration::from_millis(config.topics.retention_check_interval_ms.max(1)),
             node_id: config.server.node_id,
             default_partitions: config.topics.default_partitions,
@@ -274,6 +277,7 @@ fn open_partitions(settings: &DataPlaneSettings, info: &TopicInfo, fresh: bool) 
         segment_bytes: info.config.segment_bytes.unwrap_or(settings.segment_bytes),
         repair: settings.repair,
     };
+    let segment_ms = info.config.segment_ms.unwrap_or(settings.segment_ms);
     let now = now_ms();
     let mut out = Vec::with_capacity(usize::try_from(info.partitions).unwrap_or(0));
     for p in 0..info.partitions {
@@ -285,7 +289,7 @@ fn open_partitions(settings: &DataPlaneSettings, info: &TopicInfo, fresh: bool) 
             tracing::warn!(dir = %dir.display(), moved_to = %stray.display(), "a new topic's partition directory already existed");
             std::fs::rename(&dir, &stray).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        out.push(Arc::new(Partition::open(&info.name, p, &dir, options, settings.fsync, now)?));
+        out.push(Arc::new(Partition::open(&info.name, p, &dir, options, settings.fsync, segment_ms, now)?));
     }
     Ok(out)
 }
