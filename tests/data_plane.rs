@@ -407,39 +407,82 @@ async fn delete_topics_round_trip_at_every_version() {
     assert_eq!(dups.iter().map(|r| r.error_code).collect::<Vec<_>>(), vec![42]);
 }
 
-#[tokio::test]
-async fn deleting_a_topic_drops_its_committed_offsets() {
-    let s = server(&[]).await;
-    let mut c = s.client().await;
-    create_topics(&mut c, 5, vec![new_topic("committed", 1, 1, &[])], false).await;
-    let commit = OffsetCommitRequest::default()
-        .with_group_id(GroupId(sb("g")))
-        .with_generation_id_or_member_epoch(-1)
-        .with_topics(vec![offset_commit_request::OffsetCommitRequestTopic::default()
-            .with_name(TopicName(sb("committed")))
+fn commit_request(topic: &str, offset: i64) -> OffsetCommitRequest {
+    OffsetCommitRequest::default().with_group_id(GroupId(sb("g"))).with_generation_id_or_member_epoch(-1).with_topics(
+        vec![offset_commit_request::OffsetCommitRequestTopic::default()
+            .with_name(TopicName(sb(topic)))
             .with_partitions(vec![offset_commit_request::OffsetCommitRequestPartition::default()
                 .with_partition_index(0)
-                .with_committed_offset(42)])]);
-    let fetch_offset = OffsetFetchRequest::default().with_group_id(GroupId(sb("g"))).with_topics(Some(vec![
+                .with_committed_offset(offset)])],
+    )
+}
+
+/// Group g's committed offset for partition 0 of `topic` (-1 if none).
+async fn committed(c: &mut Client, topic: &str) -> i64 {
+    let req = OffsetFetchRequest::default().with_group_id(GroupId(sb("g"))).with_topics(Some(vec![
         offset_fetch_request::OffsetFetchRequestTopic::default()
-            .with_name(TopicName(sb("committed")))
+            .with_name(TopicName(sb(topic)))
             .with_partition_indexes(vec![0]),
     ]));
+    c.send(&req, 5).await.topics[0].partitions[0].committed_offset
+}
+
+async fn commit_once_accepted(s: &TestServer, topic: &str, offset: i64) {
     let addr = s.addr;
-    eventually("the commit is accepted", || {
-        let commit = commit.clone();
-        async move {
-            let mut c = Client::connect(addr).await;
-            (c.send(&commit, 2).await.topics[0].partitions[0].error_code == 0).then_some(())
-        }
+    eventually("the commit is accepted", || async move {
+        let mut c = Client::connect(addr).await;
+        (c.send(&commit_request(topic, offset), 2).await.topics[0].partitions[0].error_code == 0).then_some(())
     })
     .await;
-    assert_eq!(c.send(&fetch_offset, 5).await.topics[0].partitions[0].committed_offset, 42);
-    assert_eq!(delete_topics(&mut c, 5, &["committed"]).await[0].error_code, 0);
-    assert_eq!(c.send(&fetch_offset, 5).await.topics[0].partitions[0].committed_offset, -1);
-    // Also after re-creating the topic.
+}
+
+#[tokio::test]
+async fn deleting_a_topic_drops_its_committed_offsets_also_across_a_restart() {
+    let mut s = server(&[]).await;
+    let mut c = s.client().await;
     create_topics(&mut c, 5, vec![new_topic("committed", 1, 1, &[])], false).await;
-    assert_eq!(c.send(&fetch_offset, 5).await.topics[0].partitions[0].committed_offset, -1);
+    commit_once_accepted(&s, "committed", 42).await;
+    assert_eq!(committed(&mut c, "committed").await, 42);
+    assert_eq!(delete_topics(&mut c, 5, &["committed"]).await[0].error_code, 0);
+    assert_eq!(committed(&mut c, "committed").await, -1);
+    let r = c.send(&commit_request("committed", 43), 2).await;
+    assert_eq!(r.topics[0].partitions[0].error_code, 3, "a deleted topic takes no commits");
+    drop(c);
+    s.restart().await;
+    let mut c = s.client().await;
+    // Re-created under the same name, the topic has no committed offsets.
+    assert_eq!(create_topics(&mut c, 5, vec![new_topic("committed", 1, 1, &[])], false).await[0].error_code, 0);
+    assert_eq!(committed(&mut c, "committed").await, -1);
+}
+
+#[tokio::test]
+async fn a_deletion_interrupted_before_its_offset_tombstones_is_finished_after_a_restart() {
+    let mut s = server(&[]).await;
+    let mut c = s.client().await;
+    create_topics(&mut c, 5, vec![new_topic("interrupted", 1, 1, &[])], false).await;
+    commit_once_accepted(&s, "interrupted", 42).await;
+    drop(c);
+    s.daemon.take().unwrap().shutdown().await;
+    // What a crash right after the catalog write of a deletion leaves: the
+    // topic recorded as being deleted, its offsets not yet tombstoned.
+    let path = s.dir.path().join("topics.json");
+    let mut catalog: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let topics = catalog["topics"].as_array_mut().unwrap();
+    let at = topics.iter().position(|t| t["name"] == "interrupted").unwrap();
+    let topic = topics.remove(at);
+    catalog["deleting"] = serde_json::json!([topic]);
+    std::fs::write(&path, serde_json::to_vec(&catalog).unwrap()).unwrap();
+    s.restart().await;
+    let addr = s.addr;
+    // The name is free again once the offsets are tombstoned.
+    eventually("the deletion finishes", || async move {
+        let mut c = Client::connect(addr).await;
+        let r = create_topics(&mut c, 5, vec![new_topic("interrupted", 1, 1, &[])], false).await;
+        (r[0].error_code == 0).then_some(())
+    })
+    .await;
+    let mut c = s.client().await;
+    assert_eq!(committed(&mut c, "interrupted").await, -1);
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
@@ -113,6 +113,8 @@ pub struct DataPlane {
     pub(super) fatal: FatalSender,
     pub(super) closing: watch::Sender<bool>,
     pub(super) parked: Semaphore,
+    /// Woken when a DeleteTopics leaves a deletion for the background.
+    pub(super) deletions: Notify,
     background: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -150,6 +152,7 @@ impl DataPlane {
             fatal,
             closing,
             parked: Semaphore::new(MAX_PARKED_FETCHES),
+            deletions: Notify::new(),
             background: Mutex::new(Vec::new()),
         });
         plane.start_background();
