@@ -10,8 +10,10 @@
 //! with stored data (documented in `docs/operations.md`).
 //!
 //! Everything about a partition sits behind one mutex: appends are short
-//! (a page-cache write), reads copy at most a bounded number of bytes, and
-//! fsyncs run outside it (`durability.rs`).
+//! (a page-cache write), fsyncs run outside it (`durability.rs`), and so do
+//! the disk reads of a Fetch: under the mutex a read only picks the batches
+//! and takes a [`SegmentReader`] per segment, then copies them with the
+//! mutex released, so a slow read never holds up producers.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -24,7 +26,7 @@ use super::producer_state::{ProducerStates, SequenceError, Verdict};
 use crate::config::FsyncPolicy;
 use crate::error_code::ErrorCode;
 use crate::storage::frame::HEADER_BYTES as FRAME_HEADER;
-use crate::storage::{Location, Log, LogOptions};
+use crate::storage::{Location, Log, LogOptions, SegmentReader};
 
 /// The leader epoch of every partition: kcoord is the only replica and never
 /// changes leader, so the epoch stays 0 forever (clients then never need
@@ -234,6 +236,40 @@ pub struct ReadBatches {
     pub offsets: Offsets,
 }
 
+/// The batches a read returns, chosen under the partition lock, with a
+/// reader per run of batches in the same segment (in order).
+#[derive(Debug)]
+struct ReadPlan {
+    offsets: Offsets,
+    batches: Vec<Entry>,
+    readers: Vec<SegmentReader>,
+    /// Payload bytes of `batches`.
+    total: usize,
+}
+
+impl ReadPlan {
+    /// Copies the batches' payloads, without any lock: one read per run of
+    /// batches in the same segment, then the storage frame headers between
+    /// them are skipped while copying.
+    fn execute(self) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::with_capacity(self.total);
+        let runs = self.batches.chunk_by(|a, b| a.segment_base == b.segment_base);
+        for (run, reader) in runs.zip(&self.readers) {
+            let (Some(first), Some(last)) = (run.first(), run.last()) else { continue };
+            let span = last.position.saturating_sub(first.position) as usize + FRAME_HEADER + last.payload_len as usize;
+            let raw = reader.read_at(first.position, span)?;
+            for e in run {
+                let from = e.position.saturating_sub(first.position) as usize + FRAME_HEADER;
+                let payload = raw.get(from..from + e.payload_len as usize).ok_or_else(|| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, "a batch lies outside the bytes read")
+                })?;
+                bytes.extend_from_slice(payload);
+            }
+        }
+        Ok(bytes)
+    }
+}
+
 impl Partition {
     /// Opens (or creates) the partition log in `dir`, rebuilding the index
     /// and producer state from every stored batch header.
@@ -427,48 +463,44 @@ impl Partition {
     /// Reads whole batches from the one containing `offset`, up to the high
     /// watermark and `max_bytes`; with `min_one`, the first batch is returned
     /// even if it is larger (KIP-74), so a consumer always makes progress.
+    /// The disk reads happen without the partition lock (see the module docs).
     pub fn read(&self, offset: i64, max_bytes: usize, min_one: bool) -> Result<ReadBatches, ErrorCode> {
+        let plan = self.plan_read(offset, max_bytes, min_one)?;
+        let offsets = plan.offsets;
+        let bytes = plan.execute().map_err(|e| {
+            tracing::error!(topic = %self.topic, partition = self.index, error = %e, "partition log read failed");
+            ErrorCode::KAFKA_STORAGE_ERROR
+        })?;
+        Ok(ReadBatches { bytes, offsets })
+    }
+
+    /// The locked part of [`Partition::read`]: which batches, and a reader
+    /// for each segment they are in.
+    fn plan_read(&self, offset: i64, max_bytes: usize, min_one: bool) -> Result<ReadPlan, ErrorCode> {
         let s = self.lock();
         let offsets = self.check_offset(&s, offset)?;
-        let start = s.entry_for(offset);
-        let mut take = 0usize;
+        let mut batches: Vec<Entry> = Vec::new();
         let mut total = 0usize;
-        for e in s.entries.range(start..) {
+        for e in s.entries.range(s.entry_for(offset)..) {
             if e.base_offset >= offsets.high_watermark {
                 break;
             }
             let next = total.saturating_add(e.payload_len as usize);
-            if next > max_bytes && !(min_one && take == 0) {
+            if next > max_bytes && !(min_one && batches.is_empty()) {
                 break;
             }
             total = next;
-            take += 1;
+            batches.push(*e);
         }
-        let mut bytes = Vec::with_capacity(total);
-        let mut i = start;
-        let end = start + take;
-        // One read per run of batches in the same segment, then the storage
-        // frame headers between them are skipped while copying.
-        while i < end {
-            let Some(first) = s.entries.get(i).copied() else { break };
-            let mut j = i + 1;
-            while j < end && s.entries.get(j).is_some_and(|e| e.segment_base == first.segment_base) {
-                j += 1;
-            }
-            let Some(last) = s.entries.get(j - 1).copied() else { break };
-            let span = last.position.saturating_sub(first.position) as usize + FRAME_HEADER + last.payload_len as usize;
-            let raw = s.log.read_at(first.segment_base, first.position, span).map_err(|e| {
+        let mut readers = Vec::new();
+        for run in batches.chunk_by(|a, b| a.segment_base == b.segment_base) {
+            let Some(first) = run.first() else { continue };
+            readers.push(s.log.segment_reader(first.segment_base).map_err(|e| {
                 tracing::error!(topic = %self.topic, partition = self.index, error = %e, "partition log read failed");
                 ErrorCode::KAFKA_STORAGE_ERROR
-            })?;
-            for e in s.entries.range(i..j) {
-                let from = e.position.saturating_sub(first.position) as usize + FRAME_HEADER;
-                let payload = raw.get(from..from + e.payload_len as usize).ok_or(ErrorCode::KAFKA_STORAGE_ERROR)?;
-                bytes.extend_from_slice(payload);
-            }
-            i = j;
+            })?);
         }
-        Ok(ReadBatches { bytes, offsets })
+        Ok(ReadPlan { offsets, batches, readers, total })
     }
 
     /// Marks the partition deleted and wakes its parked fetches.
@@ -548,6 +580,24 @@ mod tests {
         assert_eq!(produce(&p, &[&[39u8; 100]], Some((5, 0, 39))).unwrap().base_offset, 39);
         assert_eq!(p.offsets().log_end, 40);
         assert_eq!(produce(&p, &[b"x"], Some((5, 0, 41))).unwrap_err().code, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER);
+    }
+
+    #[test]
+    fn a_read_planned_before_retention_deletes_the_segment_still_returns_its_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = open(dir.path());
+        for i in 0..20u8 {
+            produce(&p, &[&[i; 100]], None).unwrap();
+        }
+        let whole = p.read(0, 1 << 20, true).unwrap().bytes;
+        let plan = p.plan_read(0, 1 << 20, true).unwrap();
+        assert!(plan.readers.len() > 1, "the read spans segments");
+        // The lock is free while the plan is executed: appends and retention go on.
+        produce(&p, &[b"later"], None).unwrap();
+        let policy = crate::topics::retention::RetentionPolicy { retention_ms: -1, retention_bytes: 0 };
+        assert!(p.apply_retention(policy, 0) > 0);
+        assert_eq!(p.read(0, 100, true).unwrap_err(), ErrorCode::OFFSET_OUT_OF_RANGE);
+        assert_eq!(plan.execute().unwrap(), whole);
     }
 
     #[test]
