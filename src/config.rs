@@ -147,6 +147,10 @@ pub struct TopicsConfig {
     pub retention_bytes: i64,
     /// Segment size of partition logs (Kafka: log.segment.bytes).
     pub segment_bytes: u64,
+    /// Age after which the active segment of a partition log is rolled at the
+    /// next append (Kafka: log.roll.ms / segment.ms), so that time retention,
+    /// which deletes whole segments, is not held up by a segment that never fills.
+    pub segment_ms: i64,
     /// How often retention runs (Kafka: log.retention.check.interval.ms).
     pub retention_check_interval_ms: u64,
 }
@@ -223,6 +227,7 @@ impl Default for TopicsConfig {
             retention_ms: 604_800_000,
             retention_bytes: -1,
             segment_bytes: 1_073_741_824,
+            segment_ms: 604_800_000,
             retention_check_interval_ms: 300_000,
         }
     }
@@ -485,6 +490,9 @@ impl Config {
         }
         if self.storage.fsync_interval_ms == 0 {
             return bad("storage.fsync_interval_ms must be >= 1".into());
+        }
+        if self.topics.segment_ms < 1 {
+            return bad("topics.segment_ms must be >= 1".into());
         }
         if self.topics.default_partitions < 1 {
             return bad("topics.default_partitions must be >= 1".into());

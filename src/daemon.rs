@@ -73,6 +73,14 @@ impl Daemon {
         )?;
         let catalog = Arc::new(Catalog::open(&data_dir).map_err(dd_err)?);
         for spec in config.defined_topics() {
+            if catalog.is_deleting(&spec.name) {
+                // Its name is reserved until the old topic's offsets are gone.
+                tracing::warn!(
+                    topic = %spec.name,
+                    "a configured topic is still being deleted; it is created again at the next start"
+                );
+                continue;
+            }
             catalog
                 .ensure(&spec.name, spec.partitions)
                 .map_err(|e| StartError::Topic { name: spec.name.clone(), message: e.message })?;
@@ -124,6 +132,9 @@ impl Daemon {
             data_plane,
             config: config.clone(),
         });
+        // Finishes topic deletions a crash or a slow shard left unfinished.
+        let finisher = services.clone();
+        tokio::spawn(async move { finisher.data_plane.finish_deletions(&finisher.coordinator).await });
         let (tx, rx) = watch::channel(false);
         let metrics_addr = if config.metrics.listen.is_empty() {
             None

@@ -112,6 +112,41 @@ impl SyncJob {
     }
 }
 
+/// A segment's file and its size at one moment, to read records without
+/// holding the [`Log`] (partition fetches copy batches outside the partition
+/// lock). Reading is safe because the bytes of records already appended are
+/// never rewritten: a segment only grows, a failed append cuts back only
+/// what it added itself, and an open file stays readable even after
+/// retention or topic deletion removes its name.
+#[derive(Debug, Clone)]
+pub struct SegmentReader {
+    file: Arc<File>,
+    path: PathBuf,
+    /// Bytes of complete records when the reader was taken.
+    bytes: u64,
+}
+
+impl SegmentReader {
+    /// Reads `len` bytes at `position`; fails if the range goes past the
+    /// records the segment held when the reader was taken.
+    pub fn read_at(&self, position: u64, len: usize) -> io::Result<Vec<u8>> {
+        let in_range = position.checked_add(len as u64).is_some_and(|end| end <= self.bytes);
+        if !in_range {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "reading {len} bytes at {position} goes past the {} bytes of {}",
+                    self.bytes,
+                    self.path.display()
+                ),
+            ));
+        }
+        let mut buf = vec![0u8; len];
+        self.file.read_exact_at(&mut buf, position)?;
+        Ok(buf)
+    }
+}
+
 /// What we know about the newest snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct SnapshotState {
@@ -236,6 +271,24 @@ impl Log {
         Ok(())
     }
 
+    /// Closes the active segment and starts an empty one at [`Log::end`],
+    /// unless the active segment is empty already; returns whether it rolled.
+    /// Partition logs roll by time (`segment.ms`) and before retention
+    /// deletes every segment that holds data, as Kafka does.
+    pub fn roll_active(&mut self) -> io::Result<bool> {
+        self.check_not_poisoned()?;
+        if self.active()?.bytes == 0 {
+            return Ok(false);
+        }
+        self.roll()?;
+        Ok(true)
+    }
+
+    /// Base index of the active segment.
+    pub fn active_base(&self) -> u64 {
+        self.segments.last().map_or(self.end, |s| s.base)
+    }
+
     /// Index of the next record to be appended.
     pub fn end(&self) -> u64 {
         self.end
@@ -280,6 +333,11 @@ impl Log {
     /// whole frame, see [`Location::frame_len`]). Fails if the segment no
     /// longer exists or the range goes past the records it holds.
     pub fn read_at(&self, segment_base: u64, position: u64, len: usize) -> io::Result<Vec<u8>> {
+        self.segment_reader(segment_base)?.read_at(position, len)
+    }
+
+    /// A reader of segment `segment_base` as it is now (see [`SegmentReader`]).
+    pub fn segment_reader(&self, segment_base: u64) -> io::Result<SegmentReader> {
         let segment = self
             .segments
             .binary_search_by_key(&segment_base, |s| s.base)
@@ -291,20 +349,7 @@ impl Log {
                     format!("segment {segment_base} of {} no longer exists", self.dir.display()),
                 )
             })?;
-        let in_range = position.checked_add(len as u64).is_some_and(|end| end <= segment.bytes);
-        if !in_range {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "reading {len} bytes at {position} goes past the {} bytes of {}",
-                    segment.bytes,
-                    segment.path.display()
-                ),
-            ));
-        }
-        let mut buf = vec![0u8; len];
-        segment.file.read_exact_at(&mut buf, position)?;
-        Ok(buf)
+        Ok(SegmentReader { file: Arc::clone(&segment.file), path: segment.path.clone(), bytes: segment.bytes })
     }
 
     /// The segments, oldest first, for retention decisions.

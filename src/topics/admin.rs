@@ -6,16 +6,36 @@
 //! that Metadata lists always has its logs.
 //!
 //! Deletion: partitions are marked deleted (parked fetches wake up, appends
-//! stop), their directories renamed aside, the catalog entry removed (now
-//! Metadata stops listing the topic), then every group's committed offsets
-//! for it are tombstoned and the renamed directories removed. A crash after
-//! the renames leaves directories that the next start removes; a crash
-//! before the catalog write leaves the topic, empty, for the client to
-//! delete again.
+//! stop), their directories renamed aside, and the catalog entry moved to
+//! the catalog's *being deleted* list in one atomic write (now Metadata stops
+//! listing the topic and OffsetCommit refuses it, as in Kafka). Then every
+//! group's committed offsets for it are tombstoned, waiting (bounded) for
+//! shards that are still loading, and only once every shard has made its
+//! tombstones durable is the deletion finished in the catalog, which frees
+//! the name; the renamed directories are removed in any case.
+//!
+//! Why this order: tombstoning first would let a commit slip in between the
+//! tombstones and the catalog change; removing the topic first without a
+//! durable record (as before) lost the tombstones whenever a shard was
+//! loading or the daemon crashed. With the record, the work is never lost:
+//! if a shard does not answer in time the DeleteTopics answer is still NONE
+//! (the topic *is* deleted) and [`DataPlane::finish_deletions`] retries in
+//! the background, also after a restart. It tombstones only topics recorded
+//! as being deleted, never merely topics absent from the catalog. While a
+//! deletion is unfinished, re-creating the name gets TOPIC_ALREADY_EXISTS
+//! ("marked for deletion", Kafka's answer during a deletion), so the
+//! tombstones can never hit a new topic's offsets. As in Kafka, a commit
+//! checked against the catalog just before the deletion but queued at its
+//! shard after the tombstones survives.
+//!
+//! A crash after the renames leaves directories that the next start removes;
+//! a crash before the catalog write leaves the topic, empty, for the client
+//! to delete again.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
@@ -30,8 +50,18 @@ use crate::storage::fsutil;
 const KAFKA_RETENTION_MS: i64 = 604_800_000;
 const KAFKA_RETENTION_BYTES: i64 = -1;
 const KAFKA_SEGMENT_BYTES: u64 = 1_073_741_824;
+const KAFKA_SEGMENT_MS: i64 = 604_800_000;
 /// kcoord's smallest segment (the storage engine's limit on `topics.segment_bytes`).
 const MIN_SEGMENT_BYTES: i64 = 1024;
+
+/// How long a DeleteTopics answer waits for every shard to tombstone the
+/// topic's offsets (loading shards included) before leaving the rest to the
+/// background: well below clients' request timeouts (30 s by default).
+const DELETE_OFFSETS_WAIT: Duration = Duration::from_secs(10);
+/// Pause between attempts while a shard cannot tombstone yet.
+const DELETE_OFFSETS_RETRY: Duration = Duration::from_millis(200);
+/// Pause before the background retries a deletion it could not finish.
+const FINISH_DELETIONS_RETRY: Duration = Duration::from_secs(1);
 
 /// DescribeConfigs `ConfigSource` values used in CreateTopics v5+ answers.
 pub const SOURCE_TOPIC_CONFIG: i8 = 1;
@@ -150,6 +180,13 @@ fn parse_configs(configs: &[(String, Option<String>)]) -> Result<TopicConfig, In
                 }
                 out.segment_bytes = Some(v as u64);
             }
+            "segment.ms" => {
+                let v = number()?;
+                if v < 1 {
+                    return Err(bad("Value must be at least 1"));
+                }
+                out.segment_ms = Some(v);
+            }
             "cleanup.policy" if value == "delete" => {}
             "cleanup.policy" => {
                 return Err(invalid(ErrorCode::INVALID_CONFIG, "kcoord supports only cleanup.policy=delete"));
@@ -267,6 +304,12 @@ impl DataPlane {
                 c.segment_bytes.map(|v| v.to_string()),
                 d.segment_bytes.to_string(),
                 KAFKA_SEGMENT_BYTES.to_string(),
+            ),
+            entry(
+                "segment.ms",
+                c.segment_ms.map(|v| v.to_string()),
+                d.segment_ms.to_string(),
+                KAFKA_SEGMENT_MS.to_string(),
             ),
         ]
     }
@@ -459,14 +502,9 @@ impl DataPlane {
             }
             Err(e) => return DeletedTopic::error(Some(name), id, e.code, &e.message),
         };
-        match coordinator.delete_topic_offsets(&info.name).await {
-            Ok(e) if e.is_none() => {}
-            Ok(e) => {
-                tracing::warn!(topic = %info.name, error = %e, "could not tombstone every committed offset of the deleted topic")
-            }
-            Err(e) => {
-                tracing::warn!(topic = %info.name, error = %e, "could not tombstone committed offsets of the deleted topic")
-            }
+        if !self.finish_deletion(&info.name, coordinator, Instant::now() + DELETE_OFFSETS_WAIT).await {
+            tracing::warn!(topic = %info.name, "committed offsets of the deleted topic are tombstoned in the background");
+            self.deletions.notify_one();
         }
         let _ = tokio::task::spawn_blocking(move || {
             for dir in trash {
@@ -478,6 +516,65 @@ impl DataPlane {
         .await;
         tracing::info!(topic = %info.name, id = %info.id, "deleted topic");
         DeletedTopic { name: Some(info.name), id: info.id, error: ErrorCode::NONE, message: None }
+    }
+
+    /// Tombstones every group's committed offsets for deleted topic `name`,
+    /// retrying until `deadline` while shards load or fail to answer, then
+    /// finishes the deletion in the catalog. Returns whether it finished.
+    pub async fn finish_deletion(&self, name: &str, coordinator: &Coordinator, deadline: Instant) -> bool {
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let loaded = tokio::time::timeout(remaining, coordinator.wait_until_loaded()).await.is_ok();
+            if loaded {
+                match coordinator.delete_topic_offsets(name).await {
+                    Ok(e) if e.is_none() => break,
+                    Ok(e) => tracing::debug!(topic = name, error = %e, "a shard could not tombstone offsets yet"),
+                    Err(_) => return false,
+                }
+            }
+            if Instant::now() + DELETE_OFFSETS_RETRY >= deadline {
+                return false;
+            }
+            tokio::time::sleep(DELETE_OFFSETS_RETRY).await;
+        }
+        let catalog = Arc::clone(&self.catalog);
+        let n = name.to_string();
+        match tokio::task::spawn_blocking(move || catalog.finish_delete(&n)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(topic = name, error = %e, "cannot record that the topic's deletion finished");
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The background side of deletion: finishes every deletion recorded in
+    /// the catalog (left by a crash, or by a DeleteTopics whose shards did
+    /// not answer in time), at start-up and whenever DeleteTopics leaves
+    /// one, retrying every second until done. Ends at shutdown.
+    pub async fn finish_deletions(&self, coordinator: &Coordinator) {
+        let mut closing = self.closing.subscribe();
+        loop {
+            let mut unfinished = false;
+            for t in self.catalog.deleting() {
+                let deadline = Instant::now() + DELETE_OFFSETS_WAIT;
+                let finished = tokio::select! {
+                    done = self.finish_deletion(&t.name, coordinator, deadline) => done,
+                    _ = closing.wait_for(|c| *c) => return,
+                };
+                if finished {
+                    tracing::info!(topic = %t.name, id = %t.id, "finished deleting topic: committed offsets tombstoned");
+                }
+                unfinished |= !finished;
+            }
+            let retry = if unfinished { FINISH_DELETIONS_RETRY } else { Duration::from_secs(3600) };
+            tokio::select! {
+                _ = self.deletions.notified() => {}
+                _ = tokio::time::sleep(retry) => {}
+                _ = closing.wait_for(|c| *c) => return,
+            }
+        }
     }
 
     /// Removes a topic from the map and the catalog, renaming its partition
@@ -516,7 +613,7 @@ impl DataPlane {
         if let Err(e) = fsutil::fsync_dir(&self.settings.root) {
             tracing::warn!(dir = %self.settings.root.display(), error = %e, "cannot fsync the topics directory");
         }
-        match self.catalog.delete(name) {
+        match self.catalog.begin_delete(name) {
             Ok(info) => {
                 topics.remove(name);
                 Ok((info, moved.into_iter().map(|(_, to)| to).collect()))
@@ -552,10 +649,21 @@ mod tests {
 
     #[test]
     fn supported_topic_configs_parse_and_others_are_refused() {
-        let c =
-            cfg(&[("retention.ms", Some("1000")), ("retention.bytes", Some("-1")), ("segment.bytes", Some("4096"))])
-                .unwrap();
-        assert_eq!(c, TopicConfig { retention_ms: Some(1000), retention_bytes: Some(-1), segment_bytes: Some(4096) });
+        let c = cfg(&[
+            ("retention.ms", Some("1000")),
+            ("retention.bytes", Some("-1")),
+            ("segment.bytes", Some("4096")),
+            ("segment.ms", Some("60000")),
+        ])
+        .unwrap();
+        let want = TopicConfig {
+            retention_ms: Some(1000),
+            retention_bytes: Some(-1),
+            segment_bytes: Some(4096),
+            segment_ms: Some(60_000),
+        };
+        assert_eq!(c, want);
+        assert_eq!(cfg(&[("segment.ms", Some("0"))]).unwrap_err().0, ErrorCode::INVALID_CONFIG);
         assert!(cfg(&[("cleanup.policy", Some("delete"))]).is_ok());
         assert_eq!(cfg(&[("cleanup.policy", Some("compact"))]).unwrap_err().0, ErrorCode::INVALID_CONFIG);
         assert_eq!(cfg(&[("retention.ms", Some("-2"))]).unwrap_err().0, ErrorCode::INVALID_CONFIG);

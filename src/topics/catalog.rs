@@ -6,8 +6,16 @@
 //! directory fsync) on every change; topic creation and deletion are rare, so
 //! a log would buy nothing here.
 //!
+//! A deleted topic leaves the catalog's list of topics at once (Metadata,
+//! Produce, Fetch and OffsetCommit stop seeing it) but stays recorded as
+//! *being deleted*, in the same atomic write, until every group's committed
+//! offsets for it are tombstoned (`admin.rs`); until then its name cannot be
+//! reused, so the tombstones can never hit offsets of a new topic of the
+//! same name, and a crash in between leaves the work recorded for the next
+//! start.
+//!
 //! Each topic also keeps the topic configs given at creation (CreateTopics
-//! `retention.ms`, `retention.bytes`, `segment.bytes`); only overrides are
+//! `retention.ms`, `retention.bytes`, `segment.bytes`, `segment.ms`); only overrides are
 //! stored, so a topic without one follows the daemon's `topics.*` defaults.
 
 use std::collections::{BTreeMap, HashMap};
@@ -44,17 +52,24 @@ pub struct TopicConfig {
     /// Kafka `segment.bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment_bytes: Option<u64>,
+    /// Kafka `segment.ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_ms: Option<i64>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct CatalogFile {
     topics: Vec<TopicInfo>,
+    /// Deleted topics whose committed offsets may not all be tombstoned yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    deleting: Vec<TopicInfo>,
 }
 
 #[derive(Debug, Default)]
 struct State {
     by_name: BTreeMap<String, TopicInfo>,
     by_id: HashMap<Uuid, String>,
+    deleting: BTreeMap<String, TopicInfo>,
 }
 
 /// Why a topic could not be created.
@@ -93,6 +108,9 @@ impl Catalog {
                 for t in file.topics {
                     state.by_id.insert(t.id, t.name.clone());
                     state.by_name.insert(t.name.clone(), t);
+                }
+                for t in file.deleting {
+                    state.deleting.insert(t.name.clone(), t);
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -176,6 +194,13 @@ impl Catalog {
         if s.by_name.contains_key(name) {
             return Err(CatalogError::new(ErrorCode::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")));
         }
+        if s.deleting.contains_key(name) {
+            // Kafka's answer while a deletion is still in progress.
+            return Err(CatalogError::new(
+                ErrorCode::TOPIC_ALREADY_EXISTS,
+                format!("Topic '{name}' is marked for deletion."),
+            ));
+        }
         if let Some(existing) = s.by_name.keys().find(|n| collides(n, name)) {
             return Err(CatalogError::new(
                 ErrorCode::INVALID_TOPIC_EXCEPTION,
@@ -217,14 +242,17 @@ impl Catalog {
         self.create(name, partitions, false)
     }
 
-    /// Removes a topic; returns it.
-    pub fn delete(&self, name: &str) -> Result<TopicInfo, CatalogError> {
+    /// Removes a topic and records it as being deleted, in one atomic
+    /// write; returns it. [`Catalog::finish_delete`] ends the deletion.
+    pub fn begin_delete(&self, name: &str) -> Result<TopicInfo, CatalogError> {
         let mut s = self.write();
         let info = s.by_name.remove(name).ok_or_else(|| {
             CatalogError::new(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         })?;
         s.by_id.remove(&info.id);
+        s.deleting.insert(info.name.clone(), info.clone());
         if let Err(e) = self.persist(&s) {
+            s.deleting.remove(name);
             s.by_id.insert(info.id, info.name.clone());
             s.by_name.insert(info.name.clone(), info);
             return Err(CatalogError::new(ErrorCode::KAFKA_STORAGE_ERROR, e.to_string()));
@@ -232,11 +260,36 @@ impl Catalog {
         Ok(info)
     }
 
+    /// Forgets a deleted topic once its committed offsets are tombstoned,
+    /// freeing its name. Finishing an unknown deletion does nothing.
+    pub fn finish_delete(&self, name: &str) -> std::io::Result<()> {
+        let mut s = self.write();
+        let Some(info) = s.deleting.remove(name) else { return Ok(()) };
+        if let Err(e) = self.persist(&s) {
+            s.deleting.insert(info.name.clone(), info);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Deleted topics whose offsets may still need tombstones, by name.
+    pub fn deleting(&self) -> Vec<TopicInfo> {
+        self.read().deleting.values().cloned().collect()
+    }
+
+    /// Whether `name` is a deleted topic whose deletion is not finished.
+    pub fn is_deleting(&self, name: &str) -> bool {
+        self.read().deleting.contains_key(name)
+    }
+
     fn persist(&self, s: &State) -> std::io::Result<()> {
         if self.path.as_os_str().is_empty() {
             return Ok(());
         }
-        let file = CatalogFile { topics: s.by_name.values().cloned().collect() };
+        let file = CatalogFile {
+            topics: s.by_name.values().cloned().collect(),
+            deleting: s.deleting.values().cloned().collect(),
+        };
         let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
         fsutil::write_atomically(&self.path, &bytes)
     }
@@ -283,10 +336,39 @@ mod tests {
         std::fs::write(dir.path().join("topics.json"), old).unwrap();
         let c = Catalog::open(dir.path()).unwrap();
         assert_eq!(c.get("a").unwrap().config, TopicConfig::default());
-        let config = TopicConfig { retention_ms: Some(5), retention_bytes: None, segment_bytes: Some(2048) };
+        let config = TopicConfig {
+            retention_ms: Some(5),
+            segment_bytes: Some(2048),
+            segment_ms: Some(60_000),
+            ..Default::default()
+        };
         c.create_with("b", 1, config.clone(), false).unwrap();
         drop(c);
         assert_eq!(Catalog::open(dir.path()).unwrap().get("b").unwrap().config, config);
+    }
+
+    #[test]
+    fn a_topic_being_deleted_is_gone_but_its_name_is_reserved_until_finished_also_after_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Catalog::open(dir.path()).unwrap();
+        let t = c.create("t", 2, false).unwrap();
+        assert_eq!(c.begin_delete("t").unwrap(), t);
+        assert_eq!((c.get("t"), c.get_by_id(&t.id), c.partitions("t")), (None, None, None));
+        assert!(c.list().is_empty());
+        drop(c);
+        let c = Catalog::open(dir.path()).unwrap();
+        assert_eq!(c.deleting(), vec![t]);
+        let err = c.create("t", 1, false).unwrap_err();
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (ErrorCode::TOPIC_ALREADY_EXISTS, "Topic 't' is marked for deletion.")
+        );
+        c.finish_delete("t").unwrap();
+        drop(c);
+        let c = Catalog::open(dir.path()).unwrap();
+        assert!(c.deleting().is_empty());
+        c.create("t", 1, false).unwrap();
+        assert_eq!(c.begin_delete("nope").unwrap_err().code, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
     }
 
     #[test]

@@ -10,8 +10,10 @@
 //! with stored data (documented in `docs/operations.md`).
 //!
 //! Everything about a partition sits behind one mutex: appends are short
-//! (a page-cache write), reads copy at most a bounded number of bytes, and
-//! fsyncs run outside it (`durability.rs`).
+//! (a page-cache write), fsyncs run outside it (`durability.rs`), and so do
+//! the disk reads of a Fetch: under the mutex a read only picks the batches
+//! and takes a [`SegmentReader`] per segment, then copies them with the
+//! mutex released, so a slow read never holds up producers.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -24,7 +26,7 @@ use super::producer_state::{ProducerStates, SequenceError, Verdict};
 use crate::config::FsyncPolicy;
 use crate::error_code::ErrorCode;
 use crate::storage::frame::HEADER_BYTES as FRAME_HEADER;
-use crate::storage::{Location, Log, LogOptions};
+use crate::storage::{Location, Log, LogOptions, SegmentReader};
 
 /// The leader epoch of every partition: kcoord is the only replica and never
 /// changes leader, so the epoch stays 0 forever (clients then never need
@@ -56,6 +58,66 @@ impl Entry {
     }
 }
 
+/// What rolling the active segment by time needs to know about it (Kafka's
+/// `LogSegment.shouldRoll`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ActiveSegment {
+    /// The storage index the segment starts at (its name).
+    pub base: u64,
+    /// Max timestamp of the segment's first batch (Kafka's
+    /// `rollingBasedTimestamp`); None while the segment holds nothing.
+    pub first_timestamp: Option<i64>,
+    /// When this process started the segment or opened the log, as Kafka's
+    /// `LogSegment.created`: the age used when batches carry no timestamp.
+    pub created_ms: i64,
+}
+
+impl ActiveSegment {
+    pub fn empty(base: u64, now_ms: i64) -> ActiveSegment {
+        ActiveSegment { base, first_timestamp: None, created_ms: now_ms }
+    }
+
+    /// Kafka's rule: a non-empty segment is rolled once the incoming batch's
+    /// max timestamp is more than `segment_ms` past the first batch's, or,
+    /// when the first batch has no timestamp, once the segment is that old.
+    /// Record timestamps rather than the clock, so that a segment is closed
+    /// in step with the timestamps time retention looks at.
+    pub fn roll_due(&self, incoming_max_timestamp: i64, now_ms: i64, segment_ms: i64) -> bool {
+        let waited = match self.first_timestamp {
+            None => return false,
+            Some(first) if first >= 0 => incoming_max_timestamp.saturating_sub(first),
+            Some(_) => now_ms.saturating_sub(self.created_ms),
+        };
+        waited > segment_ms
+    }
+}
+
+/// The file in a partition directory holding the log start offset as of the
+/// last time retention left the log without batches. The storage engine
+/// numbers records, not Kafka offsets, so without it a log whose every batch
+/// was deleted would restart at offset 0 and hand out offsets twice (Kafka
+/// keeps the same fact in the name of its empty active segment and in
+/// `log-start-offset-checkpoint`).
+pub(super) const LOG_START_FILE: &str = "log-start-offset";
+
+/// Reads [`LOG_START_FILE`]: None if there is none.
+fn read_log_start(dir: &Path) -> Result<Option<i64>, String> {
+    let path = dir.join(LOG_START_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            text.trim().parse::<i64>().map(Some).map_err(|_| format!("{}: not an offset: {text:?}", path.display()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Persists [`LOG_START_FILE`] atomically (and durably) before retention
+/// deletes the last batches.
+pub(super) fn write_log_start(dir: &Path, offset: i64) -> std::io::Result<()> {
+    crate::storage::fsutil::write_atomically(&dir.join(LOG_START_FILE), format!("{offset}\n").as_bytes())
+}
+
 /// Mutable state of a partition.
 #[derive(Debug)]
 pub(super) struct State {
@@ -71,6 +133,7 @@ pub(super) struct State {
     /// Every offset below this is on disk (fsynced).
     pub durable_offset: i64,
     pub producers: ProducerStates,
+    pub active: ActiveSegment,
     /// A sync task is running (`durability.rs`).
     pub syncing: bool,
     /// An fsync failed: nothing more is acknowledged.
@@ -119,6 +182,8 @@ pub struct Partition {
     pub index: i32,
     pub dir: PathBuf,
     pub(super) fsync: FsyncPolicy,
+    /// Kafka `segment.ms`: see [`ActiveSegment::roll_due`].
+    pub(super) segment_ms: i64,
     pub(super) state: Mutex<State>,
     /// Woken when more data becomes visible to fetchers, or the partition
     /// goes away.
@@ -171,6 +236,40 @@ pub struct ReadBatches {
     pub offsets: Offsets,
 }
 
+/// The batches a read returns, chosen under the partition lock, with a
+/// reader per run of batches in the same segment (in order).
+#[derive(Debug)]
+struct ReadPlan {
+    offsets: Offsets,
+    batches: Vec<Entry>,
+    readers: Vec<SegmentReader>,
+    /// Payload bytes of `batches`.
+    total: usize,
+}
+
+impl ReadPlan {
+    /// Copies the batches' payloads, without any lock: one read per run of
+    /// batches in the same segment, then the storage frame headers between
+    /// them are skipped while copying.
+    fn execute(self) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::with_capacity(self.total);
+        let runs = self.batches.chunk_by(|a, b| a.segment_base == b.segment_base);
+        for (run, reader) in runs.zip(&self.readers) {
+            let (Some(first), Some(last)) = (run.first(), run.last()) else { continue };
+            let span = last.position.saturating_sub(first.position) as usize + FRAME_HEADER + last.payload_len as usize;
+            let raw = reader.read_at(first.position, span)?;
+            for e in run {
+                let from = e.position.saturating_sub(first.position) as usize + FRAME_HEADER;
+                let payload = raw.get(from..from + e.payload_len as usize).ok_or_else(|| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, "a batch lies outside the bytes read")
+                })?;
+                bytes.extend_from_slice(payload);
+            }
+        }
+        Ok(bytes)
+    }
+}
+
 impl Partition {
     /// Opens (or creates) the partition log in `dir`, rebuilding the index
     /// and producer state from every stored batch header.
@@ -180,6 +279,7 @@ impl Partition {
         dir: &Path,
         options: LogOptions,
         fsync: FsyncPolicy,
+        segment_ms: i64,
         now_ms: i64,
     ) -> Result<Partition, String> {
         let mut entries = VecDeque::new();
@@ -206,7 +306,21 @@ impl Partition {
         })
         .map_err(|e| format!("partition {topic}-{index} ({}): {e}", dir.display()))?;
         producers.expire(now_ms);
-        let next_offset = next_offset.unwrap_or(0);
+        let checkpoint = read_log_start(dir).map_err(|e| format!("partition {topic}-{index}: {e}"))?;
+        // Batches stored after the checkpoint was written start at or after
+        // it, so the larger of the two is where the log ends.
+        let next_offset = next_offset.unwrap_or(0).max(checkpoint.unwrap_or(0));
+        let active_base = log.active_base();
+        let active = ActiveSegment {
+            base: active_base,
+            first_timestamp: entries
+                .iter()
+                .rev()
+                .take_while(|e| e.segment_base == active_base)
+                .last()
+                .map(|e| e.max_timestamp),
+            created_ms: now_ms,
+        };
         let mut state = State {
             first_index: first_index.unwrap_or_else(|| log.start()),
             log,
@@ -215,6 +329,7 @@ impl Partition {
             next_offset,
             durable_offset: next_offset,
             producers,
+            active,
             syncing: false,
             failed: None,
             deleted: false,
@@ -225,6 +340,7 @@ impl Partition {
             index,
             dir: dir.to_path_buf(),
             fsync,
+            segment_ms,
             state: Mutex::new(state),
             data: Notify::new(),
             synced: Notify::new(),
@@ -261,8 +377,10 @@ impl Partition {
     }
 
     /// Appends a validated batch at the log end, unless the producer state
-    /// says it is a duplicate (then answers with the original offset).
-    pub fn append(&self, produced: ProducedBatch) -> Result<Appended, AppendError> {
+    /// says it is a duplicate (then answers with the original offset). The
+    /// active segment is rolled first when `segment.ms` says so (`now_ms` is
+    /// the wall clock, injected for tests).
+    pub fn append(&self, produced: ProducedBatch, now_ms: i64) -> Result<Appended, AppendError> {
         let ProducedBatch { mut header, mut bytes } = produced;
         let mut s = self.lock();
         if s.deleted {
@@ -275,6 +393,13 @@ impl Partition {
             // The original may still be waiting for its fsync: wait for
             // everything appended so far.
             return Ok(Appended { base_offset: original.base_offset, log_start: s.log_start, durable_at: s.log.end() });
+        }
+        if s.active.roll_due(header.max_timestamp, now_ms, self.segment_ms) {
+            // Rolling fsyncs the segment it closes (as a roll by size does).
+            if let Err(e) = s.log.roll_active() {
+                tracing::error!(topic = %self.topic, partition = self.index, error = %e, "rolling the partition log failed");
+                return Err(AppendError { code: ErrorCode::KAFKA_STORAGE_ERROR, message: Some(e.to_string()) });
+            }
         }
         let base = s.next_offset;
         batch::assign(&mut bytes, base, LEADER_EPOCH);
@@ -297,6 +422,10 @@ impl Partition {
         s.entries.push_back(Entry::new(&header, &loc));
         s.producers.record(&header);
         s.next_offset = header.last_offset().saturating_add(1);
+        if loc.segment_base != s.active.base {
+            s.active = ActiveSegment::empty(loc.segment_base, now_ms);
+        }
+        s.active.first_timestamp.get_or_insert(header.max_timestamp);
         let appended = Appended { base_offset: base, log_start: s.log_start, durable_at: s.log.end() };
         drop(s);
         if self.fsync != FsyncPolicy::Always {
@@ -334,48 +463,44 @@ impl Partition {
     /// Reads whole batches from the one containing `offset`, up to the high
     /// watermark and `max_bytes`; with `min_one`, the first batch is returned
     /// even if it is larger (KIP-74), so a consumer always makes progress.
+    /// The disk reads happen without the partition lock (see the module docs).
     pub fn read(&self, offset: i64, max_bytes: usize, min_one: bool) -> Result<ReadBatches, ErrorCode> {
+        let plan = self.plan_read(offset, max_bytes, min_one)?;
+        let offsets = plan.offsets;
+        let bytes = plan.execute().map_err(|e| {
+            tracing::error!(topic = %self.topic, partition = self.index, error = %e, "partition log read failed");
+            ErrorCode::KAFKA_STORAGE_ERROR
+        })?;
+        Ok(ReadBatches { bytes, offsets })
+    }
+
+    /// The locked part of [`Partition::read`]: which batches, and a reader
+    /// for each segment they are in.
+    fn plan_read(&self, offset: i64, max_bytes: usize, min_one: bool) -> Result<ReadPlan, ErrorCode> {
         let s = self.lock();
         let offsets = self.check_offset(&s, offset)?;
-        let start = s.entry_for(offset);
-        let mut take = 0usize;
+        let mut batches: Vec<Entry> = Vec::new();
         let mut total = 0usize;
-        for e in s.entries.range(start..) {
+        for e in s.entries.range(s.entry_for(offset)..) {
             if e.base_offset >= offsets.high_watermark {
                 break;
             }
             let next = total.saturating_add(e.payload_len as usize);
-            if next > max_bytes && !(min_one && take == 0) {
+            if next > max_bytes && !(min_one && batches.is_empty()) {
                 break;
             }
             total = next;
-            take += 1;
+            batches.push(*e);
         }
-        let mut bytes = Vec::with_capacity(total);
-        let mut i = start;
-        let end = start + take;
-        // One read per run of batches in the same segment, then the storage
-        // frame headers between them are skipped while copying.
-        while i < end {
-            let Some(first) = s.entries.get(i).copied() else { break };
-            let mut j = i + 1;
-            while j < end && s.entries.get(j).is_some_and(|e| e.segment_base == first.segment_base) {
-                j += 1;
-            }
-            let Some(last) = s.entries.get(j - 1).copied() else { break };
-            let span = last.position.saturating_sub(first.position) as usize + FRAME_HEADER + last.payload_len as usize;
-            let raw = s.log.read_at(first.segment_base, first.position, span).map_err(|e| {
+        let mut readers = Vec::new();
+        for run in batches.chunk_by(|a, b| a.segment_base == b.segment_base) {
+            let Some(first) = run.first() else { continue };
+            readers.push(s.log.segment_reader(first.segment_base).map_err(|e| {
                 tracing::error!(topic = %self.topic, partition = self.index, error = %e, "partition log read failed");
                 ErrorCode::KAFKA_STORAGE_ERROR
-            })?;
-            for e in s.entries.range(i..j) {
-                let from = e.position.saturating_sub(first.position) as usize + FRAME_HEADER;
-                let payload = raw.get(from..from + e.payload_len as usize).ok_or(ErrorCode::KAFKA_STORAGE_ERROR)?;
-                bytes.extend_from_slice(payload);
-            }
-            i = j;
+            })?);
         }
-        Ok(ReadBatches { bytes, offsets })
+        Ok(ReadPlan { offsets, batches, readers, total })
     }
 
     /// Marks the partition deleted and wakes its parked fetches.
@@ -393,11 +518,12 @@ mod tests {
     use crate::topics::batch::validate_produced;
 
     fn open(dir: &Path) -> Partition {
-        Partition::open("t", 0, dir, LogOptions { segment_bytes: 1024, repair: false }, FsyncPolicy::Never, 0).unwrap()
+        let options = LogOptions { segment_bytes: 1024, repair: false };
+        Partition::open("t", 0, dir, options, FsyncPolicy::Never, 604_800_000, 0).unwrap()
     }
 
     fn produce(p: &Partition, values: &[&[u8]], producer: Option<(i64, i16, i32)>) -> Result<Appended, AppendError> {
-        p.append(validate_produced(Some(&batch(values, 1_000, producer)), 9).unwrap())
+        p.append(validate_produced(Some(&batch(values, 1_000, producer)), 9).unwrap(), 0)
     }
 
     #[test]
@@ -454,6 +580,24 @@ mod tests {
         assert_eq!(produce(&p, &[&[39u8; 100]], Some((5, 0, 39))).unwrap().base_offset, 39);
         assert_eq!(p.offsets().log_end, 40);
         assert_eq!(produce(&p, &[b"x"], Some((5, 0, 41))).unwrap_err().code, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER);
+    }
+
+    #[test]
+    fn a_read_planned_before_retention_deletes_the_segment_still_returns_its_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = open(dir.path());
+        for i in 0..20u8 {
+            produce(&p, &[&[i; 100]], None).unwrap();
+        }
+        let whole = p.read(0, 1 << 20, true).unwrap().bytes;
+        let plan = p.plan_read(0, 1 << 20, true).unwrap();
+        assert!(plan.readers.len() > 1, "the read spans segments");
+        // The lock is free while the plan is executed: appends and retention go on.
+        produce(&p, &[b"later"], None).unwrap();
+        let policy = crate::topics::retention::RetentionPolicy { retention_ms: -1, retention_bytes: 0 };
+        assert!(p.apply_retention(policy, 0) > 0);
+        assert_eq!(p.read(0, 100, true).unwrap_err(), ErrorCode::OFFSET_OUT_OF_RANGE);
+        assert_eq!(plan.execute().unwrap(), whole);
     }
 
     #[test]

@@ -151,7 +151,9 @@ impl DataPlane {
     ) -> Result<(ProducedPartition, u64), ProducedPartition> {
         let batch = validate_produced(p.records.as_deref(), version)
             .map_err(|e| ProducedPartition::error(p.index, e.code, Some(e.message)))?;
-        let appended = log.append(batch).map_err(|e| ProducedPartition::error(p.index, e.code, e.message))?;
+        let appended = log
+            .append(batch, super::service::now_ms())
+            .map_err(|e| ProducedPartition::error(p.index, e.code, e.message))?;
         Ok((
             ProducedPartition {
                 index: p.index,

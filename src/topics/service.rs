@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
@@ -53,6 +53,8 @@ pub struct DataPlaneSettings {
     pub retention: RetentionPolicy,
     /// `topics.segment_bytes`.
     pub segment_bytes: u64,
+    /// `topics.segment_ms`.
+    pub segment_ms: i64,
     pub retention_check_interval: Duration,
     pub node_id: i32,
     pub default_partitions: i32,
@@ -71,6 +73,7 @@ impl DataPlaneSettings {
                 retention_bytes: config.topics.retention_bytes,
             },
             segment_bytes: config.topics.segment_bytes,
+            segment_ms: config.topics.segment_ms,
             retention_check_interval: Duration::from_millis(config.topics.retention_check_interval_ms.max(1)),
             node_id: config.server.node_id,
             default_partitions: config.topics.default_partitions,
@@ -110,6 +113,8 @@ pub struct DataPlane {
     pub(super) fatal: FatalSender,
     pub(super) closing: watch::Sender<bool>,
     pub(super) parked: Semaphore,
+    /// Woken when a DeleteTopics leaves a deletion for the background.
+    pub(super) deletions: Notify,
     background: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -147,6 +152,7 @@ impl DataPlane {
             fatal,
             closing,
             parked: Semaphore::new(MAX_PARKED_FETCHES),
+            deletions: Notify::new(),
             background: Mutex::new(Vec::new()),
         });
         plane.start_background();
@@ -274,6 +280,7 @@ fn open_partitions(settings: &DataPlaneSettings, info: &TopicInfo, fresh: bool) 
         segment_bytes: info.config.segment_bytes.unwrap_or(settings.segment_bytes),
         repair: settings.repair,
     };
+    let segment_ms = info.config.segment_ms.unwrap_or(settings.segment_ms);
     let now = now_ms();
     let mut out = Vec::with_capacity(usize::try_from(info.partitions).unwrap_or(0));
     for p in 0..info.partitions {
@@ -285,7 +292,7 @@ fn open_partitions(settings: &DataPlaneSettings, info: &TopicInfo, fresh: bool) 
             tracing::warn!(dir = %dir.display(), moved_to = %stray.display(), "a new topic's partition directory already existed");
             std::fs::rename(&dir, &stray).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        out.push(Arc::new(Partition::open(&info.name, p, &dir, options, settings.fsync, now)?));
+        out.push(Arc::new(Partition::open(&info.name, p, &dir, options, settings.fsync, segment_ms, now)?));
     }
     Ok(out)
 }
