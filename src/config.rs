@@ -436,6 +436,10 @@ impl Endpoint {
     }
 }
 
+/// Rebalances a group may remember: each holds member id lists, so an
+/// unbounded history would let one group grow without limit.
+pub const MAX_REBALANCE_HISTORY: usize = 1024;
+
 impl Config {
     /// Checks cross-field rules Kafka enforces at start-up.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -466,6 +470,9 @@ impl Config {
         }
         if g.new_member_join_timeout_ms < 1 {
             return bad("group.new_member_join_timeout_ms must be >= 1".into());
+        }
+        if g.rebalance_history > MAX_REBALANCE_HISTORY {
+            return bad(format!("group.rebalance_history must be at most {MAX_REBALANCE_HISTORY}"));
         }
         let o = &self.offsets;
         if o.partitions < 1 || o.partitions > 10_000 {
@@ -596,6 +603,14 @@ mod tests {
         assert!(ConfigBuilder::new().set("group.max_size=0").unwrap().build().is_err());
         assert!(ConfigBuilder::new().set("server.listen=nonsense").unwrap().build().is_err());
         assert!(ConfigBuilder::new().set("storage.fsync=sometimes").unwrap().build().is_err());
+    }
+
+    #[test]
+    fn rebalance_history_is_bounded_and_the_error_names_the_key() {
+        assert!(ConfigBuilder::new().set("group.rebalance_history=1024").unwrap().build().is_ok());
+        assert!(ConfigBuilder::new().set("group.rebalance_history=0").unwrap().build().is_ok(), "0 turns it off");
+        let err = ConfigBuilder::new().set("group.rebalance_history=1025").unwrap().build().unwrap_err();
+        assert!(err.to_string().contains("group.rebalance_history"), "{err}");
     }
 }
 
