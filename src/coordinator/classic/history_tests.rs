@@ -1,6 +1,9 @@
 //! The explainable-rebalance history under simulated time: each cause is
-//! recorded by the scenario that produces it, and a group keeps only its last
-//! `group.rebalance_history` rebalances.
+//! recorded by the scenario that produces it, a group keeps only its last
+//! `group.rebalance_history` rebalances, and every rebalance, however it
+//! ends, is logged as one structured line.
+
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::history::{Cause, Outcome, Rebalance};
 use super::tests::{load_group, stable_group, static_stable_group};
@@ -124,6 +127,80 @@ fn a_group_remembers_its_last_32_rebalances_by_default() {
     let newest: Vec<Option<i32>> = (9..=40).map(Some).collect();
     assert_eq!(generations, newest, "the oldest are dropped first");
     assert!(e.iter().all(|r| r.outcome == Outcome::Stable));
+}
+
+/// Where the test process's log lines go once [`captured_logs`] ran.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Installs a process-wide JSON subscriber writing to memory. Global, not
+/// per thread: tracing caches whether a log statement is enabled the first
+/// time any thread reaches it, so a thread-local subscriber misses lines
+/// that another test thread reached first.
+fn captured_logs() -> &'static Captured {
+    static SINK: OnceLock<Captured> = OnceLock::new();
+    SINK.get_or_init(|| {
+        let sink = Captured::default();
+        let writer = sink.clone();
+        let subscriber = tracing_subscriber::fmt().json().with_writer(move || writer.clone()).finish();
+        tracing::subscriber::set_global_default(subscriber).expect("no other test installs a subscriber");
+        tracing::callsite::rebuild_interest_cache();
+        sink
+    })
+}
+
+/// The JSON log lines about `group` written so far.
+fn logged_for(group: &str) -> Vec<serde_json::Value> {
+    let text = String::from_utf8(captured_logs().0.lock().unwrap().clone()).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["fields"]["group"] == group)
+        .collect()
+}
+
+#[test]
+fn every_rebalance_ends_with_one_log_line_restarted_ones_included() {
+    captured_logs();
+    let g = "logged-group";
+    let mut h = Harness::new();
+    let (ids, _) = stable_group(&mut h, g, 1);
+    // The leader rejoins; before it syncs it changes its subscription,
+    // which restarts that rebalance.
+    let t = h.send(Request::Join(join(g, &ids[0], "c0").build()));
+    h.join_response(t);
+    let t = h.send(Request::Join(join(g, &ids[0], "c0").metadata(&["u"]).build()));
+    let generation = h.join_response(t).generation_id;
+    let s = h.sync(g, &ids[0], generation, &[]);
+    h.sync_response(s);
+    h.leave(g, &[(&ids[0], None)]);
+    assert_eq!(h.state(g), Some("Empty"));
+    let lines = logged_for(g);
+    let ended: Vec<(String, String)> = lines
+        .iter()
+        .filter(|l| l["fields"]["message"] == "rebalance ended")
+        .map(|l| (l["fields"]["cause"].as_str().unwrap().into(), l["fields"]["outcome"].as_str().unwrap().into()))
+        .collect();
+    let expected = [
+        ("member_joined", "Stable"),
+        ("leader_rejoined", "Restarted"),
+        ("protocol_changed", "Stable"),
+        ("member_left", "Empty"),
+    ];
+    assert_eq!(ended, expected.map(|(c, o)| (c.to_string(), o.to_string())));
+    let first = lines.iter().find(|l| l["fields"]["message"] == "rebalance ended").unwrap();
+    for field in ["group", "generation", "detail", "duration_ms", "members_before", "members_after"] {
+        assert!(!first["fields"][field].is_null(), "{field} in {first}");
+    }
 }
 
 #[test]
