@@ -94,7 +94,7 @@ async fn metrics_and_group_api_follow_rebalances_and_commits() {
     assert!(
         sample(&m, "kcoord_request_errors_total{api=\"JoinGroup\",error=\"MEMBER_ID_REQUIRED\"}").unwrap_or(0.0) >= 1.0
     );
-    assert!(m.contains("kcoord_request_duration_seconds_bucket{api=\"OffsetCommit\""));
+    assert!(m.contains("kcoord_request_duration_seconds_bucket{api=\"OffsetCommit\",version=\"8\""), "{m}");
     assert!(sample(&m, "kcoord_groups{state=\"Stable\",type=\"classic\"}").unwrap_or(0.0) >= 1.0, "{m}");
     assert!(sample(&m, "kcoord_rebalances_total{cause=\"member_joined\"}").unwrap_or(0.0) >= 1.0);
     assert!(sample(&m, "kcoord_committed_partitions_total").unwrap_or(0.0) >= 2.0);

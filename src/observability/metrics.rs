@@ -41,13 +41,16 @@ pub fn install() -> Option<PrometheusHandle> {
 
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-    describe_counter!("kcoord_requests_total", "Requests served, by API and version");
+    describe_counter!("kcoord_requests_total", "Requests received, by API and version (answered or not)");
     describe_histogram!(
         "kcoord_request_duration_seconds",
         Unit::Seconds,
-        "Time from decoding a request to its response, by API"
+        "Time from decoding a request to its response, by API and version"
     );
-    describe_counter!("kcoord_request_errors_total", "Error codes returned, by API and error");
+    describe_counter!(
+        "kcoord_request_errors_total",
+        "Error codes returned, by API and error; closed_* for requests that closed the connection unanswered"
+    );
     describe_gauge!("kcoord_groups", "Groups by state and type");
     describe_gauge!("kcoord_group_members", "Members of all groups");
     describe_gauge!("kcoord_committed_offsets", "Committed offsets stored");
