@@ -2,6 +2,8 @@
 //! as groups rebalance and commit, and the rebalance history says why.
 
 mod common;
+#[path = "data_plane/support.rs"]
+mod support;
 
 use bytes::Bytes;
 use common::*;
@@ -151,4 +153,89 @@ async fn metrics_and_group_api_follow_rebalances_and_commits() {
     assert_eq!(status, 404);
     let (status, _) = get(http, "/nowhere").await;
     assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn a_request_that_closes_its_connection_is_counted_as_a_request_and_an_error() {
+    let s = TestServer::start_with(&["metrics.listen=\"127.0.0.1:0\""]).await;
+    let http = s.daemon.as_ref().unwrap().metrics_addr().expect("metrics listener");
+    let requests = "kcoord_requests_total{api=\"Heartbeat\",version=\"2\"}";
+    let errors = "kcoord_request_errors_total{api=\"Heartbeat\",error=\"closed_decode_error\"}";
+    let (_, m) = get(http, "/metrics").await;
+    let (requests_before, errors_before) = (sample(&m, requests).unwrap_or(0.0), sample(&m, errors).unwrap_or(0.0));
+
+    // A Heartbeat whose body stops half-way: no answer, the connection closes.
+    let mut c = s.client().await;
+    let req = HeartbeatRequest::default().with_group_id(GroupId(sb("g"))).with_member_id(sb("m"));
+    let (_, frame) = c.frame(&req, 2);
+    let cut = frame.len() - 6;
+    let mut bad = frame[..cut].to_vec();
+    bad[..4].copy_from_slice(&((cut - 4) as i32).to_be_bytes());
+    c.send_raw(&bad).await.unwrap();
+    assert!(c.is_closed().await, "a body that does not decode closes the connection");
+
+    let (_, m) = get(http, "/metrics").await;
+    assert_eq!(sample(&m, requests), Some(requests_before + 1.0), "{m}");
+    assert_eq!(sample(&m, errors), Some(errors_before + 1.0), "{m}");
+    assert!(m.contains("kcoord_request_duration_seconds_bucket{api=\"Heartbeat\",version=\"2\""), "{m}");
+}
+
+/// Commits `offset` for each partition of `topic` as a group without members.
+async fn commit_offsets(c: &mut Client, group: &str, topic: &str, offsets: &[(i32, i64)]) {
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(sb(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb(topic))).with_partitions(
+            offsets
+                .iter()
+                .map(|(p, o)| {
+                    OffsetCommitRequestPartition::default().with_partition_index(*p).with_committed_offset(*o)
+                })
+                .collect(),
+        )]);
+    let r = c.send(&req, 8).await;
+    assert!(r.topics[0].partitions.iter().all(|p| p.error_code == 0), "{r:?}");
+}
+
+fn lag_series(group: &str, partition: i32) -> String {
+    format!("kcoord_consumer_lag{{group=\"{group}\",topic=\"lagged\",partition=\"{partition}\"}}")
+}
+
+#[tokio::test]
+async fn consumer_lag_series_disappear_with_their_offsets_group_and_topic() {
+    let s = TestServer::start_with(&["metrics.listen=\"127.0.0.1:0\"", "topics.define=[\"lagged:2\"]"]).await;
+    let http = s.daemon.as_ref().unwrap().metrics_addr().expect("metrics listener");
+    let mut c = s.client().await;
+    let five = [("k", "v"); 5];
+    for p in 0..2 {
+        assert_eq!(support::produce(&mut c, 9, "lagged", p, support::batch(&five, 0, None)).await.0, 0);
+    }
+    commit_offsets(&mut c, "lag-a", "lagged", &[(0, 2), (1, 2)]).await;
+    commit_offsets(&mut c, "lag-b", "lagged", &[(0, 1)]).await;
+    let (_, m) = get(http, "/metrics").await;
+    assert_eq!(sample(&m, &lag_series("lag-a", 0)), Some(3.0), "{m}");
+    assert_eq!(sample(&m, &lag_series("lag-a", 1)), Some(3.0), "{m}");
+    assert_eq!(sample(&m, &lag_series("lag-b", 0)), Some(4.0), "{m}");
+
+    // An offset deleted: its series goes, the group's others stay.
+    let delete_offset = OffsetDeleteRequest::default().with_group_id(GroupId(sb("lag-a"))).with_topics(vec![
+        offset_delete_request::OffsetDeleteRequestTopic::default().with_name(TopicName(sb("lagged"))).with_partitions(
+            vec![offset_delete_request::OffsetDeleteRequestPartition::default().with_partition_index(1)],
+        ),
+    ]);
+    assert_eq!(c.send(&delete_offset, 0).await.error_code, 0);
+    let (_, m) = get(http, "/metrics").await;
+    assert_eq!(sample(&m, &lag_series("lag-a", 1)), None, "{m}");
+    assert_eq!(sample(&m, &lag_series("lag-a", 0)), Some(3.0), "{m}");
+
+    // A group deleted: all of its series go.
+    let delete_group = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(sb("lag-b"))]);
+    assert_eq!(c.send(&delete_group, 2).await.results[0].error_code, 0);
+    let (_, m) = get(http, "/metrics").await;
+    assert_eq!(sample(&m, &lag_series("lag-b", 0)), None, "{m}");
+
+    // The topic deleted: nothing is left.
+    assert_eq!(support::delete_topics(&mut c, 6, &["lagged"]).await[0].error_code, 0);
+    let (_, m) = get(http, "/metrics").await;
+    assert!(!m.contains("topic=\"lagged\""), "{m}");
 }
