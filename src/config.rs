@@ -7,7 +7,6 @@
 //! silently falls back to a default. `config/kcoord.toml` documents every key
 //! with Kafka's name beside ours.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -500,9 +499,8 @@ impl Config {
             TopicSpec::parse(spec).map_err(|e| ConfigError::Invalid(format!("topics.define: {e}")))?;
         }
         if !self.metrics.listen.is_empty() {
-            self.metrics.listen.parse::<SocketAddr>().map_err(|_| {
-                ConfigError::Invalid(format!("metrics.listen: {:?} is not IP:PORT", self.metrics.listen))
-            })?;
+            // A host name is resolved when the listener binds (it may not resolve yet).
+            Endpoint::parse(&self.metrics.listen).map_err(|e| ConfigError::Invalid(format!("metrics.listen: {e}")))?;
         }
         Ok(())
     }
@@ -603,6 +601,19 @@ mod tests {
         assert!(ConfigBuilder::new().set("group.max_size=0").unwrap().build().is_err());
         assert!(ConfigBuilder::new().set("server.listen=nonsense").unwrap().build().is_err());
         assert!(ConfigBuilder::new().set("storage.fsync=sometimes").unwrap().build().is_err());
+    }
+
+    #[test]
+    fn the_metrics_listener_takes_a_host_name_or_an_address_with_a_port() {
+        for ok in ["localhost:9644", "127.0.0.1:0", "[::1]:9644", "metrics.internal:80"] {
+            let c = ConfigBuilder::new().set_value("metrics.listen", toml::Value::String(ok.into())).unwrap();
+            assert!(c.build().is_ok(), "{ok}");
+        }
+        for bad in ["localhost", ":9644", "localhost:http", "localhost:70000"] {
+            let c = ConfigBuilder::new().set_value("metrics.listen", toml::Value::String(bad.into())).unwrap();
+            let err = c.build().unwrap_err();
+            assert!(err.to_string().contains("metrics.listen"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -210,7 +210,8 @@ struct ServeArgs {
     /// Log format (log.format).
     #[arg(long, value_enum)]
     log_format: Option<LogFormat>,
-    /// Serve Prometheus /metrics and the /v1/groups JSON API here (metrics.listen).
+    /// Serve Prometheus /metrics and the /v1/groups JSON API here: an IP or a host name
+    /// (resolved when binding) and a port (metrics.listen).
     #[arg(long, value_name = "HOST:PORT")]
     metrics_listen: Option<String>,
     /// Truncate a corrupt log (coordinator or partition) at its first corrupt record instead of refusing to start.

@@ -19,6 +19,14 @@ fn kcoord() -> Command {
 
 /// Starts the daemon; returns it and the address it printed.
 fn start(dir: &Path, extra: &[&str]) -> (Child, String) {
+    let (child, line) = start_line(dir, extra);
+    let addr =
+        line.split("serving on ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
+    (child, addr)
+}
+
+/// Starts the daemon; returns it and the line it printed once serving.
+fn start_line(dir: &Path, extra: &[&str]) -> (Child, String) {
     let mut child = kcoord()
         .args(["--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
@@ -30,9 +38,7 @@ fn start(dir: &Path, extra: &[&str]) -> (Child, String) {
         .expect("spawn kcoord");
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().expect("stdout")).read_line(&mut line).expect("read");
-    let addr =
-        line.split("serving on ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
-    (child, addr)
+    (child, line)
 }
 
 fn wait_exit(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
@@ -117,6 +123,26 @@ fn a_data_dir_keeps_the_shard_count_it_was_created_with() {
     let (mut child, addr) = start(dir.path(), &["--set", "offsets.partitions=3"]);
     assert!(addr.starts_with("127.0.0.1:"), "starts with the recorded count: {addr}");
     child.kill().ok();
+}
+
+#[test]
+fn the_metrics_listener_accepts_a_host_name_and_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, line) = start_line(dir.path(), &["--metrics-listen", "localhost:0"]);
+    let url = line.split("metrics http://").nth(1).and_then(|r| r.split('/').next()).unwrap_or_default().to_string();
+    let addr: std::net::SocketAddr = url.parse().unwrap_or_else(|_| panic!("a resolved metrics address in {line:?}"));
+    assert!(addr.ip().is_loopback(), "{addr}");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    std::io::Write::write_all(&mut s, b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    child.kill().ok();
+
+    // A value without a port is refused before anything starts, naming the key.
+    let out = kcoord().args(["config", "--metrics-listen", "localhost"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("metrics.listen"), "{out:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
