@@ -7,7 +7,6 @@
 //! silently falls back to a default. `config/kcoord.toml` documents every key
 //! with Kafka's name beside ours.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -441,6 +440,10 @@ impl Endpoint {
     }
 }
 
+/// Rebalances a group may remember: each holds member id lists, so an
+/// unbounded history would let one group grow without limit.
+pub const MAX_REBALANCE_HISTORY: usize = 1024;
+
 impl Config {
     /// Checks cross-field rules Kafka enforces at start-up.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -472,6 +475,9 @@ impl Config {
         if g.new_member_join_timeout_ms < 1 {
             return bad("group.new_member_join_timeout_ms must be >= 1".into());
         }
+        if g.rebalance_history > MAX_REBALANCE_HISTORY {
+            return bad(format!("group.rebalance_history must be at most {MAX_REBALANCE_HISTORY}"));
+        }
         let o = &self.offsets;
         if o.partitions < 1 || o.partitions > 10_000 {
             return bad("offsets.partitions must be between 1 and 10000".into());
@@ -501,9 +507,8 @@ impl Config {
             TopicSpec::parse(spec).map_err(|e| ConfigError::Invalid(format!("topics.define: {e}")))?;
         }
         if !self.metrics.listen.is_empty() {
-            self.metrics.listen.parse::<SocketAddr>().map_err(|_| {
-                ConfigError::Invalid(format!("metrics.listen: {:?} is not IP:PORT", self.metrics.listen))
-            })?;
+            // A host name is resolved when the listener binds (it may not resolve yet).
+            Endpoint::parse(&self.metrics.listen).map_err(|e| ConfigError::Invalid(format!("metrics.listen: {e}")))?;
         }
         Ok(())
     }
@@ -604,6 +609,27 @@ mod tests {
         assert!(ConfigBuilder::new().set("group.max_size=0").unwrap().build().is_err());
         assert!(ConfigBuilder::new().set("server.listen=nonsense").unwrap().build().is_err());
         assert!(ConfigBuilder::new().set("storage.fsync=sometimes").unwrap().build().is_err());
+    }
+
+    #[test]
+    fn the_metrics_listener_takes_a_host_name_or_an_address_with_a_port() {
+        for ok in ["localhost:9644", "127.0.0.1:0", "[::1]:9644", "metrics.internal:80"] {
+            let c = ConfigBuilder::new().set_value("metrics.listen", toml::Value::String(ok.into())).unwrap();
+            assert!(c.build().is_ok(), "{ok}");
+        }
+        for bad in ["localhost", ":9644", "localhost:http", "localhost:70000"] {
+            let c = ConfigBuilder::new().set_value("metrics.listen", toml::Value::String(bad.into())).unwrap();
+            let err = c.build().unwrap_err();
+            assert!(err.to_string().contains("metrics.listen"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn rebalance_history_is_bounded_and_the_error_names_the_key() {
+        assert!(ConfigBuilder::new().set("group.rebalance_history=1024").unwrap().build().is_ok());
+        assert!(ConfigBuilder::new().set("group.rebalance_history=0").unwrap().build().is_ok(), "0 turns it off");
+        let err = ConfigBuilder::new().set("group.rebalance_history=1025").unwrap().build().unwrap_err();
+        assert!(err.to_string().contains("group.rebalance_history"), "{err}");
     }
 }
 

@@ -89,8 +89,11 @@ enum GroupsCommand {
         to_latest: bool,
         #[arg(long, group = "spec", value_name = "OFFSET")]
         to_offset: Option<i64>,
+        /// Moves each committed offset by N (negative: back); every partition in scope needs one.
         #[arg(long, group = "spec", value_name = "N", allow_hyphen_values = true)]
         shift_by: Option<i64>,
+        /// Moves each partition to its first offset at or after this time. Without a zone
+        /// (Z, +02:00) the time is UTC, not the local time zone kafka-consumer-groups.sh uses.
         #[arg(long, group = "spec", value_name = "YYYY-MM-DDTHH:mm:SS.sss")]
         to_datetime: Option<String>,
         /// Only show the new offsets (the default).
@@ -210,7 +213,8 @@ struct ServeArgs {
     /// Log format (log.format).
     #[arg(long, value_enum)]
     log_format: Option<LogFormat>,
-    /// Serve Prometheus /metrics and the /v1/groups JSON API here (metrics.listen).
+    /// Serve Prometheus /metrics and the /v1/groups JSON API here: an IP or a host name
+    /// (resolved when binding) and a port (metrics.listen).
     #[arg(long, value_name = "HOST:PORT")]
     metrics_listen: Option<String>,
     /// Truncate a corrupt log (coordinator or partition) at its first corrupt record instead of refusing to start.

@@ -3,12 +3,15 @@
 //! `--repair`, and the `groups` admin commands.
 
 mod common;
+#[path = "data_plane/support.rs"]
+mod support;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::consumer;
 use common::*;
 use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
 use kafka_protocol::messages::*;
@@ -19,6 +22,14 @@ fn kcoord() -> Command {
 
 /// Starts the daemon; returns it and the address it printed.
 fn start(dir: &Path, extra: &[&str]) -> (Child, String) {
+    let (child, line) = start_line(dir, extra);
+    let addr =
+        line.split("serving on ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
+    (child, addr)
+}
+
+/// Starts the daemon; returns it and the line it printed once serving.
+fn start_line(dir: &Path, extra: &[&str]) -> (Child, String) {
     let mut child = kcoord()
         .args(["--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
@@ -30,9 +41,7 @@ fn start(dir: &Path, extra: &[&str]) -> (Child, String) {
         .expect("spawn kcoord");
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().expect("stdout")).read_line(&mut line).expect("read");
-    let addr =
-        line.split("serving on ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
-    (child, addr)
+    (child, line)
 }
 
 fn wait_exit(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
@@ -119,6 +128,26 @@ fn a_data_dir_keeps_the_shard_count_it_was_created_with() {
     child.kill().ok();
 }
 
+#[test]
+fn the_metrics_listener_accepts_a_host_name_and_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, line) = start_line(dir.path(), &["--metrics-listen", "localhost:0"]);
+    let url = line.split("metrics http://").nth(1).and_then(|r| r.split('/').next()).unwrap_or_default().to_string();
+    let addr: std::net::SocketAddr = url.parse().unwrap_or_else(|_| panic!("a resolved metrics address in {line:?}"));
+    assert!(addr.ip().is_loopback(), "{addr}");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    std::io::Write::write_all(&mut s, b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    child.kill().ok();
+
+    // A value without a port is refused before anything starts, naming the key.
+    let out = kcoord().args(["config", "--metrics-listen", "localhost"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("metrics.listen"), "{out:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_log_stops_the_daemon_unless_repair_is_given() {
     let dir = tempfile::tempdir().unwrap();
@@ -184,6 +213,123 @@ async fn a_corrupt_log_stops_the_daemon_unless_repair_is_given() {
     let offset = r.topics.first().map(|t| t.partitions[0].committed_offset).unwrap_or(-1);
     assert!((0..19).contains(&offset), "kept an earlier commit, got {offset}");
     drop(c.send(&ApiVersionsRequest::default(), 0).await);
+    child.kill().ok();
+}
+
+/// Runs `kcoord groups ARGS --bootstrap ADDR`: (success, stdout, stderr).
+fn groups(addr: &str, args: &[&str]) -> (bool, String, String) {
+    let out = kcoord().arg("groups").args(args).args(["--bootstrap", addr]).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// The whitespace-separated cells of the first output line starting with `first`.
+fn row<'a>(out: &'a str, first: &str) -> Vec<&'a str> {
+    out.lines()
+        .find(|l| l.split_whitespace().next() == Some(first))
+        .unwrap_or_else(|| panic!("no row for {first} in:\n{out}"))
+        .split_whitespace()
+        .collect()
+}
+
+/// 2023-11-14T22:13:20.000Z.
+const T: i64 = 1_700_000_000_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_groups_commands_show_members_and_states_and_shift_or_rewind_offsets_by_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = start(dir.path(), &["--topic", "t2:2"]);
+    let mut c = Client::connect(addr.parse().unwrap()).await;
+    // t2-0: offsets 0-4 stamped T..T+4 ms, offsets 5-9 stamped a second later.
+    let five = [("k", "v"); 5];
+    eventually("the partition to accept records", || {
+        let addr = addr.clone();
+        async move {
+            let mut c = Client::connect(addr.parse().unwrap()).await;
+            let (error, _) = support::produce(&mut c, 9, "t2", 0, support::batch(&five, T, None)).await;
+            (error == 0).then_some(())
+        }
+    })
+    .await;
+    assert_eq!(support::produce(&mut c, 9, "t2", 0, support::batch(&five, T + 1000, None)).await, (0, 5));
+
+    // The shards of both groups have loaded once DescribeGroups stops answering 14.
+    eventually("the coordinator shards to load", || {
+        let addr = addr.clone();
+        async move {
+            let mut c = Client::connect(addr.parse().unwrap()).await;
+            let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(sb("live")), GroupId(sb("idle"))]);
+            c.send(&req, 5).await.groups.iter().all(|g| g.error_code == 0).then_some(())
+        }
+    })
+    .await;
+    // An active consumer in "live"; "idle" has only committed offsets.
+    let (member, _) = consumer::join_alone(&mut c, "live", "t2", &[0, 1]).await;
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(sb("idle")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb("t2"))).with_partitions(vec![
+            OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(7),
+        ])]);
+    assert_eq!(c.send(&commit, 8).await.topics[0].partitions[0].error_code, 0);
+
+    let (ok, out, err) = groups(&addr, &["describe", "--group", "live", "--members"]);
+    assert!(ok, "{err}");
+    assert_eq!(row(&out, "GROUP"), ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]);
+    assert_eq!(row(&out, "live"), ["live", member.as_str(), "/127.0.0.1", "kcoord-test", "2"]);
+    let (ok, out, err) = groups(&addr, &["describe", "--group", "live", "--state"]);
+    assert!(ok, "{err}");
+    assert_eq!(row(&out, "GROUP"), ["GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]);
+    let state = row(&out, "live");
+    assert_eq!((state[2], state[3], state[4]), ("range", "Stable", "1"), "{out}");
+    let (ok, out, err) = groups(&addr, &["describe", "--group", "idle", "--members"]);
+    assert!(ok && out.contains("Consumer group 'idle' has no active members."), "{out}{err}");
+
+    // list --state S keeps only groups in state S.
+    let (ok, out, err) = groups(&addr, &["list", "--state", "Stable"]);
+    assert!(ok, "{err}");
+    assert_eq!(row(&out, "live"), ["live", "Stable"]);
+    assert!(!out.contains("idle"), "{out}");
+    let (_, out, _) = groups(&addr, &["list", "--state", "Empty"]);
+    assert_eq!(row(&out, "idle"), ["idle", "Empty"]);
+    assert!(!out.contains("live"), "{out}");
+
+    // --shift-by moves the committed offset, clamped to the log.
+    let reset = |args: &[&str]| {
+        let mut all = vec!["reset-offsets", "--group", "idle", "--topic"];
+        all.extend_from_slice(args);
+        groups(&addr, &all)
+    };
+    let (ok, out, err) = reset(&["t2:0", "--shift-by", "-3", "--execute"]);
+    assert!(ok, "{err}");
+    assert_eq!(row(&out, "idle"), ["idle", "t2", "0", "4"]);
+    let (_, out, _) = reset(&["t2:0", "--shift-by", "100"]);
+    assert_eq!(row(&out, "idle")[3], "10", "clamped to the log end: {out}");
+    // ... and refuses a partition without a committed offset, as Kafka does.
+    let (ok, out, err) = reset(&["t2", "--shift-by", "1", "--execute"]);
+    assert!(!ok, "{out}");
+    assert!(err.contains("Cannot shift offset for partition t2-1 since there is no current committed offset"), "{err}");
+    let (_, out, _) = groups(&addr, &["offsets", "--group", "idle"]);
+    assert_eq!(row(&out, "idle")[3], "4", "nothing was committed: {out}");
+
+    // --to-datetime: the first offset stamped at or after the time, in UTC
+    // unless a zone is given.
+    let (ok, out, err) = reset(&["t2:0", "--to-datetime", "2023-11-14T22:13:20.500", "--execute"]);
+    assert!(ok, "{err}");
+    assert_eq!(row(&out, "idle")[3], "5", "{out}");
+    let (_, out, _) = reset(&["t2:0", "--to-datetime", "2023-11-14T23:13:20.002+01:00"]);
+    assert_eq!(row(&out, "idle")[3], "2", "{out}");
+    let (_, out, _) = reset(&["t2:0", "--to-datetime", "2030-01-01T00:00:00.000"]);
+    assert_eq!(row(&out, "idle")[3], "10", "after every record: the log end: {out}");
+    let (_, out, _) = groups(&addr, &["offsets", "--group", "idle"]);
+    assert_eq!(row(&out, "idle")[3], "5", "only --execute committed: {out}");
+
+    // An active group's offsets are not reset.
+    let (ok, _, err) = groups(&addr, &["reset-offsets", "--group", "live", "--topic", "t2", "--to-earliest"]);
+    assert!(!ok && err.contains("current state is Stable"), "{err}");
     child.kill().ok();
 }
 

@@ -352,6 +352,14 @@ pub async fn reset_offsets(
         return Err(AdminError::Message("no partitions to reset: give --topic or --all-topics".into()));
     }
     let tps: Vec<(String, i32)> = scope.iter().cloned().collect();
+    if let ResetSpec::ShiftBy(_) = spec {
+        // As kafka-consumer-groups.sh: shifting needs an offset to shift from.
+        if let Some((t, p)) = tps.iter().find(|tp| !snap.committed.contains_key(*tp)) {
+            return Err(AdminError::Message(format!(
+                "Cannot shift offset for partition {t}-{p} since there is no current committed offset"
+            )));
+        }
+    }
     let earliest = cluster.list_offsets(&tps, -2, &leaders).await?;
     let latest = cluster.list_offsets(&tps, -1, &leaders).await?;
     let by_time = match spec {
@@ -372,7 +380,7 @@ pub async fn reset_offsets(
             ResetSpec::Earliest => lo,
             ResetSpec::Latest => hi,
             ResetSpec::Offset(o) => clamp(*o),
-            ResetSpec::ShiftBy(n) => clamp(snap.committed.get(tp).map(|c| c.0).unwrap_or(lo).saturating_add(*n)),
+            ResetSpec::ShiftBy(n) => clamp(snap.committed.get(tp).map_or(lo, |c| c.0).saturating_add(*n)),
             ResetSpec::Datetime(_) => by_time.as_ref().and_then(|m| m.get(tp).copied()).unwrap_or(hi),
         };
         new_offsets.insert(tp.clone(), target);

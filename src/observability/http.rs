@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
 use super::consumer_protocol::assignment_partitions;
+use super::state_gauges::{self, Lag, LagSeries};
 use super::LogEndOffsets;
 use crate::coordinator::Coordinator;
 use crate::server::Services;
@@ -104,8 +105,9 @@ async fn route(path: &str, state: &HttpState) -> (u16, &'static str, String) {
     match path {
         "/metrics" => match &state.metrics {
             Some(h) => {
-                refresh_gauges(state).await;
-                (200, "text/plain; version=0.0.4", h.render())
+                let mut text = h.render();
+                text.push_str(&state_gauges(state).await);
+                (200, "text/plain; version=0.0.4", text)
             }
             None => (503, "text/plain", "metrics are not available\n".into()),
         },
@@ -177,45 +179,29 @@ fn group_json(d: &crate::coordinator::messages::GroupDetails, ends: &dyn LogEndO
     })
 }
 
-/// Gauges computed at scrape time.
-async fn refresh_gauges(state: &HttpState) {
-    if let Ok(stats) = state.coordinator().shard_stats().await {
-        let mut by_state: std::collections::BTreeMap<String, usize> = Default::default();
-        for s in ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"] {
-            by_state.insert(s.to_string(), 0);
-        }
-        let (mut members, mut offsets) = (0, 0);
-        for (shard, st, depth) in &stats {
-            for (s, n) in &st.groups_by_state {
-                *by_state.entry(s.clone()).or_default() += n;
-            }
-            members += st.members;
-            offsets += st.offsets;
-            metrics::gauge!("kcoord_shard_mailbox_depth", "shard" => shard.to_string()).set(*depth as f64);
-        }
-        for (s, n) in by_state {
-            metrics::gauge!("kcoord_groups", "state" => s, "type" => "classic").set(n as f64);
-        }
-        metrics::gauge!("kcoord_group_members").set(members as f64);
-        metrics::gauge!("kcoord_committed_offsets").set(offsets as f64);
-    }
-    // Consumer lag, where partition logs are known (bounded: at most 10,000 series).
+/// This daemon's state gauges, asked of the coordinator at scrape time
+/// (see [`state_gauges`]).
+async fn state_gauges(state: &HttpState) -> String {
+    let shards = state.coordinator().shard_stats().await.ok();
+    let mut lag = LagSeries::default();
     if let Ok(groups) = state.coordinator().group_summaries().await {
-        let mut series = 0;
-        for g in groups {
-            if series > 10_000 {
-                break;
-            }
+        'groups: for g in groups {
             let Ok(Some(d)) = state.coordinator().group_details(&g.group_id).await else { continue };
             for o in &d.offsets {
-                if let Some(end) = state.log_ends.log_end_offset(&o.topic, o.partition) {
-                    metrics::gauge!("kcoord_consumer_lag", "group" => d.group_id.clone(), "topic" => o.topic.clone(), "partition" => o.partition.to_string())
-                        .set((end - o.offset).max(0) as f64);
-                    series += 1;
+                let Some(end) = state.log_ends.log_end_offset(&o.topic, o.partition) else { continue };
+                let sample = Lag {
+                    group: d.group_id.clone(),
+                    topic: o.topic.clone(),
+                    partition: o.partition,
+                    lag: (end - o.offset).max(0),
+                };
+                if !lag.push(sample) {
+                    break 'groups;
                 }
             }
         }
     }
+    state_gauges::render(shards.as_deref(), &lag)
 }
 
 fn percent_decode(s: &str) -> String {

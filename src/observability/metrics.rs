@@ -2,8 +2,9 @@
 //!
 //! Counters and histograms are recorded where things happen (requests,
 //! rebalances, fsyncs); gauges that describe state (groups by state,
-//! members, offsets, mailbox depth, lag) are computed when `/metrics` is
-//! scraped, so they are exact at scrape time and cost nothing in between.
+//! members, offsets, mailbox depth, lag) are not kept here but rendered per
+//! daemon when `/metrics` is scraped (`state_gauges`), so they are exact at
+//! scrape time, cost nothing in between, and vanish with what they describe.
 
 use std::sync::OnceLock;
 
@@ -41,16 +42,16 @@ pub fn install() -> Option<PrometheusHandle> {
 
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-    describe_counter!("kcoord_requests_total", "Requests served, by API and version");
+    describe_counter!("kcoord_requests_total", "Requests received, by API and version (answered or not)");
     describe_histogram!(
         "kcoord_request_duration_seconds",
         Unit::Seconds,
-        "Time from decoding a request to its response, by API"
+        "Time from decoding a request to its response, by API and version"
     );
-    describe_counter!("kcoord_request_errors_total", "Error codes returned, by API and error");
-    describe_gauge!("kcoord_groups", "Groups by state and type");
-    describe_gauge!("kcoord_group_members", "Members of all groups");
-    describe_gauge!("kcoord_committed_offsets", "Committed offsets stored");
+    describe_counter!(
+        "kcoord_request_errors_total",
+        "Error codes returned, by API and error; closed_* for requests that closed the connection unanswered"
+    );
     describe_counter!("kcoord_rebalances_total", "Rebalances started, by cause");
     describe_histogram!("kcoord_rebalance_duration_seconds", Unit::Seconds, "Duration of completed rebalances");
     describe_counter!("kcoord_session_expirations_total", "Members removed because their session expired");
@@ -59,11 +60,6 @@ fn describe() {
     describe_counter!("kcoord_log_appended_records_total", "Records written to the coordinator logs");
     describe_histogram!("kcoord_fsync_duration_seconds", Unit::Seconds, "fdatasync latency of the coordinator logs");
     describe_histogram!("kcoord_fsync_batch_records", "Records made durable by one fsync (group commit)");
-    describe_gauge!("kcoord_shard_mailbox_depth", "Requests queued at a coordinator shard");
     describe_gauge!("kcoord_connections", "Open client connections");
     describe_counter!("kcoord_connections_total", "Client connections accepted");
-    describe_gauge!(
-        "kcoord_consumer_lag",
-        "Log end offset minus committed offset, by group, topic and partition (standalone mode)"
-    );
 }

@@ -66,6 +66,18 @@ pub enum RouteError {
     Other(String),
 }
 
+impl RouteError {
+    /// How the request metrics label this failure.
+    fn close_reason(&self) -> observe::CloseReason {
+        match self {
+            RouteError::Decode(_) => observe::CloseReason::Decode,
+            RouteError::Encode(_) => observe::CloseReason::Encode,
+            RouteError::Unavailable(_) => observe::CloseReason::Unavailable,
+            RouteError::Other(_) => observe::CloseReason::Internal,
+        }
+    }
+}
+
 impl From<api_versions::RespondError> for RouteError {
     fn from(e: api_versions::RespondError) -> Self {
         match e {
@@ -120,19 +132,26 @@ pub async fn handle_frame(svc: Arc<Services>, peer: SocketAddr, mut frame: Bytes
             ))
         }
     };
+    let started = std::time::Instant::now();
     let header = match header::parse_request_header(&mut frame, support.is_flexible(prefix.api_version)) {
         Ok(h) => h,
-        Err(e) => return Outcome::Close(format!("{} request header: {e}", support.name)),
+        Err(e) => {
+            observe::request(support.name, prefix.api_version, started.elapsed());
+            observe::closed(support.name, observe::CloseReason::Decode);
+            return Outcome::Close(format!("{} request header: {e}", support.name));
+        }
     };
     let ctx = RequestContext { header, peer };
     let mut out = start_response(prefix.correlation_id, support.flexible_response_header(prefix.api_version));
-    let started = std::time::Instant::now();
     let routed = route(&svc, &ctx, &mut frame, &mut out).await;
     observe::request(support.name, prefix.api_version, started.elapsed());
     match routed {
         Ok(true) => Outcome::Respond(finish_response(out)),
         Ok(false) => Outcome::NoResponse,
-        Err(e) => Outcome::Close(e.to_string()),
+        Err(e) => {
+            observe::closed(support.name, e.close_reason());
+            Outcome::Close(e.to_string())
+        }
     }
 }
 

@@ -1,6 +1,9 @@
-//! Request metrics: every served request is counted and timed per API, and
-//! every error code it carries (per partition or member where the API has
-//! several) is counted per API and error name.
+//! Request metrics: every request is counted and timed per API and version,
+//! and every error code it carries (per partition or member where the API has
+//! several) is counted per API and error name. A request that fails so badly
+//! the connection is closed instead of answered is counted too, with an
+//! error label naming why (see [`CloseReason`]): those are exactly the
+//! requests an operator most needs to see.
 
 use std::time::Duration;
 
@@ -12,11 +15,42 @@ use crate::topics::{admin, fetch, list_offsets, produce, producer_ids};
 const VERSION_LABELS: [&str; 20] =
     ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19"];
 
-/// Records one served request.
+/// Records one request, answered or not.
 pub fn request(api: &'static str, version: i16, elapsed: Duration) {
     let v = VERSION_LABELS.get(version.max(0) as usize).copied().unwrap_or("other");
     metrics::counter!("kcoord_requests_total", "api" => api, "version" => v).increment(1);
-    metrics::histogram!("kcoord_request_duration_seconds", "api" => api).record(elapsed.as_secs_f64());
+    metrics::histogram!("kcoord_request_duration_seconds", "api" => api, "version" => v).record(elapsed.as_secs_f64());
+}
+
+/// Why a request got no answer and its connection was closed. The labels
+/// are not Kafka error names (no error code reached the client); they start
+/// with `closed_` so they cannot be mistaken for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The request (header or body) did not decode.
+    Decode,
+    /// The response could not be encoded at the requested version.
+    Encode,
+    /// The service that owns the API is gone (shutting down).
+    Unavailable,
+    /// Anything else a handler reported.
+    Internal,
+}
+
+impl CloseReason {
+    pub fn label(self) -> &'static str {
+        match self {
+            CloseReason::Decode => "closed_decode_error",
+            CloseReason::Encode => "closed_encode_error",
+            CloseReason::Unavailable => "closed_unavailable",
+            CloseReason::Internal => "closed_internal_error",
+        }
+    }
+}
+
+/// Counts a request whose connection was closed instead of answered.
+pub fn closed(api: &'static str, reason: CloseReason) {
+    metrics::counter!("kcoord_request_errors_total", "api" => api, "error" => reason.label()).increment(1);
 }
 
 /// Counts the error codes in a response.

@@ -3,6 +3,8 @@
 //! any chosen version (kafka-protocol's client side).
 #![allow(dead_code)]
 
+pub mod consumer;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 

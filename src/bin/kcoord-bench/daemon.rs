@@ -165,6 +165,10 @@ pub async fn memory(
     partitions: i32,
     per_conn: usize,
 ) -> Result<Report, ClientError> {
+    if partitions < 1 {
+        let why = "memory needs --partitions >= 1: each group is created by its first offset";
+        return Err(ClientError::Io(std::io::Error::other(why)));
+    }
     let tmp = tempdir()?;
     let d = spawn(
         bin,
@@ -195,22 +199,68 @@ pub async fn memory(
     scenarios::ensure_topic(&common.bootstrap, "memtopic", partitions).await?;
     let mut conn =
         kcoord::protocol::client::Connection::connect_negotiated(&common.bootstrap, "kcoord-bench-mem").await?;
-    let v = conn.version::<kafka_protocol::messages::OffsetCommitRequest>(2, 7)?;
-    for g in &names {
-        let req = kafka_protocol::messages::OffsetCommitRequest::default()
-            .with_group_id(kafka_protocol::messages::GroupId(kcoord::protocol::client::s(g)))
+    // Groups: the first offset of each creates it.
+    commit_offsets(&mut conn, &names, 0..1).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_groups = d.rss();
+    commit_offsets(&mut conn, &names, 1..partitions).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_offsets = d.rss();
+    let mut swarm = Swarm::connect(&common.bootstrap, &names, members, per_conn, 0).await?;
+    swarm.settle(common.settle_timeout).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_members = d.rss();
+    let n_groups = groups as f64;
+    let n_members = (groups * members) as f64;
+    let n_later_offsets = n_groups * (partitions - 1) as f64;
+    let mut r = Report::new(
+        "memory",
+        json!({"groups": groups, "members": members, "partitions": partitions, "members_per_connection": per_conn}),
+    );
+    r.metric("rss_base_mb", base as f64 / 1e6, "MB");
+    r.metric("rss_final_mb", with_members as f64 / 1e6, "MB");
+    // A group is measured with its first offset; that offset's share is
+    // taken out when later offsets were measured (with one partition the
+    // group's figure includes its only offset).
+    let group_and_first = (with_groups.saturating_sub(base)) as f64 / n_groups.max(1.0);
+    let mut first_offset = 0.0;
+    if partitions > 1 {
+        first_offset = (with_offsets.saturating_sub(with_groups)) as f64 / n_later_offsets;
+        r.metric("bytes_per_offset", first_offset, "B");
+    }
+    r.metric("bytes_per_group", (group_and_first - first_offset).max(0.0), "B");
+    // Members include their share of the connections carrying them.
+    r.metric("bytes_per_member", (with_members.saturating_sub(with_offsets)) as f64 / n_members.max(1.0), "B");
+    drop(swarm);
+    drop(d);
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(r)
+}
+
+/// Commits offset `p` for partitions `range` of "memtopic" in each group,
+/// as a group without members (generation -1).
+async fn commit_offsets(
+    conn: &mut kcoord::protocol::client::Connection,
+    groups: &[String],
+    range: std::ops::Range<i32>,
+) -> Result<(), ClientError> {
+    use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest, TopicName};
+    use kcoord::protocol::client::s;
+    if range.is_empty() {
+        return Ok(());
+    }
+    let v = conn.version::<OffsetCommitRequest>(2, 7)?;
+    for g in groups {
+        let partitions = range
+            .clone()
+            .map(|p| OffsetCommitRequestPartition::default().with_partition_index(p).with_committed_offset(p as i64));
+        let req = OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(g)))
             .with_generation_id_or_member_epoch(-1)
-            .with_topics(vec![kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic::default()
-                .with_name(kafka_protocol::messages::TopicName(kcoord::protocol::client::s("memtopic")))
-                .with_partitions(
-                    (0..partitions)
-                        .map(|p| {
-                            kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition::default()
-                                .with_partition_index(p)
-                                .with_committed_offset(p as i64)
-                        })
-                        .collect(),
-                )]);
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("memtopic")))
+                .with_partitions(partitions.collect())]);
         let r = conn.call(&req, v).await?;
         if let Some(p) = r.topics.iter().flat_map(|t| &t.partitions).find(|p| p.error_code != 0) {
             return Err(ClientError::Io(std::io::Error::other(format!(
@@ -219,27 +269,7 @@ pub async fn memory(
             ))));
         }
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let with_offsets = d.rss();
-    let mut swarm = Swarm::connect(&common.bootstrap, &names, members, per_conn, 0).await?;
-    swarm.settle(common.settle_timeout).await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let with_members = d.rss();
-    let n_members = (groups * members) as f64;
-    let n_offsets = (groups as f64) * partitions as f64;
-    let mut r = Report::new(
-        "memory",
-        json!({"groups": groups, "members": members, "partitions": partitions, "members_per_connection": per_conn}),
-    );
-    r.metric("rss_base_mb", base as f64 / 1e6, "MB");
-    r.metric("rss_final_mb", with_members as f64 / 1e6, "MB");
-    r.metric("bytes_per_offset", (with_offsets.saturating_sub(base)) as f64 / n_offsets.max(1.0), "B");
-    // Members include their share of the connections carrying them.
-    r.metric("bytes_per_member", (with_members.saturating_sub(with_offsets)) as f64 / n_members.max(1.0), "B");
-    drop(swarm);
-    drop(d);
-    let _ = std::fs::remove_dir_all(&tmp);
-    Ok(r)
+    Ok(())
 }
 
 fn tempdir() -> std::io::Result<PathBuf> {

@@ -52,7 +52,10 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Scenario {
-    /// G groups × M members join, then heartbeat as fast as allowed.
+    /// G groups × M members join, then heartbeat as fast as allowed. Exits
+    /// non-zero if any heartbeat is answered with an error: a stable group's
+    /// members should only ever hear NONE, so errors mean the numbers do not
+    /// measure steady-state heartbeats.
     Heartbeat {
         #[arg(long, default_value_t = 10)]
         groups: usize,
@@ -109,7 +112,8 @@ enum Scenario {
         #[arg(long, default_value_t = 50)]
         shards: u32,
     },
-    /// (kcoord only) Resident memory per group, member and committed offset.
+    /// (kcoord only) Resident memory per group, member and committed offset
+    /// (partitions must be at least 1: the first offset creates each group).
     Memory {
         #[arg(long)]
         kcoord_bin: PathBuf,
@@ -191,7 +195,13 @@ fn main() -> ExitCode {
         match result {
             Ok(report) => {
                 report.print(cli.json);
-                ExitCode::SUCCESS
+                match &report.failure {
+                    Some(why) => {
+                        eprintln!("kcoord-bench: {} failed: {why}", report.scenario);
+                        ExitCode::FAILURE
+                    }
+                    None => ExitCode::SUCCESS,
+                }
             }
             Err(e) => {
                 eprintln!("kcoord-bench: {e}");

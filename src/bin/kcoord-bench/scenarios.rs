@@ -96,7 +96,19 @@ pub async fn heartbeat(c: &Common, groups: usize, members: usize) -> Result<Repo
     r.metric("formation_s", formed.as_secs_f64(), "s");
     r.latency("heartbeats", &mut lat, elapsed);
     errors_metric(&mut r, &res);
+    if !res.errors.is_empty() {
+        r.fail(format!("heartbeats were answered with errors ({}); a stable group answers NONE", error_summary(&res)));
+    }
     Ok(r)
+}
+
+/// "REBALANCE_IN_PROGRESS × 12, UNKNOWN_MEMBER_ID × 3", by code.
+fn error_summary(res: &LaneResult) -> String {
+    let mut codes: Vec<(&i16, &u64)> = res.errors.iter().collect();
+    codes.sort();
+    let named: Vec<String> =
+        codes.iter().map(|(c, n)| format!("{} × {n}", kcoord::error_code::ErrorCode(**c).name())).collect();
+    named.join(", ")
 }
 
 /// Makes sure `topic` has at least `partitions` partitions (CreateTopics

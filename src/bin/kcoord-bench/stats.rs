@@ -57,11 +57,20 @@ pub struct Report {
     pub scenario: String,
     pub params: serde_json::Value,
     pub metrics: Vec<(String, f64, String)>,
+    /// Why the run does not count as a valid measurement (the process then
+    /// exits non-zero after printing the numbers).
+    pub failure: Option<String>,
 }
 
 impl Report {
     pub fn new(scenario: &str, params: serde_json::Value) -> Self {
-        Report { scenario: scenario.to_string(), params, metrics: Vec::new() }
+        Report { scenario: scenario.to_string(), params, metrics: Vec::new(), failure: None }
+    }
+
+    /// Marks the run as failed: its numbers do not measure what they claim.
+    pub fn fail(&mut self, why: String) -> &mut Self {
+        self.failure = Some(why);
+        self
     }
 
     pub fn metric(&mut self, name: &str, value: f64, unit: &str) -> &mut Self {
@@ -83,7 +92,11 @@ impl Report {
         if json {
             let metrics: serde_json::Map<String, serde_json::Value> =
                 self.metrics.iter().map(|(k, v, _)| (k.clone(), serde_json::json!(v))).collect();
-            println!("{}", serde_json::json!({"scenario": self.scenario, "params": self.params, "metrics": metrics}));
+            let mut out = serde_json::json!({"scenario": self.scenario, "params": self.params, "metrics": metrics});
+            if let Some(f) = &self.failure {
+                out["failure"] = serde_json::json!(f);
+            }
+            println!("{out}");
         } else {
             println!("== {} {}", self.scenario, self.params);
             for (k, v, unit) in &self.metrics {

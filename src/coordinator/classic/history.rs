@@ -96,15 +96,24 @@ impl History {
         self.entries.back_mut().filter(|r| r.outcome == Outcome::InProgress)
     }
 
-    /// Starts a rebalance; one still in progress is closed as restarted.
-    pub fn start(&mut self, cause: Cause, now: i64, generation: i32, members: Vec<String>, capacity: usize) {
-        if let Some(r) = self.current() {
+    /// Starts a rebalance; one still in progress is closed as restarted and
+    /// returned, so the caller can report its end like any other.
+    pub fn start(
+        &mut self,
+        cause: Cause,
+        now: i64,
+        generation: i32,
+        members: Vec<String>,
+        capacity: usize,
+    ) -> Option<Rebalance> {
+        let restarted = self.current().map(|r| {
             r.ended_ms = Some(now);
             r.duration_ms = Some(now - r.started_ms);
             r.outcome = Outcome::Restarted;
-        }
+            r.clone()
+        });
         if capacity == 0 {
-            return;
+            return restarted;
         }
         while self.entries.len() >= capacity {
             self.entries.pop_front();
@@ -121,6 +130,7 @@ impl History {
             removed_at_rebalance_timeout: Vec::new(),
             outcome: Outcome::InProgress,
         });
+        restarted
     }
 
     pub fn note_removed(&mut self, removed: &[String]) {
@@ -148,8 +158,10 @@ mod tests {
     #[test]
     fn keeps_the_last_entries_and_closes_restarted_ones() {
         let mut h = History::default();
-        for i in 0..5 {
-            h.start(Cause::OverMaxSize, i * 10, i as i32, vec![], 3);
+        assert!(h.start(Cause::OverMaxSize, 0, 0, vec![], 3).is_none(), "nothing to restart");
+        for i in 1..5 {
+            let restarted = h.start(Cause::OverMaxSize, i * 10, i as i32, vec![], 3).expect("restarts the previous");
+            assert_eq!((restarted.outcome, restarted.duration_ms), (Outcome::Restarted, Some(10)));
         }
         let e: Vec<&Rebalance> = h.entries().collect();
         assert_eq!(e.len(), 3);

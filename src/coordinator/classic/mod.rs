@@ -11,6 +11,8 @@ pub mod rebalance;
 pub mod sync;
 
 #[cfg(test)]
+mod history_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::error_code::ErrorCode;

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use super::group::{ClassicGroup, GroupState, InitialDelay};
-use super::history::{Cause, Outcome};
+use super::history::{Cause, Outcome, Rebalance};
 use crate::coordinator::core::{Cx, Reply, Response};
 use crate::coordinator::messages::{JoinGroupResponse, SyncGroupResponse};
 use crate::coordinator::records::Record;
@@ -106,7 +106,9 @@ pub fn prepare_rebalance(g: &mut ClassicGroup, cx: &mut Cx, cause: Cause) {
     );
     metrics::counter!("kcoord_rebalances_total", "cause" => cause.kind()).increment(1);
     let members = g.member_ids();
-    g.history.start(cause, cx.now, g.generation_id, members, cx.cfg.rebalance_history);
+    if let Some(restarted) = g.history.start(cause, cx.now, g.generation_id, members, cx.cfg.rebalance_history) {
+        log_ended(&g.group_id, &restarted);
+    }
     if !initial {
         maybe_complete_join_else_schedule(g, cx);
     }
@@ -293,21 +295,27 @@ pub fn finish_rebalance(g: &mut ClassicGroup, now: i64, outcome: Outcome) {
     let members = g.member_ids();
     let generation = g.generation_id;
     if let Some(r) = g.history.finish(now, generation, members, outcome) {
-        let duration = r.duration_ms.unwrap_or(0);
-        metrics::histogram!("kcoord_rebalance_duration_seconds").record(duration as f64 / 1000.0);
-        tracing::info!(
-            group = %g.group_id,
-            generation,
-            cause = r.cause.kind(),
-            detail = ?r.cause,
-            outcome = ?outcome,
-            duration_ms = duration,
-            members_before = r.members_before.len(),
-            members_after = r.members_after.len(),
-            removed_at_rebalance_timeout = ?r.removed_at_rebalance_timeout,
-            "rebalance completed"
-        );
+        metrics::histogram!("kcoord_rebalance_duration_seconds").record(r.duration_ms.unwrap_or(0) as f64 / 1000.0);
+        log_ended(&g.group_id, r);
     }
+}
+
+/// The one structured line every rebalance gets when it ends, whether every
+/// member synced, the group emptied, or another rebalance took over
+/// (`restarted`): operators grep one message to see them all.
+fn log_ended(group_id: &str, r: &Rebalance) {
+    tracing::info!(
+        group = %group_id,
+        generation = r.generation_after.unwrap_or(r.generation_before),
+        cause = r.cause.kind(),
+        detail = ?r.cause,
+        outcome = ?r.outcome,
+        duration_ms = r.duration_ms.unwrap_or(0),
+        members_before = r.members_before.len(),
+        members_after = r.members_after.len(),
+        removed_at_rebalance_timeout = ?r.removed_at_rebalance_timeout,
+        "rebalance ended"
+    );
 }
 
 /// Kafka's `removeMemberAndUpdateClassicGroup` (expiry and similar paths).

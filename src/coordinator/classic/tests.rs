@@ -11,7 +11,7 @@ use crate::error_code::ErrorCode;
 
 /// Forms a Stable group of dynamic members; returns their ids (leader first)
 /// and the generation.
-fn stable_group(h: &mut Harness, group: &str, n: usize) -> (Vec<String>, i32) {
+pub(super) fn stable_group(h: &mut Harness, group: &str, n: usize) -> (Vec<String>, i32) {
     let mut parked = Vec::new();
     for i in 0..n {
         parked.push(h.join_dynamic(group, &format!("c{i}"), &["range"]));
@@ -331,7 +331,7 @@ fn no_member_rejoining_extends_the_join_phase() {
     assert_eq!((g.state.as_str(), g.generation_id), ("Empty", 2));
 }
 
-fn load_group(h: &mut Harness, group: &str, n: usize) -> Vec<String> {
+pub(super) fn load_group(h: &mut Harness, group: &str, n: usize) -> Vec<String> {
     let members: Vec<MemberValue> = (0..n)
         .map(|i| MemberValue {
             member_id: format!("m{i}"),
@@ -407,7 +407,7 @@ fn joining_a_full_group_gets_group_max_size_reached() {
     assert_eq!(h.join_response(t).error, ErrorCode::GROUP_MAX_SIZE_REACHED);
 }
 
-fn static_stable_group(h: &mut Harness) -> (String, String) {
+pub(super) fn static_stable_group(h: &mut Harness) -> (String, String) {
     let a = h.send(Request::Join(join("g", "", "a").instance("ia").build()));
     let b = h.send(Request::Join(join("g", "", "b").instance("ib").build()));
     let (a, b) = (h.join_response(a), h.join_response(b));
@@ -1059,65 +1059,4 @@ fn deleting_a_topic_tombstones_its_offsets_in_every_group() {
     assert_eq!(h.fetch("a", "gone", 0).offset, -1);
     assert_eq!(h.fetch("b", "gone", 3).offset, -1);
     assert_eq!(h.fetch("a", "kept", 0).offset, 2);
-}
-
-#[test]
-fn every_rebalance_is_remembered_with_its_cause() {
-    use crate::coordinator::classic::history::{Cause, Outcome};
-    let mut h = Harness::new();
-    let (ids, generation) = stable_group(&mut h, "g", 2);
-    // The leader forces a rebalance; both rejoin.
-    let t0 = h.send(Request::Join(join("g", &ids[0], "c0").build()));
-    let t1 = h.send(Request::Join(join("g", &ids[1], "c1").build()));
-    h.join_response(t0);
-    h.join_response(t1);
-    let s1 = h.sync("g", &ids[1], generation + 1, &[]);
-    let s0 = h.sync("g", &ids[0], generation + 1, &[]);
-    h.sync_response(s0);
-    h.sync_response(s1);
-    // A member leaves; the other keeps heartbeating but never rejoins, so it
-    // is removed at the rebalance timeout.
-    h.leave("g", &[(&ids[1], None)]);
-    for _ in 0..11 {
-        h.advance(5_000);
-        assert_eq!(h.heartbeat("g", &ids[0], generation + 1), ErrorCode::REBALANCE_IN_PROGRESS);
-    }
-    h.advance(5_000);
-    let g = h.core.group("g").unwrap();
-    let e: Vec<_> = g.history.entries().collect();
-    let kinds: Vec<&str> = e.iter().map(|r| r.cause.kind()).collect();
-    assert_eq!(kinds, vec!["member_joined", "leader_rejoined", "member_left"]);
-    assert!(
-        matches!(&e[0].cause, Cause::MemberJoined { client_id, client_host, .. } if client_id == "c0" && client_host == "/127.0.0.1")
-    );
-    assert_eq!(e[0].outcome, Outcome::Stable);
-    assert_eq!(e[1].generation_after, Some(generation + 1));
-    assert_eq!(e[1].members_before.len(), 2);
-    assert_eq!(e[1].members_after.len(), 2);
-    assert!(matches!(&e[2].cause, Cause::MemberLeft { member_ids, .. } if member_ids == &vec![ids[1].clone()]));
-    assert_eq!(e[2].outcome, Outcome::Empty);
-    assert_eq!(e[2].removed_at_rebalance_timeout, vec![ids[0].clone()]);
-    assert_eq!(e[2].duration_ms, Some(60_000));
-}
-
-#[test]
-fn session_expiry_and_pending_sync_timeouts_are_recorded_as_causes() {
-    let mut h = Harness::new();
-    let (ids, generation) = stable_group(&mut h, "g", 2);
-    for _ in 0..3 {
-        h.advance(3_000);
-        h.heartbeat("g", &ids[0], generation);
-    }
-    h.advance(1_000);
-    let kinds: Vec<&str> = h.core.group("g").unwrap().history.entries().map(|r| r.cause.kind()).collect();
-    assert_eq!(kinds.last(), Some(&"session_expired"));
-    // The remaining member rejoins but never syncs.
-    let t = h.send(Request::Join(join("g", &ids[0], "c0").build()));
-    h.join_response(t);
-    for _ in 0..12 {
-        h.advance(5_000);
-        h.heartbeat("g", &ids[0], generation + 1);
-    }
-    let kinds: Vec<&str> = h.core.group("g").unwrap().history.entries().map(|r| r.cause.kind()).collect();
-    assert_eq!(kinds.last(), Some(&"pending_sync_timeout"));
 }
