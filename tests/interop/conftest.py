@@ -107,6 +107,14 @@ class Kcoord:
         """The causes of the group's remembered rebalances, oldest first."""
         return [r["cause"]["kind"] for r in self.http_json(f"/v1/groups/{group}")["rebalances"]]
 
+    def wait_rebalance_after(self, group, seen, timeout=60):
+        """Waits for a rebalance after the first `seen` ones; returns its cause.
+
+        The cause of the first rebalance after an event is the event's, even
+        if clients rebalance again afterwards (e.g. a leader rejoining)."""
+        causes = wait_for(f"a rebalance of {group} after {seen}", lambda: self.rebalance_causes(group)[seen:], timeout=timeout)
+        return causes[0]
+
 
 @pytest.fixture
 def make_kcoord(tmp_path):

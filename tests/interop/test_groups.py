@@ -65,6 +65,8 @@ def test_a_second_live_member_with_the_same_instance_id_fences_the_first(k, tmp_
     members = [first]
     try:
         wait_for("the first member to own everything", lambda: first.assigned() == set(SIX), timeout=30)
+        causes_before = k.rebalance_causes("fence")
+        assert causes_before[0] == "member_joined", causes_before
         second = rdk_member(tmp_path, "second", k, "fence", "t6", instance_id="same-id", session_ms=10000)
         members.append(second)
         wait_for("the second member to take over", lambda: second.assigned() == set(SIX), timeout=30)
@@ -76,6 +78,9 @@ def test_a_second_live_member_with_the_same_instance_id_fences_the_first(k, tmp_
         desc = admin.describe_consumer_groups(["fence"], request_timeout=30)["fence"].result()
         assert [(m.member_id, m.group_instance_id) for m in desc.members] == [(second.state()["member_id"], "same-id")]
         assert "fenced" not in second.log_text()
+        # The Stable group replaced the static member in place, as Kafka
+        # does: no rebalance, so the history is unchanged.
+        assert k.rebalance_causes("fence") == causes_before
     finally:
         stop_all(members)
 

@@ -11,17 +11,24 @@ SIX = [("t6", p) for p in range(6)]
 
 @pytest.fixture
 def k(make_kcoord):
-    return make_kcoord(topics=["t6:6"], settings=["group.initial_rebalance_delay_ms=500"])
+    return make_kcoord(topics=["t6:6"], settings=["group.initial_rebalance_delay_ms=500", "metrics.listen=127.0.0.1:0"])
 
 
 def test_kafka_python_group_forms_and_rebalances(k, tmp_path):
     members = [kp_member(tmp_path, f"kp{i}", k, "kp-group", "t6") for i in range(3)]
     try:
         wait_balanced(members, SIX)
+        causes = k.rebalance_causes("kp-group")
+        assert causes[0] == "member_joined", causes
+        # A member that closes sends LeaveGroup...
         members[0].close()
         wait_balanced(members[1:], SIX, timeout=30)
+        assert k.wait_rebalance_after("kp-group", len(causes)) == "member_left", k.rebalance_causes("kp-group")
+        # ...one killed is removed when its session expires.
+        causes = k.rebalance_causes("kp-group")
         members[1].kill()
         wait_balanced(members[2:], SIX, timeout=60)
+        assert k.wait_rebalance_after("kp-group", len(causes)) == "session_expired", k.rebalance_causes("kp-group")
     finally:
         stop_all(members)
 
@@ -30,8 +37,11 @@ def test_kafkajs_group_forms_and_rebalances(k, tmp_path):
     members = [js_member(tmp_path, f"js{i}", k, "js-group", "t6") for i in range(2)]
     try:
         wait_balanced(members, SIX)
+        causes = k.rebalance_causes("js-group")
+        assert causes[0] == "member_joined", causes
         members[0].close()
         wait_balanced(members[1:], SIX, timeout=30)
+        assert k.wait_rebalance_after("js-group", len(causes)) == "member_left", k.rebalance_causes("js-group")
     finally:
         stop_all(members)
 

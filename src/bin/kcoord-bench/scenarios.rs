@@ -96,10 +96,18 @@ pub async fn heartbeat(c: &Common, groups: usize, members: usize) -> Result<Repo
     r.metric("formation_s", formed.as_secs_f64(), "s");
     r.latency("heartbeats", &mut lat, elapsed);
     errors_metric(&mut r, &res);
-    if !res.errors.is_empty() {
-        r.fail(format!("heartbeats were answered with errors ({}); a stable group answers NONE", error_summary(&res)));
+    if let Some(why) = heartbeat_failure(&res) {
+        r.fail(why);
     }
     Ok(r)
+}
+
+/// Members of stable groups hear only NONE; any error invalidates the run.
+fn heartbeat_failure(res: &LaneResult) -> Option<String> {
+    if res.errors.is_empty() {
+        return None;
+    }
+    Some(format!("heartbeats were answered with errors ({}); a stable group answers NONE", error_summary(res)))
 }
 
 /// "REBALANCE_IN_PROGRESS × 12, UNKNOWN_MEMBER_ID × 3", by code.
@@ -416,4 +424,19 @@ pub async fn join_storm(c: &Common, groups: usize, members: usize) -> Result<Rep
     r.metric("groups_per_sec", groups as f64 / took.as_secs_f64(), "1/s");
     r.metric("members_per_sec", (groups * members) as f64 / took.as_secs_f64(), "1/s");
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_heartbeat_run_with_any_error_fails_naming_the_codes() {
+        let mut res = LaneResult::default();
+        assert_eq!(heartbeat_failure(&res), None);
+        res.errors.insert(27, 12);
+        res.errors.insert(25, 3);
+        let why = heartbeat_failure(&res).expect("fails");
+        assert!(why.contains("UNKNOWN_MEMBER_ID × 3, REBALANCE_IN_PROGRESS × 12"), "{why}");
+    }
 }
