@@ -522,6 +522,42 @@ async fn data_and_producer_state_survive_a_restart() {
 }
 
 #[tokio::test]
+async fn a_partition_of_many_segments_reads_back_whole_after_clean_and_unclean_restarts() {
+    let mut s = server(&["topics.segment_bytes=1024"]).await;
+    let mut c = s.client().await;
+    let payload = "s".repeat(300);
+    let mut expected = Vec::new();
+    for i in 0..20i64 {
+        let key = format!("k{i}");
+        assert_eq!(produce(&mut c, 9, TOPIC, 0, batch(&[(&key, &payload)], now_ms(), None)).await, (0, i));
+        expected.push((i, key, payload.clone()));
+    }
+    drop(c);
+    let partition_dir = s.dir.path().join("topics").join(format!("{TOPIC}-0"));
+    for clean in [true, false] {
+        s.daemon.take().unwrap().shutdown().await;
+        assert!(partition_dir.join("clean-shutdown").exists(), "a clean shutdown is recorded");
+        if !clean {
+            // As after a crash: no record of a clean shutdown.
+            std::fs::remove_file(partition_dir.join("clean-shutdown")).unwrap();
+        }
+        s.restart().await;
+        let mut c = s.client().await;
+        let mut got = Vec::new();
+        while got.len() < expected.len() {
+            let p = fetch(&mut c, 11, TOPIC, Uuid::nil(), 0, got.len() as i64).await;
+            assert_eq!(p.error_code, 0, "clean: {clean}");
+            got.extend(decode_records(p.records.as_ref().unwrap()));
+        }
+        assert_eq!(got, expected, "clean: {clean}");
+        let key = format!("k{}", expected.len());
+        let next = expected.len() as i64;
+        assert_eq!(produce(&mut c, 9, TOPIC, 0, batch(&[(&key, &payload)], now_ms(), None)).await, (0, next));
+        expected.push((next, key, payload.clone()));
+    }
+}
+
+#[tokio::test]
 async fn retention_deletes_old_segments_and_moves_the_log_start() {
     let s = server(&["topics.segment_bytes=1024", "topics.retention_check_interval_ms=50"]).await;
     let mut c = s.client().await;
