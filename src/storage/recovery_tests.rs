@@ -346,3 +346,21 @@ fn an_active_segment_that_changed_after_its_clean_close_is_scanned_and_its_torn_
     assert_eq!(payloads(&seen), (0..3).map(record).collect::<Vec<_>>(), "scanned in full");
     assert_eq!((log.end(), file_len(&segment)), (3, 3 * FRAME), "the torn tail is truncated");
 }
+
+#[test]
+fn a_trusting_open_skips_payloads_larger_than_its_read_buffer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let big = |i: u8| vec![i; 200 * 1024];
+    let (mut log, _) = open(tmp.path(), options(300 * 1024));
+    for i in 0..6u8 {
+        log.append(&[&big(i), b"small"]).unwrap();
+    }
+    drop(log);
+    let (_, full) = try_open(tmp.path(), options(300 * 1024)).unwrap();
+    let (log, trusted) = open_trusting(tmp.path(), 4).unwrap();
+    assert_eq!(log.end(), 12);
+    let locations = |r: &Replayed| r.iter().map(|(l, _)| *l).collect::<Vec<_>>();
+    assert_eq!(locations(&trusted), locations(&full));
+    let heads: Vec<Vec<u8>> = full.iter().map(|(_, p)| p[..4.min(p.len())].to_vec()).collect();
+    assert_eq!(trusted.iter().map(|(_, p)| p[..4.min(p.len())].to_vec()).collect::<Vec<_>>(), heads);
+}
