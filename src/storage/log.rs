@@ -356,18 +356,26 @@ impl Log {
         self.synced = self.synced.max(end.min(self.end));
     }
 
-    /// [`Log::sync`], then records the active segment's size in
+    /// [`Log::sync`], then records the active segment's base and size in
     /// [`CLEAN_MARKER`] so that the next [`Replay::TrustClosed`] open can skip
     /// scanning it too: for a clean shutdown (Kafka's clean-shutdown file).
     /// A size that differs at the next open means something was written
     /// after this (or torn by a crash) and the segment is scanned in full.
+    ///
+    /// The marker itself is not fsynced (two fsyncs per partition would
+    /// lengthen every shutdown): a crash can only lose it or leave it empty,
+    /// and then the next open scans the segment, which is always safe. It
+    /// is renamed into place so it is never seen half-written.
     pub fn sync_and_mark_clean(&mut self) -> io::Result<()> {
         self.sync()?;
         let active = self.active()?;
-        super::fsutil::write_atomically(
-            &self.dir.join(CLEAN_MARKER),
-            format!("{} {}\n", active.base, active.bytes).as_bytes(),
-        )
+        if active.bytes == 0 {
+            return Ok(());
+        }
+        let path = self.dir.join(CLEAN_MARKER);
+        let tmp = self.dir.join(format!("{CLEAN_MARKER}.tmp"));
+        fs::write(&tmp, format!("{} {}\n", active.base, active.bytes))?;
+        fs::rename(&tmp, &path)
     }
 
     /// fsyncs everything appended so far, on the calling thread.

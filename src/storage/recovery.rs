@@ -95,16 +95,20 @@ pub(crate) fn recover(
     Ok(Recovered { segments: replayed.segments, end: replayed.end, snapshot })
 }
 
-/// Reads and removes the clean-shutdown marker: `(active base, size)` if one
-/// is there and a trusting replay will use it. Removing it at every open
-/// keeps it from outliving the shutdown it describes (a stale one could do
-/// no harm anyway: it is only believed when the size still matches, and
-/// appends only ever change the size).
+/// Reads and removes the clean-shutdown marker; returns `(active base,
+/// size)` if one was there, could be removed, and a trusting replay will use
+/// it. The removal is made durable at
+/// once (even if this open fails later), so that a marker can never come
+/// back after a crash and vouch for a segment that was cut back by
+/// `--repair` and then grew to the same size again: a size match means
+/// "unchanged" only while the segment has only ever grown since the marker
+/// was written.
 fn take_clean_marker(dir: &Path, replay: Replay) -> Option<(u64, u64)> {
     let path = dir.join(CLEAN_MARKER);
     let text = fs::read_to_string(&path).ok()?;
-    if let Err(e) = fs::remove_file(&path) {
-        tracing::warn!(file = %path.display(), error = %e, "cannot remove the clean-shutdown marker");
+    if let Err(e) = fs::remove_file(&path).and_then(|()| fsync_dir(dir)) {
+        tracing::warn!(file = %path.display(), error = %e, "cannot remove the clean-shutdown marker; not using it");
+        return None;
     }
     if replay == Replay::Full {
         return None;
@@ -113,6 +117,7 @@ fn take_clean_marker(dir: &Path, replay: Replay) -> Option<(u64, u64)> {
     match (fields.next(), fields.next(), fields.next()) {
         (Some(Ok(base)), Some(Ok(bytes)), None) => Some((base, bytes)),
         _ => {
+            // Possible after a machine crash: the marker is written without fsync.
             tracing::warn!(file = %path.display(), "ignoring an unreadable clean-shutdown marker");
             None
         }
