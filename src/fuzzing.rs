@@ -44,6 +44,32 @@ pub fn log_recovery(data: &[u8]) {
         assert_eq!(log.end(), count);
     }
     let _ = std::fs::remove_dir_all(&dir);
+    closed_segment_headers(data, count);
+}
+
+/// The same bytes as a *closed* segment read by headers alone (partition
+/// logs at start-up): opening never panics, and what is replayed tiles the
+/// file exactly, each record with at most the asked-for prefix.
+fn closed_segment_headers(data: &[u8], active_base: u64) {
+    const PREFIX: usize = 16;
+    let Ok(dir) = tempfile_dir() else { return };
+    let written = std::fs::write(dir.join(format!("{:020}.log", 0)), data)
+        .and_then(|()| std::fs::write(dir.join(format!("{:020}.log", active_base.max(1))), b""));
+    if written.is_err() {
+        return;
+    }
+    let mut next = (0u64, 0u64);
+    let replay = crate::storage::Replay::TrustClosed { prefix: PREFIX };
+    let opened = Log::open_with(&dir, LogOptions { segment_bytes: 1 << 20, repair: false }, replay, &mut |loc, p| {
+        assert_eq!((loc.index, loc.position), next);
+        assert_eq!(p.len(), (loc.payload_len as usize).min(PREFIX));
+        next = (next.0 + 1, loc.position + crate::storage::frame::HEADER_BYTES as u64 + u64::from(loc.payload_len));
+        Ok(())
+    });
+    if let Ok(log) = opened {
+        assert_eq!((log.end(), next.1), (next.0, data.len() as u64));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn tempfile_dir() -> std::io::Result<std::path::PathBuf> {

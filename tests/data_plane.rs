@@ -307,13 +307,19 @@ async fn create_topics_errors_and_results_at_every_version() {
     let mut c = s.client().await;
     for v in 2..=7i16 {
         let name = format!("created-{v}");
-        let ok = create_topics(&mut c, v, vec![new_topic(&name, 3, 1, &[("retention.ms", "60000")])], false).await;
+        let configs = [("retention.ms", "60000"), ("segment.ms", "3600000")];
+        let ok = create_topics(&mut c, v, vec![new_topic(&name, 3, 1, &configs)], false).await;
         assert_eq!(ok[0].error_code, 0, "v{v}: {:?}", ok[0].error_message);
         if v >= 5 {
             assert_eq!((ok[0].num_partitions, ok[0].replication_factor), (3, 1));
             let configs = ok[0].configs.as_ref().unwrap();
-            let retention = configs.iter().find(|c| c.name.as_str() == "retention.ms").unwrap();
-            assert_eq!((retention.value.as_deref(), retention.config_source), (Some("60000"), 1));
+            let value = |name: &str| {
+                let c = configs.iter().find(|c| c.name.as_str() == name).unwrap();
+                (c.value.as_deref().map(str::to_string), c.config_source)
+            };
+            assert_eq!(value("retention.ms"), (Some("60000".into()), 1), "v{v}: set by the request");
+            assert_eq!(value("segment.ms"), (Some("3600000".into()), 1), "v{v}");
+            assert_eq!(value("segment.bytes"), (Some("1073741824".into()), 5), "v{v}: Kafka's default");
         }
         if v >= 7 {
             assert_eq!(ok[0].topic_id, topic_id(&mut c, &name).await, "v{v}: the id Metadata reports");
@@ -325,6 +331,7 @@ async fn create_topics_errors_and_results_at_every_version() {
             (new_topic("zero-replicas", 1, 0, &[]), 38),
             (new_topic("bad/name", 1, 1, &[]), 17),
             (new_topic("bad-config", 1, 1, &[("retention.ms", "soon")]), 40),
+            (new_topic("bad-segment-ms", 1, 1, &[("segment.ms", "0")]), 40),
             (new_topic("unknown-config", 1, 1, &[("min.insync.replicas", "2")]), 40),
         ];
         for (topic, want) in cases {
@@ -522,6 +529,42 @@ async fn data_and_producer_state_survive_a_restart() {
 }
 
 #[tokio::test]
+async fn a_partition_of_many_segments_reads_back_whole_after_clean_and_unclean_restarts() {
+    let mut s = server(&["topics.segment_bytes=1024"]).await;
+    let mut c = s.client().await;
+    let payload = "s".repeat(300);
+    let mut expected = Vec::new();
+    for i in 0..20i64 {
+        let key = format!("k{i}");
+        assert_eq!(produce(&mut c, 9, TOPIC, 0, batch(&[(&key, &payload)], now_ms(), None)).await, (0, i));
+        expected.push((i, key, payload.clone()));
+    }
+    drop(c);
+    let partition_dir = s.dir.path().join("topics").join(format!("{TOPIC}-0"));
+    for clean in [true, false] {
+        s.daemon.take().unwrap().shutdown().await;
+        assert!(partition_dir.join("clean-shutdown").exists(), "a clean shutdown is recorded");
+        if !clean {
+            // As after a crash: no record of a clean shutdown.
+            std::fs::remove_file(partition_dir.join("clean-shutdown")).unwrap();
+        }
+        s.restart().await;
+        let mut c = s.client().await;
+        let mut got = Vec::new();
+        while got.len() < expected.len() {
+            let p = fetch(&mut c, 11, TOPIC, Uuid::nil(), 0, got.len() as i64).await;
+            assert_eq!(p.error_code, 0, "clean: {clean}");
+            got.extend(decode_records(p.records.as_ref().unwrap()));
+        }
+        assert_eq!(got, expected, "clean: {clean}");
+        let key = format!("k{}", expected.len());
+        let next = expected.len() as i64;
+        assert_eq!(produce(&mut c, 9, TOPIC, 0, batch(&[(&key, &payload)], now_ms(), None)).await, (0, next));
+        expected.push((next, key, payload.clone()));
+    }
+}
+
+#[tokio::test]
 async fn retention_deletes_old_segments_and_moves_the_log_start() {
     let s = server(&["topics.segment_bytes=1024", "topics.retention_check_interval_ms=50"]).await;
     let mut c = s.client().await;
@@ -587,6 +630,27 @@ async fn time_retention_empties_a_topic_whose_only_segment_is_active_and_produce
     let (err, base) = produce(&mut c, 9, "quiet", 0, batch(&[("k", "new")], now_ms(), None)).await;
     assert_eq!((err, base), (0, 3), "offsets continue at the old log end, never from 0 again");
     let p = fetch(&mut c, 11, "quiet", Uuid::nil(), 0, 3).await;
+    assert_eq!(decode_records(p.records.as_ref().unwrap()), vec![(3, "k".to_string(), "new".to_string())]);
+}
+
+#[tokio::test]
+async fn segment_ms_closes_a_segment_so_retention_drops_old_batches_and_keeps_new_ones() {
+    let s = server(&["topics.retention_check_interval_ms=50"]).await;
+    let mut c = s.client().await;
+    let configs = [("retention.ms", "60000"), ("segment.ms", "1000")];
+    create_topics(&mut c, 5, vec![new_topic("rolled", 1, 1, &configs)], false).await;
+    for i in 0..3 {
+        assert_eq!(produce(&mut c, 9, "rolled", 0, batch(&[("k", "old")], 1_000, None)).await, (0, i));
+    }
+    // Newer than the first batch by more than segment.ms: it starts a new segment.
+    assert_eq!(produce(&mut c, 9, "rolled", 0, batch(&[("k", "new")], now_ms(), None)).await, (0, 3));
+    let addr = s.addr;
+    eventually("retention deletes the closed segment", || async move {
+        let mut c = Client::connect(addr).await;
+        (list_offset(&mut c, 1, "rolled", 0, -2).await.2 == 3).then_some(())
+    })
+    .await;
+    let p = fetch(&mut c, 11, "rolled", Uuid::nil(), 0, 3).await;
     assert_eq!(decode_records(p.records.as_ref().unwrap()), vec![(3, "k".to_string(), "new".to_string())]);
 }
 

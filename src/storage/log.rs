@@ -40,6 +40,26 @@ impl Default for LogOptions {
     }
 }
 
+/// The file [`Log::sync_and_mark_clean`] writes: the active segment's base
+/// and size after its last fsync. Opening removes it.
+pub(crate) const CLEAN_MARKER: &str = "clean-shutdown";
+
+/// How [`Log::open_with`] replays the segments before the active one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// Every byte of every segment, CRCs checked (what [`Log::open`] does).
+    Full,
+    /// Closed segments from their frame headers alone: the visitor gets the
+    /// first `prefix` bytes of each payload (with the full length in
+    /// [`Location::payload_len`]) and no CRC is checked. The active segment,
+    /// the only one a crash can tear, is still scanned in full, unless
+    /// [`Log::sync_and_mark_clean`] recorded its size and it still has
+    /// exactly that size (then nothing was written after that fsync). For
+    /// callers that index records and need only a header of each (partition
+    /// logs).
+    TrustClosed { prefix: usize },
+}
+
 /// The replay callback of [`Log::open`]: receives each record's location and
 /// payload; an `Err` aborts opening with [`LogError::Visit`].
 pub type Visitor<'a> = dyn FnMut(Location, &[u8]) -> Result<(), String> + 'a;
@@ -182,7 +202,21 @@ impl Log {
     /// ([`LogError::Visit`]). See `recovery.rs` for what is repaired and what
     /// is refused.
     pub fn open(dir: &Path, options: LogOptions, visit: &mut Visitor<'_>) -> Result<Log, LogError> {
-        let recovered = recover(dir, &options, visit)?;
+        Self::open_with(dir, options, Replay::Full, visit)
+    }
+
+    /// [`Log::open`] with a choice of how closed segments are replayed. With
+    /// [`Replay::TrustClosed`], damage in a closed segment's frame headers is
+    /// reported as [`LogError::Corrupt`] before anything is repaired; the
+    /// caller should then open again with [`Replay::Full`] (which refuses or,
+    /// with `repair`, truncates), having discarded what it was visited.
+    pub fn open_with(
+        dir: &Path,
+        options: LogOptions,
+        replay: Replay,
+        visit: &mut Visitor<'_>,
+    ) -> Result<Log, LogError> {
+        let recovered = recover(dir, &options, replay, visit)?;
         Ok(Log {
             dir: dir.to_path_buf(),
             options,
@@ -320,6 +354,28 @@ impl Log {
     /// an end lower than the current one is ignored.
     pub fn mark_synced(&mut self, end: u64) {
         self.synced = self.synced.max(end.min(self.end));
+    }
+
+    /// [`Log::sync`], then records the active segment's base and size in
+    /// [`CLEAN_MARKER`] so that the next [`Replay::TrustClosed`] open can skip
+    /// scanning it too: for a clean shutdown (Kafka's clean-shutdown file).
+    /// A size that differs at the next open means something was written
+    /// after this (or torn by a crash) and the segment is scanned in full.
+    ///
+    /// The marker itself is not fsynced (two fsyncs per partition would
+    /// lengthen every shutdown): a crash can only lose it or leave it empty,
+    /// and then the next open scans the segment, which is always safe. It
+    /// is renamed into place so it is never seen half-written.
+    pub fn sync_and_mark_clean(&mut self) -> io::Result<()> {
+        self.sync()?;
+        let active = self.active()?;
+        if active.bytes == 0 {
+            return Ok(());
+        }
+        let path = self.dir.join(CLEAN_MARKER);
+        let tmp = self.dir.join(format!("{CLEAN_MARKER}.tmp"));
+        fs::write(&tmp, format!("{} {}\n", active.base, active.bytes))?;
+        fs::rename(&tmp, &path)
     }
 
     /// fsyncs everything appended so far, on the calling thread.

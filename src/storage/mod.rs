@@ -17,7 +17,7 @@ mod segment;
 pub mod snapshot;
 
 pub use error::LogError;
-pub use log::{Location, Log, LogOptions, SegmentInfo, SegmentReader, SyncJob, Visitor};
+pub use log::{Location, Log, LogOptions, Replay, SegmentInfo, SegmentReader, SyncJob, Visitor};
 pub use snapshot::{SnapshotDone, SnapshotPlan};
 
 #[cfg(test)]

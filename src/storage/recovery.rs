@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use super::error::LogError;
 use super::frame::Stop;
 use super::fsutil::fsync_dir;
-use super::log::{LogOptions, Visitor};
+use super::log::{LogOptions, Replay, Visitor, CLEAN_MARKER};
 use super::segment::{parse_segment_file_name, segment_file_name, Segment};
 use super::snapshot::{self, is_tmp_file_name, parse_snapshot_file_name, snapshot_file_name, SnapshotMeta};
 
@@ -38,7 +38,12 @@ struct Listing {
 }
 
 /// See [`Log::open`](super::log::Log::open).
-pub(crate) fn recover(dir: &Path, options: &LogOptions, visit: &mut Visitor<'_>) -> Result<Recovered, LogError> {
+pub(crate) fn recover(
+    dir: &Path,
+    options: &LogOptions,
+    replay: Replay,
+    visit: &mut Visitor<'_>,
+) -> Result<Recovered, LogError> {
     let mut dir_changed = create_dir(dir)?;
     let mut listing = list(dir)?;
 
@@ -71,7 +76,8 @@ pub(crate) fn recover(dir: &Path, options: &LogOptions, visit: &mut Visitor<'_>)
         snapshot::replay(meta, visit)?;
     }
 
-    let mut replayed = replay_segments(dir, &listing.segments, first_index, options.repair, visit)?;
+    let clean = take_clean_marker(dir, replay);
+    let mut replayed = replay_segments(dir, &listing.segments, first_index, options.repair, replay, clean, visit)?;
     dir_changed |= replayed.dir_changed;
     if replayed.segments.is_empty() {
         let segment = Segment::create(dir, replayed.end).map_err(LogError::io(dir))?;
@@ -87,6 +93,35 @@ pub(crate) fn recover(dir: &Path, options: &LogOptions, visit: &mut Visitor<'_>)
         fsync_dir(dir).map_err(LogError::io(dir))?;
     }
     Ok(Recovered { segments: replayed.segments, end: replayed.end, snapshot })
+}
+
+/// Reads and removes the clean-shutdown marker; returns `(active base,
+/// size)` if one was there, could be removed, and a trusting replay will use
+/// it. The removal is made durable at
+/// once (even if this open fails later), so that a marker can never come
+/// back after a crash and vouch for a segment that was cut back by
+/// `--repair` and then grew to the same size again: a size match means
+/// "unchanged" only while the segment has only ever grown since the marker
+/// was written.
+fn take_clean_marker(dir: &Path, replay: Replay) -> Option<(u64, u64)> {
+    let path = dir.join(CLEAN_MARKER);
+    let text = fs::read_to_string(&path).ok()?;
+    if let Err(e) = fs::remove_file(&path).and_then(|()| fsync_dir(dir)) {
+        tracing::warn!(file = %path.display(), error = %e, "cannot remove the clean-shutdown marker; not using it");
+        return None;
+    }
+    if replay == Replay::Full {
+        return None;
+    }
+    let mut fields = text.split_whitespace().map(str::parse::<u64>);
+    match (fields.next(), fields.next(), fields.next()) {
+        (Some(Ok(base)), Some(Ok(bytes)), None) => Some((base, bytes)),
+        _ => {
+            // Possible after a machine crash: the marker is written without fsync.
+            tracing::warn!(file = %path.display(), "ignoring an unreadable clean-shutdown marker");
+            None
+        }
+    }
 }
 
 /// Creates the log directory if needed; returns whether it did.
@@ -195,6 +230,8 @@ fn replay_segments(
     bases: &[u64],
     first_index: u64,
     repair: bool,
+    replay: Replay,
+    clean: Option<(u64, u64)>,
     visit: &mut Visitor<'_>,
 ) -> Result<Replayed, LogError> {
     let mut replayed = Replayed { segments: Vec::with_capacity(bases.len()), end: first_index, dir_changed: false };
@@ -213,6 +250,16 @@ fn replay_segments(
             break;
         }
         let mut segment = Segment::open(dir, base).map_err(LogError::io(&path))?;
+        if let Replay::TrustClosed { prefix } = replay {
+            // Closed, so fsynced at its roll; or active and unchanged since
+            // its fsync at a clean shutdown: only its headers are read.
+            let unchanged = clean == Some((base, segment.bytes));
+            if !later.is_empty() || unchanged {
+                replayed.end = base.saturating_add(segment.replay_headers(prefix, visit)?);
+                replayed.segments.push(segment);
+                continue;
+            }
+        }
         let scan = segment.replay(visit)?;
         replayed.end = base.saturating_add(scan.records);
         match scan.stop {

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use super::error::LogError;
+use super::segment::segment_file_name;
 use super::test_util::*;
 
 /// Bytes of one `record(i)` frame: 8 header + 11 payload.
@@ -249,4 +250,117 @@ fn an_empty_segment_left_by_an_interrupted_roll_becomes_the_active_one() {
     assert_eq!(seen.len(), 2);
     let loc = log.append(&[b"x"]).unwrap()[0];
     assert_eq!((loc.index, loc.segment_base, loc.position), (2, 2, 0));
+}
+
+/// Opens with [`Replay::TrustClosed`] and collects what was replayed.
+fn open_trusting(dir: &Path, prefix: usize) -> Result<(super::log::Log, Replayed), LogError> {
+    let mut seen = Vec::new();
+    let replay = super::log::Replay::TrustClosed { prefix };
+    let log = super::log::Log::open_with(dir, options(3 * FRAME), replay, &mut |loc, payload| {
+        seen.push((loc, payload.to_vec()));
+        Ok(())
+    })?;
+    Ok((log, seen))
+}
+
+#[test]
+fn a_trusting_open_reads_only_headers_of_closed_segments_and_finds_the_same_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    log_with(tmp.path(), 9, 3);
+    let (_, full) = open(tmp.path(), options(3 * FRAME));
+    let (log, trusted) = open_trusting(tmp.path(), 4).unwrap();
+    assert_eq!(log.end(), 9);
+    let locations = |r: &Replayed| r.iter().map(|(l, _)| *l).collect::<Vec<_>>();
+    assert_eq!(locations(&trusted), locations(&full), "same indexes, positions and lengths");
+    for (i, (loc, payload)) in trusted.iter().enumerate() {
+        let whole = record(i as u64);
+        let expect = if loc.segment_base < 6 { &whole[..4] } else { &whole[..] };
+        assert_eq!(payload.as_slice(), expect, "record {i}: a prefix from closed segments, all of the active one");
+    }
+}
+
+#[test]
+fn a_trusting_open_skips_crcs_of_closed_segments_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    log_with(tmp.path(), 9, 3);
+    // A flipped payload byte in a closed segment: only a full scan sees it.
+    patch(&segment_path(tmp.path(), 3), FRAME as usize + 10, b"X");
+    assert_eq!(open_trusting(tmp.path(), 4).unwrap().0.end(), 9);
+    assert_eq!(corrupt_at(try_open(tmp.path(), options(3 * FRAME)).unwrap_err()).0, segment_file_name(3));
+    // In the active segment the CRC is still checked.
+    let tmp = tempfile::tempdir().unwrap();
+    log_with(tmp.path(), 9, 3);
+    patch(&segment_path(tmp.path(), 6), 10, b"X");
+    assert_eq!(corrupt_at(open_trusting(tmp.path(), 4).unwrap_err()).0, segment_file_name(6));
+}
+
+#[test]
+fn frame_lengths_that_do_not_fit_a_closed_segment_are_corrupt_for_a_trusting_open() {
+    for (what, offset, bytes) in [
+        ("zero length", FRAME as usize, &[0u8, 0, 0, 0][..]),
+        ("past the end", FRAME as usize, &[0, 0, 1, 0][..]),
+        ("too short for the last frame", 2 * FRAME as usize, &[0, 0, 0, 10][..]),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        log_with(tmp.path(), 9, 3);
+        patch(&segment_path(tmp.path(), 0), offset, bytes);
+        let (file, at, _) = corrupt_at(open_trusting(tmp.path(), 4).unwrap_err());
+        assert_eq!(file, segment_file_name(0), "{what}");
+        assert!(at <= offset as u64 + FRAME, "{what}: {at}");
+        // Nothing was changed on disk: a full open still refuses the same file.
+        assert_eq!(corrupt_at(try_open(tmp.path(), options(3 * FRAME)).unwrap_err()).0, segment_file_name(0), "{what}");
+    }
+}
+
+#[test]
+fn after_a_clean_close_a_trusting_open_reads_only_headers_of_the_active_segment_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(tmp.path(), options(3 * FRAME));
+    append_records(&mut log, 0..8);
+    log.sync_and_mark_clean().unwrap();
+    drop(log);
+    let (mut log, seen) = open_trusting(tmp.path(), 4).unwrap();
+    assert!(seen.iter().all(|(_, p)| p.len() == 4), "no payload read in full");
+    assert_eq!(log.end(), 8);
+    assert!(!tmp.path().join(super::log::CLEAN_MARKER).exists(), "the marker is consumed by opening");
+    append_records(&mut log, 8..9);
+    drop(log);
+    // No clean close this time: the active segment is scanned again.
+    let (_, seen) = open_trusting(tmp.path(), 4).unwrap();
+    assert_eq!(seen.iter().filter(|(_, p)| p.len() > 4).count(), 3, "the active segment's records in full");
+}
+
+#[test]
+fn an_active_segment_that_changed_after_its_clean_close_is_scanned_and_its_torn_tail_cut() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(tmp.path(), options(100 * FRAME));
+    append_records(&mut log, 0..3);
+    log.sync_and_mark_clean().unwrap();
+    drop(log);
+    // Something was written after the marker: half a frame, as a crash leaves.
+    let segment = segment_path(tmp.path(), 0);
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes.extend_from_slice(&bytes[..FRAME as usize - 3].to_vec());
+    std::fs::write(&segment, bytes).unwrap();
+    let (log, seen) = open_trusting(tmp.path(), 4).unwrap();
+    assert_eq!(payloads(&seen), (0..3).map(record).collect::<Vec<_>>(), "scanned in full");
+    assert_eq!((log.end(), file_len(&segment)), (3, 3 * FRAME), "the torn tail is truncated");
+}
+
+#[test]
+fn a_trusting_open_skips_payloads_larger_than_its_read_buffer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let big = |i: u8| vec![i; 200 * 1024];
+    let (mut log, _) = open(tmp.path(), options(300 * 1024));
+    for i in 0..6u8 {
+        log.append(&[&big(i), b"small"]).unwrap();
+    }
+    drop(log);
+    let (_, full) = try_open(tmp.path(), options(300 * 1024)).unwrap();
+    let (log, trusted) = open_trusting(tmp.path(), 4).unwrap();
+    assert_eq!(log.end(), 12);
+    let locations = |r: &Replayed| r.iter().map(|(l, _)| *l).collect::<Vec<_>>();
+    assert_eq!(locations(&trusted), locations(&full));
+    let heads: Vec<Vec<u8>> = full.iter().map(|(_, p)| p[..4.min(p.len())].to_vec()).collect();
+    assert_eq!(trusted.iter().map(|(_, p)| p[..4.min(p.len())].to_vec()).collect::<Vec<_>>(), heads);
 }

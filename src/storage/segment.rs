@@ -5,14 +5,14 @@
 //! whole files, without any separate index that could disagree with them.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::error::LogError;
-use super::frame::{FrameScanner, Scanned, Stop, HEADER_BYTES};
+use super::frame::{FrameScanner, Scanned, Stop, HEADER_BYTES, MAX_RECORD_BYTES};
 use super::log::{Location, Visitor};
 
 const SEGMENT_SUFFIX: &str = ".log";
@@ -118,6 +118,55 @@ impl Segment {
     }
 }
 
+impl Segment {
+    /// Replays a closed segment from its frame headers: each record's
+    /// location and the first `prefix` bytes of its payload (all of it if
+    /// shorter), skipping the rest of the payload and its CRC check. Only for
+    /// segments that were fsynced when they were closed (every roll does
+    /// that): they cannot hold a torn write, so like Kafka below its
+    /// recovery point there is nothing to recover, and reading every byte
+    /// only to check CRCs would make start-up cost grow with all stored data.
+    ///
+    /// Any frame header that does not fit (a length of 0 or above the
+    /// maximum, a frame running past the end) is reported as
+    /// [`LogError::Corrupt`] without judging it further; the caller then
+    /// rescans with [`Segment::replay`], which classifies the damage.
+    pub fn replay_headers(&self, prefix: usize, visit: &mut Visitor<'_>) -> Result<u64, LogError> {
+        let mut reader = BufReader::with_capacity(REPLAY_BUFFER, PositionalReader::new(&self.file));
+        let mut head = vec![0u8; prefix];
+        let mut position = 0u64;
+        let mut records = 0u64;
+        let corrupt = |offset: u64, reason: String| LogError::Corrupt { file: self.path.clone(), offset, reason };
+        while position < self.bytes {
+            let remaining = self.bytes - position;
+            if remaining < HEADER_BYTES as u64 {
+                return Err(corrupt(position, "a frame header runs past the end of a closed segment".into()));
+            }
+            let mut header = [0u8; HEADER_BYTES];
+            reader.read_exact(&mut header).map_err(LogError::io(&self.path))?;
+            let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+            let len_usize = len as usize;
+            if len == 0 || len_usize > MAX_RECORD_BYTES || u64::from(len) > remaining - HEADER_BYTES as u64 {
+                return Err(corrupt(position, format!("length field {len} does not fit the closed segment")));
+            }
+            let take = len_usize.min(prefix);
+            let head = head.get_mut(..take).unwrap_or_default();
+            reader.read_exact(head).map_err(LogError::io(&self.path))?;
+            reader.seek_relative((len_usize - take) as i64).map_err(LogError::io(&self.path))?;
+            let location = Location {
+                index: self.base.saturating_add(records),
+                segment_base: self.base,
+                position,
+                payload_len: len,
+            };
+            visit(location, head).map_err(LogError::Visit)?;
+            records += 1;
+            position += HEADER_BYTES as u64 + u64::from(len);
+        }
+        Ok(records)
+    }
+}
+
 /// The result of replaying one segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SegmentScan {
@@ -145,6 +194,20 @@ impl Read for PositionalReader<'_> {
         let n = self.file.read_at(buf, self.offset)?;
         self.offset += n as u64;
         Ok(n)
+    }
+}
+
+/// Moving the position is all seeking does (reads are positional), so
+/// skipping a payload costs nothing; seeking from the end is not needed.
+impl Seek for PositionalReader<'_> {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        let to = match pos {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::Current(d) => self.offset.checked_add_signed(d),
+            SeekFrom::End(_) => None,
+        };
+        self.offset = to.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "unsupported seek"))?;
+        Ok(self.offset)
     }
 }
 

@@ -577,8 +577,9 @@ impl DataPlane {
         }
     }
 
-    /// Removes a topic from the map and the catalog, renaming its partition
-    /// directories aside (blocking). Returns the renamed directories.
+    /// Removes a topic from the map and the catalog (which records it as
+    /// being deleted), renaming its partition directories aside (blocking).
+    /// Returns the renamed directories.
     pub fn delete_topic_now(&self, name: &str) -> Result<(TopicInfo, Vec<PathBuf>), CatalogError> {
         let _admin = self.admin_lock();
         let mut topics = self.write_topics();

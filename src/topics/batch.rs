@@ -317,18 +317,20 @@ pub fn assign(batch: &mut [u8], base_offset: i64, leader_epoch: i32) {
     }
 }
 
-/// Reads back a batch stored in a partition log: the header must parse, be
-/// magic 2, and say exactly as many bytes as the record holds. (The storage
-/// frame's CRC already vouches for the bytes; this catches a log that is not
-/// ours.)
-pub fn read_stored(payload: &[u8]) -> Result<BatchHeader, String> {
-    let h =
-        BatchHeader::read(payload).ok_or_else(|| format!("stored batch of {} bytes is too short", payload.len()))?;
+/// Reads back a batch stored in a partition log from `payload`, the record
+/// or at least its first [`HEADER_BYTES`] (start-up reads only headers of
+/// closed segments), the record being `stored_len` bytes long: the header
+/// must parse, be magic 2, and say exactly as many bytes as the record
+/// holds. (The storage frame's CRC, or the fsync when a segment was closed,
+/// vouches for the bytes; this catches a log that is not ours, or frame
+/// lengths that do not add up.)
+pub fn read_stored(payload: &[u8], stored_len: usize) -> Result<BatchHeader, String> {
+    let h = BatchHeader::read(payload).ok_or_else(|| format!("stored batch of {stored_len} bytes is too short"))?;
     if h.magic != 2 {
         return Err(format!("stored batch has magic {}", h.magic));
     }
-    if h.size() != payload.len() {
-        return Err(format!("stored batch says {} bytes but holds {}", h.size(), payload.len()));
+    if h.size() != stored_len {
+        return Err(format!("stored batch says {} bytes but holds {stored_len}", h.size()));
     }
     if h.last_offset_delta < 0 {
         return Err(format!("stored batch has a negative last offset delta {}", h.last_offset_delta));
@@ -456,7 +458,8 @@ mod tests {
         let h = BatchHeader::read(&b).unwrap();
         assert_eq!((h.base_offset, h.leader_epoch, h.last_offset()), (42, 0, 44));
         assert_eq!(crc32c::crc32c(&b[21..]), h.crc, "the rewrite is outside the CRC");
-        assert_eq!(read_stored(&b).unwrap(), h);
+        assert_eq!(read_stored(&b, b.len()).unwrap(), h);
+        assert_eq!(read_stored(&b[..HEADER_BYTES], b.len()).unwrap(), h, "the header alone is enough");
     }
 
     #[test]
@@ -523,7 +526,7 @@ mod tests {
         for n in 0..good.len() {
             let r = validate_produced(Some(&good[..n]), 9);
             assert!(r.is_err(), "prefix of {n} bytes");
-            let _ = read_stored(&good[..n]);
+            let _ = read_stored(&good[..n], n);
             if let Some(h) = BatchHeader::read(&good[..n]) {
                 let _ = record_times(&good[..n], &h);
             }

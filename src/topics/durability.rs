@@ -107,13 +107,14 @@ impl Partition {
         }
     }
 
-    /// fsyncs on the calling (blocking) thread; used at shutdown.
+    /// fsyncs on the calling (blocking) thread and marks the log cleanly
+    /// closed, so the next start reads only batch headers; used at shutdown.
     pub(super) fn sync_now(&self) {
         let mut s = self.lock();
         if s.failed.is_some() || s.deleted {
             return;
         }
-        match s.log.sync() {
+        match s.log.sync_and_mark_clean() {
             Ok(()) => {
                 let synced = s.log.synced();
                 s.durable_offset = s.offset_of_index(synced);

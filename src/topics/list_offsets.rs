@@ -167,7 +167,7 @@ type Lookup = std::io::Result<Option<(i64, i64)>>;
 /// Reads a stored batch and its header.
 fn stored(s: &State, e: &super::partition::Entry) -> std::io::Result<(Vec<u8>, BatchHeader)> {
     let bytes = s.read_batch(e)?;
-    let h = batch::read_stored(&bytes).map_err(std::io::Error::other)?;
+    let h = batch::read_stored(&bytes, bytes.len()).map_err(std::io::Error::other)?;
     Ok((bytes, h))
 }
 

@@ -26,7 +26,7 @@ use super::producer_state::{ProducerStates, SequenceError, Verdict};
 use crate::config::FsyncPolicy;
 use crate::error_code::ErrorCode;
 use crate::storage::frame::HEADER_BYTES as FRAME_HEADER;
-use crate::storage::{Location, Log, LogOptions, SegmentReader};
+use crate::storage::{Location, Log, LogError, LogOptions, Replay, SegmentReader};
 
 /// The leader epoch of every partition: kcoord is the only replica and never
 /// changes leader, so the epoch stays 0 forever (clients then never need
@@ -175,6 +175,47 @@ impl State {
     }
 }
 
+/// What replaying a partition log rebuilds.
+struct Replayed {
+    log: Log,
+    entries: VecDeque<Entry>,
+    producers: ProducerStates,
+    first_index: Option<u64>,
+    next_offset: Option<i64>,
+}
+
+impl Replayed {
+    /// Opens the log, indexing every stored batch from its header.
+    fn open(dir: &Path, options: LogOptions, replay: Replay) -> Result<Replayed, LogError> {
+        let mut entries = VecDeque::new();
+        let mut producers = ProducerStates::new();
+        let mut first_index: Option<u64> = None;
+        let mut next_offset: Option<i64> = None;
+        let log = Log::open_with(dir, options, replay, &mut |loc, payload| {
+            if loc.is_snapshot() {
+                return Err("partition logs never hold snapshots".to_string());
+            }
+            // `payload` may be only the batch header (closed segments): the
+            // stored length is the frame's.
+            let h = batch::read_stored(payload, loc.payload_len as usize)
+                .map_err(|e| format!("record {}: {e}", loc.index))?;
+            if let Some(n) = next_offset {
+                if h.base_offset < n {
+                    return Err(format!("record {}: offset {} goes back below {n}", loc.index, h.base_offset));
+                }
+            }
+            if first_index.is_none() {
+                first_index = Some(loc.index);
+            }
+            entries.push_back(Entry::new(&h, &loc));
+            producers.record(&h);
+            next_offset = Some(h.last_offset().saturating_add(1));
+            Ok(())
+        })?;
+        Ok(Replayed { log, entries, producers, first_index, next_offset })
+    }
+}
+
 /// One partition of a topic.
 #[derive(Debug)]
 pub struct Partition {
@@ -282,29 +323,19 @@ impl Partition {
         segment_ms: i64,
         now_ms: i64,
     ) -> Result<Partition, String> {
-        let mut entries = VecDeque::new();
-        let mut producers = ProducerStates::new();
-        let mut first_index: Option<u64> = None;
-        let mut next_offset: Option<i64> = None;
-        let log = Log::open(dir, options, &mut |loc, payload| {
-            if loc.is_snapshot() {
-                return Err("partition logs never hold snapshots".to_string());
+        // Closed segments were fsynced when they were closed: reading their
+        // batch headers is enough (see `Replay::TrustClosed`). If they do not
+        // add up, or the operator asked for a repair, every byte is checked.
+        let trusted = Replay::TrustClosed { prefix: batch::HEADER_BYTES };
+        let replayed = match Replayed::open(dir, options, if options.repair { Replay::Full } else { trusted }) {
+            Err(e @ (LogError::Corrupt { .. } | LogError::Visit(_))) if !options.repair => {
+                tracing::warn!(topic, partition = index, error = %e, "closed segments do not add up; checking every byte");
+                Replayed::open(dir, options, Replay::Full)
             }
-            let h = batch::read_stored(payload).map_err(|e| format!("record {}: {e}", loc.index))?;
-            if let Some(n) = next_offset {
-                if h.base_offset < n {
-                    return Err(format!("record {}: offset {} goes back below {n}", loc.index, h.base_offset));
-                }
-            }
-            if first_index.is_none() {
-                first_index = Some(loc.index);
-            }
-            entries.push_back(Entry::new(&h, &loc));
-            producers.record(&h);
-            next_offset = Some(h.last_offset().saturating_add(1));
-            Ok(())
-        })
-        .map_err(|e| format!("partition {topic}-{index} ({}): {e}", dir.display()))?;
+            other => other,
+        };
+        let Replayed { log, entries, mut producers, first_index, next_offset } =
+            replayed.map_err(|e| format!("partition {topic}-{index} ({}): {e}", dir.display()))?;
         producers.expire(now_ms);
         let checkpoint = read_log_start(dir).map_err(|e| format!("partition {topic}-{index}: {e}"))?;
         // Batches stored after the checkpoint was written start at or after
@@ -598,6 +629,66 @@ mod tests {
         assert!(p.apply_retention(policy, 0) > 0);
         assert_eq!(p.read(0, 100, true).unwrap_err(), ErrorCode::OFFSET_OUT_OF_RANGE);
         assert_eq!(plan.execute().unwrap(), whole);
+    }
+
+    #[test]
+    fn reopening_from_batch_headers_rebuilds_the_same_index_as_a_full_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let p = open(dir.path());
+            for i in 0..40u8 {
+                produce(&p, &[&[i; 100], b"x"], Some((5, 0, 2 * i as i32))).unwrap();
+            }
+            assert!(p.lock().log.segments().len() > 2);
+        }
+        let options = LogOptions { segment_bytes: 1024, repair: false };
+        let full = Replayed::open(dir.path(), options, Replay::Full).unwrap();
+        drop(full.log);
+        let p = open(dir.path());
+        let s = p.lock();
+        assert_eq!(s.entries, full.entries);
+        assert_eq!((Some(s.first_index), Some(s.next_offset)), (full.first_index, full.next_offset));
+        assert_eq!(s.producers.max_producer_id(), Some(5));
+    }
+
+    #[test]
+    fn a_closed_segment_whose_frame_lengths_do_not_add_up_is_refused_unless_repairing() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let p = open(dir.path());
+            for i in 0..40u8 {
+                produce(&p, &[&[i; 100]], None).unwrap();
+            }
+        }
+        // Shorten the length field of the second frame of the first (closed) segment.
+        let first = dir.path().join(format!("{:020}.log", 0));
+        let mut bytes = std::fs::read(&first).unwrap();
+        let second = FRAME_HEADER + u32::from_be_bytes(bytes[0..4].try_into().unwrap()) as usize;
+        let len = u32::from_be_bytes(bytes[second..second + 4].try_into().unwrap());
+        bytes[second..second + 4].copy_from_slice(&(len - 1).to_be_bytes());
+        std::fs::write(&first, bytes).unwrap();
+        let err = Partition::open(
+            "t",
+            0,
+            dir.path(),
+            LogOptions { segment_bytes: 1024, repair: false },
+            FsyncPolicy::Never,
+            1,
+            0,
+        )
+        .unwrap_err();
+        assert!(err.contains("is corrupt") && err.contains("--repair"), "{err}");
+        let repaired = Partition::open(
+            "t",
+            0,
+            dir.path(),
+            LogOptions { segment_bytes: 1024, repair: true },
+            FsyncPolicy::Never,
+            1,
+            0,
+        )
+        .unwrap();
+        assert_eq!(repaired.offsets().log_end, 1, "truncated at the damage");
     }
 
     #[test]
