@@ -374,3 +374,55 @@ fn merge_errors(order: &[(String, Vec<i32>)], answered: &[TopicErrors], unknown:
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::mpsc;
+
+    /// A shard that answers every ListGroups with `error` and one group.
+    fn scripted_shard(id: u32, error: ErrorCode) -> ShardHandle {
+        let (tx, mut rx) = mpsc::channel::<ShardMsg>(4);
+        tokio::spawn(async move {
+            while let Some(msg) = rx.recv().await {
+                if let ShardMsg::Request { reply, .. } = msg {
+                    let group = ListedGroup {
+                        group_id: format!("g{id}"),
+                        protocol_type: "consumer".into(),
+                        state: "Stable".into(),
+                        group_type: "classic".into(),
+                    };
+                    let _ = reply.send(Response::List(ListGroupsResponse { error, groups: vec![group] }));
+                }
+            }
+        });
+        ShardHandle { id, tx }
+    }
+
+    fn coordinator(shards: Vec<ShardHandle>) -> Coordinator {
+        Coordinator { shards, catalog: Arc::new(Catalog::in_memory(&[])), progress: Arc::new(LoadProgress::default()) }
+    }
+
+    fn list() -> ListGroupsRequest {
+        ListGroupsRequest { states_filter: vec![], types_filter: vec![] }
+    }
+
+    #[tokio::test]
+    async fn list_groups_while_a_shard_loads_is_an_error_without_a_partial_list() {
+        let c = coordinator(vec![
+            scripted_shard(0, ErrorCode::NONE),
+            scripted_shard(1, ErrorCode::COORDINATOR_LOAD_IN_PROGRESS),
+        ]);
+        let r = c.list_groups(list()).await.unwrap();
+        assert_eq!(r.error, ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
+        assert!(r.groups.is_empty());
+    }
+
+    #[tokio::test]
+    async fn list_groups_skips_a_shard_that_is_not_the_coordinator() {
+        let c = coordinator(vec![scripted_shard(0, ErrorCode::NONE), scripted_shard(1, ErrorCode::NOT_COORDINATOR)]);
+        let r = c.list_groups(list()).await.unwrap();
+        assert_eq!(r.error, ErrorCode::NONE);
+        assert_eq!(r.groups.iter().map(|g| g.group_id.as_str()).collect::<Vec<_>>(), ["g0"]);
+    }
+}

@@ -3,7 +3,7 @@
 //! build requests and collect answers.
 #![cfg(test)]
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::core::{CoreConfig, CountingIds, Reply, ReplyToken, Request, Response, ShardCore};
 use super::messages::*;
@@ -306,13 +306,5 @@ impl JoinBuilder {
 
 /// A ConsumerProtocolSubscription v0 for `topics`.
 pub fn subscription(topics: &[&str]) -> Bytes {
-    let mut b = BytesMut::new();
-    b.put_i16(0);
-    b.put_i32(topics.len() as i32);
-    for t in topics {
-        b.put_i16(t.len() as i16);
-        b.put_slice(t.as_bytes());
-    }
-    b.put_i32(-1);
-    b.freeze()
+    crate::observability::consumer_protocol::encode_subscription(topics)
 }

@@ -1,8 +1,43 @@
-//! Decoding the consumer protocol's assignment bytes, so operators see
-//! topic-partitions instead of opaque bytes. (The coordinator itself never
-//! interprets assignments.)
+//! The consumer protocol's subscription and assignment bytes: decoding
+//! assignments so operators see topic-partitions instead of opaque bytes,
+//! and encoding both for kcoord's own tools and tests, which play consumers.
+//! (The coordinator itself never interprets assignments.)
 
-use bytes::Buf;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+fn put_string(b: &mut BytesMut, s: &str) {
+    b.put_i16(i16::try_from(s.len()).unwrap_or(i16::MAX));
+    b.put_slice(&s.as_bytes()[..s.len().min(i16::MAX as usize)]);
+}
+
+/// A ConsumerProtocolSubscription v0 of `topics`, without user data.
+pub fn encode_subscription(topics: &[&str]) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(0);
+    b.put_i32(topics.len() as i32);
+    for t in topics {
+        put_string(&mut b, t);
+    }
+    b.put_i32(-1);
+    b.freeze()
+}
+
+/// A ConsumerProtocolAssignment v0 of `partitions` of each topic, without
+/// user data.
+pub fn encode_assignment(topics: &[(&str, &[i32])]) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(0);
+    b.put_i32(topics.len() as i32);
+    for (t, partitions) in topics {
+        put_string(&mut b, t);
+        b.put_i32(partitions.len() as i32);
+        for p in *partitions {
+            b.put_i32(*p);
+        }
+    }
+    b.put_i32(-1);
+    b.freeze()
+}
 
 /// Topic-partitions of a ConsumerProtocolAssignment (any version: int16
 /// version, then `[topic: string, partitions: [int32]]`; user data
@@ -44,7 +79,14 @@ pub fn assignment_partitions(mut b: &[u8]) -> Option<Vec<(String, Vec<i32>)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::BufMut;
+
+    #[test]
+    fn encoded_assignments_decode_to_the_same_partitions() {
+        let a = encode_assignment(&[("orders", &[0, 2]), ("t", &[])]);
+        let want = vec![("orders".to_string(), vec![0, 2]), ("t".to_string(), vec![])];
+        assert_eq!(assignment_partitions(&a), Some(want));
+        assert_eq!(&encode_subscription(&["ab"])[..], b"\x00\x00\x00\x00\x00\x01\x00\x02ab\xff\xff\xff\xff");
+    }
 
     #[test]
     fn decodes_topic_partitions_and_rejects_garbage() {

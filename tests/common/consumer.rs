@@ -2,39 +2,22 @@
 //! consumer protocol's subscription and assignment bytes, JoinGroup with
 //! KIP-394's MEMBER_ID_REQUIRED round trip, and the leader's SyncGroup.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
+use kcoord::observability::consumer_protocol;
 
 use super::{sb, Client};
 
 /// A ConsumerProtocolSubscription v0 of `topics`, without user data.
 pub fn subscription(topics: &[&str]) -> Bytes {
-    let mut b = BytesMut::new();
-    b.put_i16(0);
-    b.put_i32(topics.len() as i32);
-    for t in topics {
-        b.put_i16(t.len() as i16);
-        b.put_slice(t.as_bytes());
-    }
-    b.put_i32(-1);
-    b.freeze()
+    consumer_protocol::encode_subscription(topics)
 }
 
 /// A ConsumerProtocolAssignment v0 of `partitions` of `topic`, without user data.
 pub fn assignment(topic: &str, partitions: &[i32]) -> Bytes {
-    let mut b = BytesMut::new();
-    b.put_i16(0);
-    b.put_i32(1);
-    b.put_i16(topic.len() as i16);
-    b.put_slice(topic.as_bytes());
-    b.put_i32(partitions.len() as i32);
-    for p in partitions {
-        b.put_i32(*p);
-    }
-    b.put_i32(-1);
-    b.freeze()
+    consumer_protocol::encode_assignment(&[(topic, partitions)])
 }
 
 /// A JoinGroup (v8 fields) for a range consumer of `topics`: 10 s session
