@@ -33,16 +33,18 @@ pub async fn run(listener: TcpListener, svc: Arc<Services>, mut shutdown: watch:
                     drop(stream);
                     continue;
                 }
-                let now_open = open.fetch_add(1, Ordering::Relaxed) + 1;
+                open.fetch_add(1, Ordering::Relaxed);
                 metrics::counter!("kcoord_connections_total").increment(1);
-                metrics::gauge!("kcoord_connections").set(now_open as f64);
+                // Moved up and down rather than set, so that daemons embedded
+                // side by side in one process add up instead of overwriting.
+                metrics::gauge!("kcoord_connections").increment(1.0);
                 let svc = svc.clone();
                 let rx = shutdown.clone();
                 let open = open.clone();
                 tasks.spawn(async move {
                     connection::serve(stream, peer, svc, rx).await;
-                    let left = open.fetch_sub(1, Ordering::Relaxed) - 1;
-                    metrics::gauge!("kcoord_connections").set(left as f64);
+                    open.fetch_sub(1, Ordering::Relaxed);
+                    metrics::gauge!("kcoord_connections").decrement(1.0);
                 });
                 // Reap finished connection tasks so the set stays small.
                 while tasks.try_join_next().is_some() {}
