@@ -549,8 +549,12 @@ mod tests {
     use crate::topics::batch::validate_produced;
 
     fn open(dir: &Path) -> Partition {
-        let options = LogOptions { segment_bytes: 1024, repair: false };
-        Partition::open("t", 0, dir, options, FsyncPolicy::Never, 604_800_000, 0).unwrap()
+        open_with(dir, 604_800_000, false).unwrap()
+    }
+
+    fn open_with(dir: &Path, segment_ms: i64, repair: bool) -> Result<Partition, String> {
+        let options = LogOptions { segment_bytes: 1024, repair };
+        Partition::open("t", 0, dir, options, FsyncPolicy::Never, segment_ms, 0)
     }
 
     fn produce(p: &Partition, values: &[&[u8]], producer: Option<(i64, i16, i32)>) -> Result<Appended, AppendError> {
@@ -667,27 +671,9 @@ mod tests {
         let len = u32::from_be_bytes(bytes[second..second + 4].try_into().unwrap());
         bytes[second..second + 4].copy_from_slice(&(len - 1).to_be_bytes());
         std::fs::write(&first, bytes).unwrap();
-        let err = Partition::open(
-            "t",
-            0,
-            dir.path(),
-            LogOptions { segment_bytes: 1024, repair: false },
-            FsyncPolicy::Never,
-            1,
-            0,
-        )
-        .unwrap_err();
+        let err = open_with(dir.path(), 1, false).unwrap_err();
         assert!(err.contains("is corrupt") && err.contains("--repair"), "{err}");
-        let repaired = Partition::open(
-            "t",
-            0,
-            dir.path(),
-            LogOptions { segment_bytes: 1024, repair: true },
-            FsyncPolicy::Never,
-            1,
-            0,
-        )
-        .unwrap();
+        let repaired = open_with(dir.path(), 1, true).unwrap();
         assert_eq!(repaired.offsets().log_end, 1, "truncated at the damage");
     }
 

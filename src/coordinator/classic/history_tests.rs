@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::history::{Cause, Outcome, Rebalance};
-use super::tests::{load_group, stable_group, static_stable_group};
+use super::tests::{load_group, stable_group, static_group_completing_a_rebalance};
 use crate::config::Config;
 use crate::coordinator::core::{CoreConfig, Request};
 use crate::coordinator::testkit::*;
@@ -60,11 +60,7 @@ fn a_member_rejoining_with_another_subscription_is_recorded_as_protocol_changed(
 #[test]
 fn a_static_member_replaced_while_completing_a_rebalance_is_recorded_with_both_ids() {
     let mut h = Harness::new();
-    let (a, b) = static_stable_group(&mut h);
-    let ta = h.send(Request::Join(join("g", &a, "a").build()));
-    let tb = h.send(Request::Join(join("g", &b, "b").build()));
-    h.join_response(ta);
-    h.join_response(tb);
+    let (a, _b) = static_group_completing_a_rebalance(&mut h);
     assert_eq!(h.state("g"), Some("CompletingRebalance"));
     let _ = h.send(Request::Join(join("g", "", "a2").instance("ia").build()));
     let e = history(&h, "g");

@@ -419,6 +419,16 @@ pub(super) fn static_stable_group(h: &mut Harness) -> (String, String) {
     (a.member_id, b.member_id)
 }
 
+/// A static group of two that both rejoined: CompletingRebalance at generation 2.
+pub(super) fn static_group_completing_a_rebalance(h: &mut Harness) -> (String, String) {
+    let (a, b) = static_stable_group(h);
+    let ta = h.send(Request::Join(join("g", &a, "a").build()));
+    let tb = h.send(Request::Join(join("g", &b, "b").build()));
+    h.join_response(ta);
+    h.join_response(tb);
+    (a, b)
+}
+
 // 17
 #[test]
 fn static_leader_rejoining_with_unknown_member_id_replaces_itself_without_rebalance() {
@@ -537,11 +547,7 @@ fn unknown_instance_id_with_a_known_member_id_is_unknown_member_id() {
 #[test]
 fn replacement_in_completing_rebalance_answers_parked_syncs_with_rebalance_in_progress() {
     let mut h = Harness::new();
-    let (a, b) = static_stable_group(&mut h);
-    let ta = h.send(Request::Join(join("g", &a, "a").build()));
-    let tb = h.send(Request::Join(join("g", &b, "b").build()));
-    h.join_response(ta);
-    h.join_response(tb);
+    let (_a, b) = static_group_completing_a_rebalance(&mut h);
     let s_b = h.sync("g", &b, 2, &[]);
     assert!(!h.answered(s_b));
     let _ = h.send(Request::Join(join("g", "", "a2").instance("ia").build()));
