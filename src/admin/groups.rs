@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
 use kafka_protocol::messages::*;
@@ -12,8 +11,6 @@ use super::cluster::{error_name, AdminError, Cluster, Result};
 use super::time::parse_datetime_ms;
 use crate::observability::consumer_protocol::assignment_partitions;
 use crate::protocol::client::s;
-
-const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Formats rows under headers with left-aligned, padded columns.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -386,8 +383,7 @@ pub async fn reset_offsets(
         new_offsets.insert(tp.clone(), target);
     }
     if execute {
-        let conn = cluster.conn(&snap.coordinator).await?;
-        let v = conn.version::<OffsetCommitRequest>(2, 7)?;
+        let v = cluster.conn(&snap.coordinator).await?.version::<OffsetCommitRequest>(2, 7)?;
         let mut topics: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
         for ((t, p), o) in &new_offsets {
             topics
@@ -405,7 +401,10 @@ pub async fn reset_offsets(
                     .map(|(t, ps)| OffsetCommitRequestTopic::default().with_name(TopicName(s(t))).with_partitions(ps))
                     .collect(),
             );
-        let r = conn.call_timeout(&req, v, TIMEOUT).await?;
+        let first_error = |r: &OffsetCommitResponse| {
+            r.topics.first().and_then(|t| t.partitions.first()).map(|p| p.error_code).unwrap_or_default()
+        };
+        let r = cluster.call_settled(&snap.coordinator, &req, v, first_error).await?;
         let errors: Vec<String> = r
             .topics
             .iter()
