@@ -166,12 +166,47 @@ mod acl {
 /// authorizer is configured.
 pub const GROUP_AUTHORIZED_OPERATIONS: i32 = acl::GROUP;
 
+/// Which kcoord node coordinates which group: the static rule every node
+/// of a sidecar deployment applies alike. Group ids map to shards with
+/// Kafka's `partitionFor`; shard `s` belongs to the `s % n`-th of the `n`
+/// nodes sorted by node id. A standalone daemon is the one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupOwners {
+    /// Sorted by node id; never empty.
+    nodes: Vec<BrokerMetadata>,
+    shards: u32,
+}
+
+impl GroupOwners {
+    /// `nodes` must not be empty.
+    pub fn new(mut nodes: Vec<BrokerMetadata>, shards: u32) -> Self {
+        nodes.sort_by_key(|n| n.node_id);
+        nodes.dedup_by_key(|n| n.node_id);
+        GroupOwners { nodes, shards: shards.max(1) }
+    }
+
+    /// The node that owns shard `shard`.
+    pub fn owner_of_shard(&self, shard: u32) -> &BrokerMetadata {
+        &self.nodes[shard as usize % self.nodes.len()]
+    }
+
+    /// The node that coordinates `group_id`.
+    pub fn owner_of_group(&self, group_id: &str) -> &BrokerMetadata {
+        self.owner_of_shard(crate::coordinator::routing::partition_for(group_id, self.shards))
+    }
+
+    pub fn nodes(&self) -> &[BrokerMetadata] {
+        &self.nodes
+    }
+}
+
 /// Answers Metadata and FindCoordinator from the node identity and catalog.
 #[derive(Debug)]
 pub struct Cluster {
     pub node: NodeInfo,
     auto_create: bool,
     default_partitions: i32,
+    owners: GroupOwners,
 }
 
 /// Creates topics on behalf of Metadata auto-creation (implemented by the
@@ -180,9 +215,32 @@ pub trait TopicCreator: Send + Sync {
     fn create_topic(&self, name: &str, partitions: i32) -> Result<TopicInfo, crate::topics::catalog::CatalogError>;
 }
 
+/// Sidecar mode: topics are the upstream's, never created here.
+pub struct NoTopicCreation;
+
+impl TopicCreator for NoTopicCreation {
+    fn create_topic(&self, name: &str, _: i32) -> Result<TopicInfo, crate::topics::catalog::CatalogError> {
+        Err(crate::topics::catalog::CatalogError {
+            code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            message: format!("topic {name} is not created by a sidecar"),
+        })
+    }
+}
+
 impl Cluster {
+    /// A standalone node: the coordinator of every group.
     pub fn new(node: NodeInfo, auto_create: bool, default_partitions: i32) -> Self {
-        Cluster { node, auto_create, default_partitions }
+        let me = BrokerMetadata { node_id: node.node_id, host: node.host.clone(), port: node.port };
+        Self::with_owners(node, auto_create, default_partitions, GroupOwners::new(vec![me], 1))
+    }
+
+    /// A node among others that share the groups by `owners`.
+    pub fn with_owners(node: NodeInfo, auto_create: bool, default_partitions: i32, owners: GroupOwners) -> Self {
+        Cluster { node, auto_create, default_partitions, owners }
+    }
+
+    pub fn owners(&self) -> &GroupOwners {
+        &self.owners
     }
 
     fn broker(&self) -> BrokerMetadata {
@@ -278,15 +336,18 @@ impl Cluster {
     pub fn find_coordinator(&self, key_type: i8, keys: &[String], share_allowed: bool) -> Vec<CoordinatorAnswer> {
         keys.iter()
             .map(|key| match key_type {
-                KEY_TYPE_GROUP => CoordinatorAnswer {
-                    key: key.clone(),
-                    node_id: self.node.node_id,
-                    host: self.node.host.clone(),
-                    port: self.node.port,
-                    error: ErrorCode::NONE,
-                    // Kafka sends `Errors.NONE.message()`, which is "NONE".
-                    error_message: Some("NONE".into()),
-                },
+                KEY_TYPE_GROUP => {
+                    let owner = self.owners.owner_of_group(key);
+                    CoordinatorAnswer {
+                        key: key.clone(),
+                        node_id: owner.node_id,
+                        host: owner.host.clone(),
+                        port: owner.port,
+                        error: ErrorCode::NONE,
+                        // Kafka sends `Errors.NONE.message()`, which is "NONE".
+                        error_message: Some("NONE".into()),
+                    }
+                }
                 KEY_TYPE_TRANSACTION => CoordinatorAnswer::error(
                     key,
                     ErrorCode::COORDINATOR_NOT_AVAILABLE,

@@ -63,6 +63,7 @@ pub struct Config {
     pub topics: TopicsConfig,
     pub log: LogConfig,
     pub metrics: MetricsConfig,
+    pub sidecar: SidecarConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,6 +170,84 @@ pub struct MetricsConfig {
     pub listen: String,
 }
 
+/// Sidecar mode (`kcoord sidecar`): kcoord next to the brokers of an
+/// existing cluster, serving its consumer groups and forwarding the rest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SidecarConfig {
+    /// Bootstrap addresses ("host:port") of the upstream cluster; non-empty
+    /// means sidecar mode.
+    pub upstream: Vec<String>,
+    /// Every sidecar of the per-broker topology as "ID=HOST:PORT" (ID is the
+    /// upstream broker id it fronts). Empty: one process fronts the whole
+    /// cluster with one listener per upstream broker.
+    pub peers: Vec<String>,
+    /// Import a group's committed offsets from the upstream the first time
+    /// kcoord sees the group.
+    pub import_offsets: bool,
+    /// Also write committed offsets to the upstream (simple commits).
+    pub write_through: bool,
+    /// How often pending write-through commits are sent (coalesced).
+    pub write_through_interval_ms: u64,
+    /// Every committed offset is written to the upstream again this often,
+    /// so that upstream retention (offsets.retention.minutes) never expires
+    /// it while kcoord still has it.
+    pub write_through_refresh_ms: u64,
+    /// How often the upstream's brokers and topics are refreshed.
+    pub metadata_refresh_ms: u64,
+    /// Deadline of one request kcoord itself makes to the upstream.
+    pub request_timeout_ms: u64,
+    /// First and largest delay between retries of upstream work.
+    pub retry_backoff_ms: u64,
+    pub retry_backoff_max_ms: u64,
+    /// How long start-up waits for the upstream's metadata (needed to know
+    /// its brokers) before giving up.
+    pub startup_timeout_ms: u64,
+    /// Largest response accepted from an upstream broker.
+    pub max_response_bytes: u32,
+}
+
+impl Default for SidecarConfig {
+    fn default() -> Self {
+        SidecarConfig {
+            upstream: Vec::new(),
+            peers: Vec::new(),
+            import_offsets: true,
+            write_through: true,
+            write_through_interval_ms: 1000,
+            write_through_refresh_ms: 86_400_000,
+            metadata_refresh_ms: 30_000,
+            request_timeout_ms: 30_000,
+            retry_backoff_ms: 100,
+            retry_backoff_max_ms: 10_000,
+            startup_timeout_ms: 60_000,
+            max_response_bytes: 268_435_456,
+        }
+    }
+}
+
+impl SidecarConfig {
+    pub fn enabled(&self) -> bool {
+        !self.upstream.is_empty()
+    }
+
+    /// The peer list as (broker id, endpoint), sorted by id.
+    pub fn parsed_peers(&self) -> Result<Vec<(i32, Endpoint)>, String> {
+        let mut out = Vec::with_capacity(self.peers.len());
+        for p in &self.peers {
+            let (id, addr) = p.split_once('=').ok_or_else(|| format!("sidecar peer {p:?}: expected ID=HOST:PORT"))?;
+            let id: i32 = id.trim().parse().map_err(|_| format!("sidecar peer {p:?}: {id:?} is not a broker id"))?;
+            let ep = Endpoint::parse(addr.trim()).map_err(|e| format!("sidecar peer {p:?}: {e}"))?;
+            if out.iter().any(|(other, _)| *other == id) {
+                return Err(format!("sidecar peer id {id} is listed twice"));
+            }
+            out.push((id, ep));
+        }
+        out.sort_by_key(|(id, _)| *id);
+        Ok(out)
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -254,6 +333,7 @@ impl Default for Config {
             topics: TopicsConfig::default(),
             log: LogConfig::default(),
             metrics: MetricsConfig::default(),
+            sidecar: SidecarConfig::default(),
         }
     }
 }
@@ -509,6 +589,41 @@ impl Config {
         if !self.metrics.listen.is_empty() {
             // A host name is resolved when the listener binds (it may not resolve yet).
             Endpoint::parse(&self.metrics.listen).map_err(|e| ConfigError::Invalid(format!("metrics.listen: {e}")))?;
+        }
+        let sc = &self.sidecar;
+        for u in &sc.upstream {
+            Endpoint::parse(u).map_err(|e| ConfigError::Invalid(format!("sidecar.upstream: {e}")))?;
+        }
+        let peers = sc.parsed_peers().map_err(ConfigError::Invalid)?;
+        if !peers.is_empty() && !sc.enabled() {
+            return bad("sidecar.peers needs sidecar.upstream".into());
+        }
+        if let Some((_, own)) = peers.iter().find(|(id, _)| *id == self.server.node_id) {
+            if *own != self.advertised() {
+                return bad(format!(
+                    "sidecar.peers names node {} at {}:{}, but this node advertises {}:{}",
+                    self.server.node_id,
+                    own.host,
+                    own.port,
+                    self.advertised().host,
+                    self.advertised().port
+                ));
+            }
+        }
+        if sc.write_through_interval_ms == 0
+            || sc.write_through_refresh_ms == 0
+            || sc.metadata_refresh_ms == 0
+            || sc.request_timeout_ms == 0
+            || sc.retry_backoff_ms == 0
+            || sc.retry_backoff_max_ms < sc.retry_backoff_ms
+        {
+            return bad(
+                "sidecar intervals, timeouts and back-offs must be >= 1 (and retry_backoff_max_ms >= retry_backoff_ms)"
+                    .into(),
+            );
+        }
+        if sc.max_response_bytes < 1024 {
+            return bad("sidecar.max_response_bytes must be at least 1024".into());
         }
         Ok(())
     }

@@ -8,11 +8,18 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::cluster::{self, Cluster, NodeInfo};
-use crate::config::{Config, Endpoint};
+use std::sync::atomic::AtomicUsize;
+
+use crate::cluster::{self, BrokerMetadata, Cluster, GroupOwners, NoTopicCreation, NodeInfo};
+use crate::config::{Config, Endpoint, SidecarConfig};
+use crate::coordinator::service::GroupHooks;
 use crate::coordinator::Coordinator;
-use crate::observability::{self, http::HttpState};
-use crate::server::{listener, Services};
+use crate::observability::{self, http::HttpState, LogEndOffsets, NoLogEnds};
+use crate::server::{listener, ListenerInfo, Services};
+use crate::sidecar::mirror::{AsCoordinator, Mirror, MirrorSettings};
+use crate::sidecar::rewrite::NodeEndpoints;
+use crate::sidecar::upstream::{format_addr, ClusterView, Upstream};
+use crate::sidecar::Sidecar;
 use crate::storage::fsutil::DirLock;
 use crate::topics::{Catalog, DataPlane, DataPlaneSettings};
 
@@ -29,6 +36,8 @@ pub enum StartError {
     ShardLayout(#[from] crate::coordinator::layout::LayoutError),
     #[error("cannot listen for metrics on {addr}: {source}")]
     Metrics { addr: String, source: std::io::Error },
+    #[error("sidecar: {0}")]
+    Sidecar(String),
 }
 
 /// Options that are not configuration (one-off operator decisions).
@@ -44,10 +53,11 @@ pub struct Daemon;
 
 /// A started daemon.
 pub struct RunningDaemon {
-    addr: SocketAddr,
+    addrs: Vec<SocketAddr>,
     node: NodeInfo,
     shutdown: watch::Sender<bool>,
-    listener: JoinHandle<()>,
+    listeners: Vec<JoinHandle<()>>,
+    background: Vec<JoinHandle<()>>,
     services: Arc<Services>,
     metrics_addr: Option<SocketAddr>,
     fatal: mpsc::UnboundedReceiver<String>,
@@ -71,6 +81,10 @@ impl Daemon {
             &data_dir.join("coordinator"),
             config.offsets.partitions,
         )?;
+        warn_about_allocation_limits();
+        if config.sidecar.enabled() {
+            return start_sidecar(config, options, lock, cluster_id).await;
+        }
         let catalog = Arc::new(Catalog::open(&data_dir).map_err(dd_err)?);
         for spec in config.defined_topics() {
             if catalog.is_deleting(&spec.name) {
@@ -86,11 +100,8 @@ impl Daemon {
                 .map_err(|e| StartError::Topic { name: spec.name.clone(), message: e.message })?;
         }
 
-        let listener = TcpListener::bind(&config.server.listen)
-            .await
-            .map_err(|source| StartError::Bind { addr: config.server.listen.clone(), source })?;
-        let addr =
-            listener.local_addr().map_err(|source| StartError::Bind { addr: config.server.listen.clone(), source })?;
+        let listener = bind(&config.server.listen).await?;
+        let addr = local_addr(&listener, &config.server.listen)?;
         // With an ephemeral port (tests), advertise the port actually bound.
         let advertised = if config.server.advertised_listener.is_empty() {
             Endpoint { host: addr.ip().to_string(), port: addr.port() }
@@ -103,17 +114,6 @@ impl Daemon {
             port: advertised.port as i32,
             cluster_id,
         };
-        if crate::alloc_guard::overcommit_mode() == Some(2) {
-            tracing::warn!(
-                "vm.overcommit_memory is 2: hostile array lengths in requests can abort the process; see docs/operations.md"
-            );
-        }
-        if let Some(limit) = crate::alloc_guard::address_space_limit() {
-            tracing::warn!(
-                limit_bytes = limit,
-                "an address-space limit (ulimit -v / LimitAS) is set: hostile array lengths in requests can abort the process; see docs/operations.md"
-            );
-        }
 
         let (fatal_tx, fatal) = mpsc::unbounded_channel();
         // Partition logs are open before anything is served, so every topic
@@ -122,55 +122,223 @@ impl Daemon {
             DataPlane::open(DataPlaneSettings::from_config(&config, options.repair), catalog.clone(), fatal_tx.clone())
                 .await
                 .map_err(|e| StartError::Topic { name: e.topic, message: e.message })?;
-        let coordinator = Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx);
+        let coordinator = Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx, &|_| true, None);
         let config = Arc::new(config);
         let services = Arc::new(Services {
             cluster: Cluster::new(node.clone(), config.topics.auto_create, config.topics.default_partitions),
             topic_creator: data_plane.clone(),
             catalog,
             coordinator,
-            data_plane,
+            data_plane: Some(data_plane.clone()),
+            sidecar: None,
             config: config.clone(),
         });
         // Finishes topic deletions a crash or a slow shard left unfinished.
         let finisher = services.clone();
-        tokio::spawn(async move { finisher.data_plane.finish_deletions(&finisher.coordinator).await });
-        let (tx, rx) = watch::channel(false);
-        let metrics_addr = if config.metrics.listen.is_empty() {
-            None
-        } else {
-            let m_err = |source| StartError::Metrics { addr: config.metrics.listen.clone(), source };
-            let http = TcpListener::bind(&config.metrics.listen).await.map_err(m_err)?;
-            let bound = http.local_addr().map_err(m_err)?;
-            let state = Arc::new(HttpState {
-                services: services.clone(),
-                metrics: observability::metrics::install(),
-                log_ends: services.data_plane.clone(),
-            });
-            tokio::spawn(observability::http::serve(http, state, rx.clone()));
-            tracing::info!(addr = %bound, "serving metrics and the group API over HTTP");
-            Some(bound)
+        tokio::spawn(async move { data_plane.finish_deletions(&finisher.coordinator).await });
+        let listeners = vec![(listener, ListenerInfo { node_id: node.node_id })];
+        launch(services, listeners, node, lock, fatal, Vec::new()).await
+    }
+}
+
+fn warn_about_allocation_limits() {
+    if crate::alloc_guard::overcommit_mode() == Some(2) {
+        tracing::warn!(
+            "vm.overcommit_memory is 2: hostile array lengths in requests can abort the process; see docs/operations.md"
+        );
+    }
+    if let Some(limit) = crate::alloc_guard::address_space_limit() {
+        tracing::warn!(
+            limit_bytes = limit,
+            "an address-space limit (ulimit -v / LimitAS) is set: hostile array lengths in requests can abort the process; see docs/operations.md"
+        );
+    }
+}
+
+async fn bind(addr: &str) -> Result<TcpListener, StartError> {
+    TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr: addr.to_string(), source })
+}
+
+fn local_addr(listener: &TcpListener, addr: &str) -> Result<SocketAddr, StartError> {
+    listener.local_addr().map_err(|source| StartError::Bind { addr: addr.to_string(), source })
+}
+
+/// Starts the HTTP listener (if configured) and the Kafka listeners.
+async fn launch(
+    services: Arc<Services>,
+    listeners: Vec<(TcpListener, ListenerInfo)>,
+    node: NodeInfo,
+    lock: DirLock,
+    fatal: mpsc::UnboundedReceiver<String>,
+    background: Vec<BackgroundTask>,
+) -> Result<RunningDaemon, StartError> {
+    let config = services.config.clone();
+    let (tx, rx) = watch::channel(false);
+    let metrics_addr = if config.metrics.listen.is_empty() {
+        None
+    } else {
+        let m_err = |source| StartError::Metrics { addr: config.metrics.listen.clone(), source };
+        let http = TcpListener::bind(&config.metrics.listen).await.map_err(m_err)?;
+        let bound = http.local_addr().map_err(m_err)?;
+        let log_ends: Arc<dyn LogEndOffsets> = match &services.data_plane {
+            Some(d) => d.clone(),
+            None => Arc::new(NoLogEnds),
         };
-        let task = tokio::spawn(listener::run(listener, services.clone(), rx));
-        tracing::info!(%addr, node_id = node.node_id, cluster_id = %node.cluster_id, "kcoord started");
-        Ok(RunningDaemon {
-            addr,
-            node,
-            shutdown: tx,
-            listener: task,
-            services,
-            metrics_addr,
-            fatal,
-            shutdown_timeout: Duration::from_millis(config.server.shutdown_timeout_ms),
-            _lock: lock,
-        })
+        let state =
+            Arc::new(HttpState { services: services.clone(), metrics: observability::metrics::install(), log_ends });
+        tokio::spawn(observability::http::serve(http, state, rx.clone()));
+        tracing::info!(addr = %bound, "serving metrics and the group API over HTTP");
+        Some(bound)
+    };
+    // Background work starts once the metrics recorder is installed.
+    let background = background.into_iter().map(|task| tokio::spawn(task(rx.clone()))).collect();
+    let open = Arc::new(AtomicUsize::new(0));
+    let mut addrs = Vec::with_capacity(listeners.len());
+    let mut tasks = Vec::with_capacity(listeners.len());
+    for (listener, info) in listeners {
+        let addr = local_addr(&listener, &config.server.listen)?;
+        addrs.push(addr);
+        tasks.push(tokio::spawn(listener::run(listener, info, services.clone(), rx.clone(), open.clone())));
+    }
+    tracing::info!(addrs = ?addrs, node_id = node.node_id, cluster_id = %node.cluster_id, "kcoord started");
+    Ok(RunningDaemon {
+        addrs,
+        node,
+        shutdown: tx,
+        listeners: tasks,
+        background,
+        services,
+        metrics_addr,
+        fatal,
+        shutdown_timeout: Duration::from_millis(config.server.shutdown_timeout_ms),
+        _lock: lock,
+    })
+}
+
+/// A task that runs until the shutdown signal turns true.
+type BackgroundTask = Box<dyn FnOnce(watch::Receiver<bool>) -> BoxFuture + Send>;
+type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Sidecar mode: learns the upstream's brokers, binds one listener per
+/// fronted broker, and serves groups with the upstream as the data plane.
+async fn start_sidecar(
+    config: Config,
+    options: StartOptions,
+    lock: DirLock,
+    own_cluster_id: String,
+) -> Result<RunningDaemon, StartError> {
+    let sc = config.sidecar.clone();
+    let upstream = Arc::new(Upstream::new(sc.upstream.clone(), Duration::from_millis(sc.request_timeout_ms)));
+    let view = first_metadata(&upstream, &sc).await?;
+    let peers = sc.parsed_peers().map_err(StartError::Sidecar)?;
+    let advertised_host = config.advertised().host;
+    let mut nodes = NodeEndpoints::default();
+    let mut listeners = Vec::new();
+    if peers.is_empty() {
+        // One process fronting the whole cluster: a listener per broker.
+        let listen = Endpoint::parse(&config.server.listen).map_err(StartError::Sidecar)?;
+        let advertised_base = config.advertised().port;
+        for (i, id) in view.brokers.keys().enumerate() {
+            let offset = u16::try_from(i).map_err(|_| StartError::Sidecar("too many upstream brokers".into()))?;
+            let port = if listen.port == 0 { 0 } else { listen.port.saturating_add(offset) };
+            let addr = format_addr(&listen.host, i32::from(port));
+            let l = bind(&addr).await?;
+            let bound = local_addr(&l, &addr)?;
+            let advertised_port = if listen.port == 0 { bound.port() } else { advertised_base.saturating_add(offset) };
+            nodes.0.insert(*id, (advertised_host.clone(), i32::from(advertised_port)));
+            listeners.push((l, ListenerInfo { node_id: *id }));
+        }
+    } else {
+        // One sidecar per broker: this one fronts broker `server.node_id`.
+        let me = config.server.node_id;
+        if !view.brokers.contains_key(&me) {
+            tracing::warn!(node_id = me, brokers = ?view.brokers.keys().collect::<Vec<_>>(),
+                "server.node_id names no upstream broker; forwarded requests fail until it appears");
+        }
+        let l = bind(&config.server.listen).await?;
+        let bound = local_addr(&l, &config.server.listen)?;
+        let port = if config.server.advertised_listener.is_empty() { bound.port() } else { config.advertised().port };
+        for (id, ep) in &peers {
+            nodes.0.insert(*id, (ep.host.clone(), i32::from(ep.port)));
+        }
+        nodes.0.entry(me).or_insert((advertised_host.clone(), i32::from(port)));
+        listeners.push((l, ListenerInfo { node_id: me }));
+    }
+    let owners = GroupOwners::new(
+        nodes
+            .0
+            .iter()
+            .map(|(id, (host, port))| BrokerMetadata { node_id: *id, host: host.clone(), port: *port })
+            .collect(),
+        config.offsets.partitions,
+    );
+    let me = config.server.node_id;
+    let all_local = peers.is_empty();
+    let owns = |shard: u32| all_local || owners.owner_of_shard(shard).node_id == me;
+
+    let catalog = Arc::new(Catalog::in_memory(&[]));
+    let topics: Vec<_> = view.topics.iter().map(|t| (t.name.clone(), t.id, t.partitions)).collect();
+    catalog.mirror(&topics, true);
+    let mirror = Arc::new(Mirror::new(upstream.clone(), catalog.clone(), MirrorSettings::from_config(&sc)));
+    let (fatal_tx, fatal) = mpsc::unbounded_channel();
+    let hooks: Arc<dyn GroupHooks> = mirror.clone();
+    let coordinator = Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx, &owns, Some(hooks));
+    let first = listeners.first().map(|(_, info)| info.node_id).unwrap_or(me);
+    let (host, port) = nodes.0.get(&first).cloned().unwrap_or((advertised_host, 0));
+    let node = NodeInfo { node_id: first, host, port, cluster_id: view.cluster_id.clone().unwrap_or(own_cluster_id) };
+    let sidecar = Arc::new(Sidecar::new(upstream, mirror.clone(), nodes, catalog.clone(), &sc));
+    let config = Arc::new(config);
+    let services = Arc::new(Services {
+        cluster: Cluster::with_owners(node.clone(), false, 1, owners),
+        topic_creator: Arc::new(NoTopicCreation),
+        catalog,
+        coordinator,
+        data_plane: None,
+        sidecar: Some(sidecar.clone()),
+        config,
+    });
+    tracing::info!(upstream = ?sc.upstream, fronted = ?listeners.iter().map(|(_, i)| i.node_id).collect::<Vec<_>>(),
+        "sidecar mode: serving groups, forwarding the rest upstream");
+    let writer_services: Arc<dyn AsCoordinator> = services.clone();
+    let background: Vec<BackgroundTask> = vec![
+        Box::new(move |rx| Box::pin(sidecar.run_metadata_refresh(rx))),
+        Box::new(move |rx| Box::pin(mirror.run_write_through(writer_services, rx))),
+    ];
+    launch(services, listeners, node, lock, fatal, background).await
+}
+
+/// Waits for the upstream's first Metadata, retrying with back-off up to
+/// `sidecar.startup_timeout_ms`: its brokers decide the listeners.
+async fn first_metadata(upstream: &Upstream, sc: &SidecarConfig) -> Result<ClusterView, StartError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(sc.startup_timeout_ms);
+    let mut backoff = Duration::from_millis(sc.retry_backoff_ms);
+    loop {
+        match upstream.refresh().await {
+            Ok(view) => return Ok(view),
+            Err(e) if tokio::time::Instant::now() + backoff >= deadline => {
+                return Err(StartError::Sidecar(format!(
+                    "the upstream cluster did not answer within sidecar.startup_timeout_ms: {e}"
+                )))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "waiting for the upstream cluster");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(sc.retry_backoff_max_ms));
+            }
+        }
     }
 }
 
 impl RunningDaemon {
-    /// The address the listener is bound to.
+    /// The address the (first) listener is bound to.
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.addrs[0]
+    }
+
+    /// Every listener's address (sidecar mode fronting a whole cluster has
+    /// one per upstream broker, in broker id order).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
     }
 
     /// Where the metrics/JSON HTTP listener is bound, if enabled.
@@ -202,13 +370,25 @@ impl RunningDaemon {
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         self.services.coordinator.shutdown().await;
-        self.services.data_plane.begin_shutdown();
-        let mut listener = self.listener;
-        if tokio::time::timeout(self.shutdown_timeout, &mut listener).await.is_err() {
-            tracing::warn!("connections did not finish within server.shutdown_timeout_ms; closing them");
-            listener.abort();
+        if let Some(d) = &self.services.data_plane {
+            d.begin_shutdown();
         }
-        self.services.data_plane.close().await;
+        let deadline = tokio::time::Instant::now() + self.shutdown_timeout;
+        for mut listener in self.listeners {
+            if tokio::time::timeout_at(deadline, &mut listener).await.is_err() {
+                tracing::warn!("connections did not finish within server.shutdown_timeout_ms; closing them");
+                listener.abort();
+            }
+        }
+        // Sidecar write-through makes its last (bounded) attempt.
+        for mut task in self.background {
+            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
+                task.abort();
+            }
+        }
+        if let Some(d) = &self.services.data_plane {
+            d.close().await;
+        }
         tracing::info!("kcoord stopped");
     }
 }

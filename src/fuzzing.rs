@@ -125,7 +125,11 @@ pub fn frame(data: &[u8]) {
     let frame = Bytes::copy_from_slice(data);
     let services = d.services.clone();
     let outcome = d.runtime.block_on(async move {
-        tokio::time::timeout(Duration::from_millis(20), dispatch::handle_frame(services, peer, frame)).await
+        tokio::time::timeout(
+            Duration::from_millis(20),
+            dispatch::handle_frame(services, peer, crate::server::ListenerInfo { node_id: 0 }, frame),
+        )
+        .await
     });
     if let Ok(Outcome::Respond(bytes)) = outcome {
         // A response frame always carries its own length and the correlation id.

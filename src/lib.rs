@@ -14,6 +14,7 @@ pub mod fuzzing;
 pub mod observability;
 pub mod protocol;
 pub mod server;
+pub mod sidecar;
 pub mod storage;
 pub mod topics;
 

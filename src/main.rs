@@ -28,6 +28,9 @@ struct Cli {
 enum Command {
     /// Run the daemon (the default).
     Serve(ServeArgs),
+    /// Run next to an existing Kafka-compatible cluster: serve its consumer
+    /// groups, forward everything else to its brokers (see docs/sidecar.md).
+    Sidecar(SidecarArgs),
     /// Print the effective configuration as TOML and exit.
     Config(ServeArgs),
     /// Consumer group administration (like kafka-consumer-groups.sh), against
@@ -222,8 +225,39 @@ struct ServeArgs {
     repair: bool,
 }
 
+#[derive(Args, Debug, Clone)]
+struct SidecarArgs {
+    /// Bootstrap addresses of the upstream cluster (sidecar.upstream).
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT...]", value_delimiter = ',', required = true)]
+    upstream: Vec<String>,
+    /// Every sidecar when there is one per broker, as ID=HOST:PORT (sidecar.peers); this one fronts
+    /// broker --node-id. Without it, one process fronts the whole cluster with a listener per
+    /// broker, on consecutive ports from --listen.
+    #[arg(long, value_name = "ID=HOST:PORT[,...]", value_delimiter = ',')]
+    peers: Vec<String>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+impl SidecarArgs {
+    fn build(&self) -> Result<Config, kcoord::config::ConfigError> {
+        let list = |v: &[String]| toml::Value::Array(v.iter().map(|s| toml::Value::String(s.clone())).collect());
+        let mut extra = vec![("sidecar.upstream", list(&self.upstream))];
+        if !self.peers.is_empty() {
+            extra.push(("sidecar.peers", list(&self.peers)));
+        }
+        self.serve.build_with(&extra)
+    }
+}
+
 impl ServeArgs {
     fn build(&self) -> Result<Config, kcoord::config::ConfigError> {
+        self.build_with(&[])
+    }
+
+    /// Builds the configuration; `extra` (dotted key, value) pairs are
+    /// applied after the file and --set, like the other flags.
+    fn build_with(&self, extra: &[(&str, toml::Value)]) -> Result<Config, kcoord::config::ConfigError> {
         let mut b = ConfigBuilder::new();
         if let Some(path) = &self.config {
             b = b.file(path)?;
@@ -256,6 +290,9 @@ impl ServeArgs {
         if let Some(v) = self.log_format {
             b = b.set_value("log.format", s(if v == LogFormat::Json { "json" } else { "text" }))?;
         }
+        for (key, value) in extra {
+            b = b.set_value(key, value.clone())?;
+        }
         b.build()
     }
 }
@@ -272,13 +309,14 @@ fn init_logging(config: &Config) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (args, print_config) = match cli.command {
-        Some(Command::Serve(a)) => (a, false),
-        Some(Command::Config(a)) => (a, true),
+    let (built, repair, print_config) = match cli.command {
+        Some(Command::Serve(a)) => (a.build(), a.repair, false),
+        Some(Command::Config(a)) => (a.build(), a.repair, true),
+        Some(Command::Sidecar(a)) => (a.build(), a.serve.repair, false),
         Some(Command::Groups { command }) => return run_groups(command),
-        None => (cli.serve, false),
+        None => (cli.serve.build(), cli.serve.repair, false),
     };
-    let config = match args.build() {
+    let config = match built {
         Ok(c) => c,
         Err(e) => {
             eprintln!("kcoord: {e}");
@@ -290,7 +328,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     init_logging(&config);
-    let options = StartOptions { repair: args.repair };
+    let options = StartOptions { repair };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -320,11 +358,22 @@ async fn serve(config: Config, options: StartOptions) -> ExitCode {
         }
     };
     let metrics = daemon.metrics_addr().map(|a| format!(", metrics http://{a}/metrics")).unwrap_or_default();
+    // The addresses, comma-separated, are a ready bootstrap.servers list.
+    let addrs: Vec<String> = daemon.local_addrs().iter().map(|a| a.to_string()).collect();
+    let nodes = match daemon.services().sidecar.as_ref() {
+        Some(s) if addrs.len() > 1 => {
+            format!("nodes {}", s.nodes.0.keys().map(|id| id.to_string()).collect::<Vec<_>>().join(","))
+        }
+        _ => format!("node {}", daemon.node().node_id),
+    };
+    let upstream = match daemon.services().sidecar.as_ref() {
+        Some(_) => format!(", upstream {}", daemon.services().config.sidecar.upstream.join(",")),
+        None => String::new(),
+    };
     println!(
-        "kcoord {} serving on {} (node {}, cluster {}, data {}{metrics})",
+        "kcoord {} serving on {} ({nodes}, cluster {}{upstream}, data {}{metrics})",
         env!("CARGO_PKG_VERSION"),
-        daemon.local_addr(),
-        daemon.node().node_id,
+        addrs.join(","),
         daemon.node().cluster_id,
         data_dir.display()
     );

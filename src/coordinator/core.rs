@@ -57,6 +57,11 @@ pub enum Request {
     Summaries,
     /// Observability: counts for metrics.
     Stats,
+    /// Sidecar mode: offsets committed on the upstream cluster, written as
+    /// a simple commit only if this shard has never seen the group (no group
+    /// and no offsets); otherwise nothing is written. With no topics it
+    /// only asks whether the group is known.
+    Import(OffsetCommitRequest),
 }
 
 impl Request {
@@ -67,7 +72,7 @@ impl Request {
             Request::Sync(r) => &r.group_id,
             Request::Heartbeat(r) => &r.group_id,
             Request::Leave(r) => &r.group_id,
-            Request::Commit(r) => &r.group_id,
+            Request::Commit(r) | Request::Import(r) => &r.group_id,
             Request::Fetch { group, .. } => &group.group_id,
             Request::OffsetDelete(r) => &r.group_id,
             Request::Describe { group_id, .. } => group_id,
@@ -86,6 +91,7 @@ impl Request {
             Request::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse { error }),
             Request::Leave(_) => Response::Leave(LeaveGroupResponse { error, members: vec![] }),
             Request::Commit(r) => Response::Commit(offsets::commit_error_response(r, error)),
+            Request::Import(_) => Response::Import(Err(error)),
             Request::Fetch { group, .. } => {
                 // The requested partitions are listed, so that v0-1 (which
                 // has no group-level error) can carry the error in each.
@@ -127,6 +133,16 @@ pub enum Response {
     Details(Option<Box<GroupDetails>>),
     Summaries(Vec<GroupSummary>),
     Stats(ShardStats),
+    Import(Result<ImportOutcome, ErrorCode>),
+}
+
+/// What an [`Request::Import`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportOutcome {
+    /// The shard already has the group: kcoord is its source of truth.
+    AlreadyKnown,
+    /// The group is new here; this many offsets were written.
+    Imported(usize),
 }
 
 /// A response addressed to a waiting request.
@@ -429,6 +445,10 @@ impl ShardCore {
             Request::Stats => {
                 let s = classic::describe::stats(groups, cx.store);
                 cx.reply(token, Response::Stats(s));
+            }
+            Request::Import(r) => {
+                let resp = offsets::import(groups, &r, &mut cx);
+                cx.reply(token, Response::Import(resp));
             }
         }
     }

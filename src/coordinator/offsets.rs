@@ -5,7 +5,7 @@ use crate::coordinator::Groups;
 
 use super::classic::group::{ClassicGroup, GroupState};
 use super::classic::{rebalance, validate_existing_member};
-use super::core::Cx;
+use super::core::{Cx, ImportOutcome};
 use super::messages::*;
 use super::records::{OffsetValue, Record};
 use crate::error_code::ErrorCode;
@@ -125,6 +125,32 @@ pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Of
         metrics::counter!("kcoord_committed_partitions_total").increment(committed);
     }
     response
+}
+
+/// Sidecar import: writes the upstream's committed offsets as a simple
+/// commit, but only for a group this shard has never seen, so that an
+/// import can never overwrite what kcoord itself acknowledged.
+pub fn import(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Result<ImportOutcome, ErrorCode> {
+    if groups.contains_key(&req.group_id) || cx.store.has_offsets(&req.group_id) {
+        return Ok(ImportOutcome::AlreadyKnown);
+    }
+    if req.topics.is_empty() {
+        return Ok(ImportOutcome::Imported(0));
+    }
+    let simple =
+        OffsetCommitRequest { generation_id: -1, member_id: String::new(), group_instance_id: None, ..req.clone() };
+    let resp = commit(groups, &simple, cx);
+    let mut written = 0;
+    for p in resp.topics.iter().flat_map(|t| &t.partitions) {
+        match p.error {
+            ErrorCode::NONE => written += 1,
+            // Too large for this node's offsets.metadata_max_bytes: the
+            // rest is still imported.
+            ErrorCode::OFFSET_METADATA_TOO_LARGE => {}
+            other => return Err(other),
+        }
+    }
+    Ok(ImportOutcome::Imported(written))
 }
 
 /// Serves OffsetFetch for one group. Unknown groups, topics and partitions

@@ -3,13 +3,15 @@
 //! `KafkaApis` does before the coordinator sees a request (topics and
 //! partitions must exist for OffsetCommit and OffsetDelete).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use tokio::sync::{oneshot, Semaphore};
 
-use super::core::{CoreConfig, Request, Response};
+use super::core::{CoreConfig, ImportOutcome, Request, Response};
 use super::messages::*;
 use super::routing::partition_for;
 use super::shard::{self, FatalSender, LoadProgress, ShardHandle, ShardMsg, ShardSettings};
@@ -25,46 +27,86 @@ pub struct Unavailable;
 pub type Result<T> = std::result::Result<T, Unavailable>;
 
 pub struct Coordinator {
-    shards: Vec<ShardHandle>,
+    /// Indexed by shard number; `None` for a shard another node owns.
+    shards: Vec<Option<ShardHandle>>,
     catalog: Arc<Catalog>,
     progress: Arc<LoadProgress>,
+    hooks: Option<Arc<dyn GroupHooks>>,
+}
+
+/// What sidecar mode adds around the coordinator: importing a group's
+/// offsets from the upstream before kcoord first answers for it, writing
+/// committed offsets and deletions through to the upstream, and learning
+/// topics kcoord has not heard of yet. Standalone mode has none.
+pub trait GroupHooks: Send + Sync {
+    /// Completes once `group_id` may be served; an error is answered
+    /// instead (COORDINATOR_LOAD_IN_PROGRESS while the upstream is
+    /// unreachable, so clients retry).
+    fn before_first_use<'a>(
+        &'a self,
+        coordinator: &'a Coordinator,
+        group_id: &'a str,
+    ) -> Pin<Box<dyn Future<Output = std::result::Result<(), ErrorCode>> + Send + 'a>>;
+    /// Offsets made durable by an OffsetCommit.
+    fn committed(&self, group_id: &str, topics: &[CommitTopic]);
+    /// A group deleted by DeleteGroups.
+    fn group_deleted(&self, group_id: &str);
+    /// Offsets deleted by OffsetDelete.
+    fn offsets_deleted(&self, group_id: &str, topics: &[(String, Vec<i32>)]);
+    /// Topics that OffsetCommit or OffsetDelete named and the catalog does
+    /// not know: completes once the catalog has been refreshed.
+    fn refresh_topics<'a>(&'a self, topics: Vec<String>) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 }
 
 impl Coordinator {
-    /// Starts one shard per `offsets.partitions`, each loading its log in
-    /// the background (at most two at a time: the machine's cores).
-    pub fn start(config: &Config, catalog: Arc<Catalog>, repair: bool, fatal: FatalSender) -> Coordinator {
+    /// Starts one shard per `offsets.partitions` that `owns` accepts, each
+    /// loading its log in the background (at most two at a time: the
+    /// machine's cores). Requests for the other shards get NOT_COORDINATOR.
+    pub fn start(
+        config: &Config,
+        catalog: Arc<Catalog>,
+        repair: bool,
+        fatal: FatalSender,
+        owns: &dyn Fn(u32) -> bool,
+        hooks: Option<Arc<dyn GroupHooks>>,
+    ) -> Coordinator {
         let root = config.storage.data_dir.join("coordinator");
         let core = CoreConfig::from_config(config);
         let permits = Arc::new(Semaphore::new(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)));
         let progress = Arc::new(LoadProgress::default());
         let shards = (0..config.offsets.partitions)
             .map(|id| {
-                shard::spawn(
-                    ShardSettings {
-                        id,
-                        dir: root.join(format!("shard-{id:04}")),
-                        core: core.clone(),
-                        fsync: config.storage.fsync,
-                        fsync_interval: Duration::from_millis(config.storage.fsync_interval_ms),
-                        segment_bytes: config.offsets.segment_bytes,
-                        compaction_trigger_bytes: config.offsets.compaction_trigger_bytes,
-                        repair,
-                    },
-                    config.offsets.shard_mailbox,
-                    permits.clone(),
-                    fatal.clone(),
-                    progress.clone(),
-                )
+                owns(id).then(|| {
+                    shard::spawn(
+                        ShardSettings {
+                            id,
+                            dir: root.join(format!("shard-{id:04}")),
+                            core: core.clone(),
+                            fsync: config.storage.fsync,
+                            fsync_interval: Duration::from_millis(config.storage.fsync_interval_ms),
+                            segment_bytes: config.offsets.segment_bytes,
+                            compaction_trigger_bytes: config.offsets.compaction_trigger_bytes,
+                            repair,
+                        },
+                        config.offsets.shard_mailbox,
+                        permits.clone(),
+                        fatal.clone(),
+                        progress.clone(),
+                    )
+                })
             })
             .collect();
-        Coordinator { shards, catalog, progress }
+        Coordinator { shards, catalog, progress, hooks }
+    }
+
+    fn local_shards(&self) -> impl Iterator<Item = &ShardHandle> {
+        self.shards.iter().flatten()
     }
 
     /// Completes once every shard has loaded its log (until then, requests
     /// for a loading shard get COORDINATOR_LOAD_IN_PROGRESS).
     pub async fn wait_until_loaded(&self) {
-        self.progress.wait_for(self.shards.len()).await;
+        self.progress.wait_for(self.local_shards().count()).await;
     }
 
     /// Shards loaded so far.
@@ -72,23 +114,47 @@ impl Coordinator {
         self.progress.loaded()
     }
 
+    /// Shards served by this node.
     pub fn shard_count(&self) -> usize {
-        self.shards.len()
+        self.local_shards().count()
     }
 
-    fn shard_of(&self, group_id: &str) -> &ShardHandle {
+    fn shard_of(&self, group_id: &str) -> Option<&ShardHandle> {
         let i = partition_for(group_id, self.shards.len() as u32) as usize;
-        &self.shards[i.min(self.shards.len() - 1)]
+        self.shards.get(i).and_then(Option::as_ref)
     }
 
-    async fn call_shard(shard: &ShardHandle, req: Request) -> Result<Response> {
+    /// Sends `req` to `shard`; a shard another node owns answers
+    /// NOT_COORDINATOR, as Kafka's broker does for a partition it does not lead.
+    async fn call_shard(shard: Option<&ShardHandle>, req: Request) -> Result<Response> {
+        let Some(shard) = shard else {
+            return Ok(req.error_response(ErrorCode::NOT_COORDINATOR));
+        };
         let (tx, rx) = oneshot::channel();
         shard.tx.send(ShardMsg::Request { req, reply: tx }).await.map_err(|_| Unavailable)?;
         rx.await.map_err(|_| Unavailable)
     }
 
+    /// Sends a request about one group to its shard, after the sidecar's
+    /// import for the requests that read or create the group's offsets.
     async fn call(&self, group_id: &str, req: Request) -> Result<Response> {
-        Self::call_shard(self.shard_of(group_id), req).await
+        let shard = self.shard_of(group_id);
+        if let (Some(hooks), Some(_), true) =
+            (&self.hooks, shard, matches!(req, Request::Join(_) | Request::Commit(_) | Request::Fetch { .. }))
+        {
+            if let Err(error) = hooks.before_first_use(self, group_id).await {
+                return Ok(req.error_response(error));
+            }
+        }
+        Self::call_shard(shard, req).await
+    }
+
+    /// Sidecar import: see [`Request::Import`].
+    pub async fn import(&self, req: OffsetCommitRequest) -> Result<std::result::Result<ImportOutcome, ErrorCode>> {
+        match Self::call_shard(self.shard_of(&req.group_id), Request::Import(req)).await? {
+            Response::Import(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
     }
 
     pub async fn join_group(&self, req: JoinGroupRequest) -> Result<JoinGroupResponse> {
@@ -137,50 +203,73 @@ impl Coordinator {
         unknown
     }
 
-    pub async fn offset_commit(&self, mut req: OffsetCommitRequest) -> Result<OffsetCommitResponse> {
-        let mut unknown = Vec::new();
-        for t in &req.topics {
-            let count = self.catalog.partitions(&t.name);
-            for p in &t.partitions {
-                if !matches!(count, Some(n) if p.partition >= 0 && p.partition < n) {
-                    unknown.push((t.name.clone(), p.partition));
-                }
+    pub async fn offset_commit(&self, req: OffsetCommitRequest) -> Result<OffsetCommitResponse> {
+        let mut unknown = self.unknown_commit_partitions(&req);
+        if !unknown.is_empty() {
+            if let Some(hooks) = &self.hooks {
+                hooks.refresh_topics(distinct_names(&unknown)).await;
+                unknown = self.unknown_commit_partitions(&req);
             }
         }
-        if unknown.is_empty() {
+        // Sidecar mode writes acknowledged offsets through to the upstream.
+        let through = self.hooks.as_ref().map(|h| (h, req.group_id.clone(), req.topics.clone()));
+        let response = if unknown.is_empty() {
             // The common case: the shard answers every partition in request order.
             let g = req.group_id.clone();
-            return match self.call(&g, Request::Commit(req)).await? {
-                Response::Commit(r) => Ok(r),
-                other => Err(unexpected(other)),
-            };
-        }
-        let order: Vec<(String, Vec<i32>)> =
-            req.topics.iter().map(|t| (t.name.clone(), t.partitions.iter().map(|p| p.partition).collect())).collect();
-        for t in &mut req.topics {
-            t.partitions.retain(|p| !unknown.iter().any(|(n, u)| *n == t.name && *u == p.partition));
-        }
-        req.topics.retain(|t| !t.partitions.is_empty());
-        let mut answered: Vec<TopicErrors> = Vec::new();
-        if !req.topics.is_empty() {
-            let g = req.group_id.clone();
-            answered = match self.call(&g, Request::Commit(req)).await? {
-                Response::Commit(r) => r.topics,
+            match self.call(&g, Request::Commit(req)).await? {
+                Response::Commit(r) => r,
                 other => return Err(unexpected(other)),
-            };
+            }
+        } else {
+            let order: Vec<(String, Vec<i32>)> = req
+                .topics
+                .iter()
+                .map(|t| (t.name.clone(), t.partitions.iter().map(|p| p.partition).collect()))
+                .collect();
+            let mut known = req;
+            for t in &mut known.topics {
+                t.partitions.retain(|p| !unknown.iter().any(|(n, u)| *n == t.name && *u == p.partition));
+            }
+            known.topics.retain(|t| !t.partitions.is_empty());
+            let mut answered: Vec<TopicErrors> = Vec::new();
+            if !known.topics.is_empty() {
+                let g = known.group_id.clone();
+                answered = match self.call(&g, Request::Commit(known)).await? {
+                    Response::Commit(r) => r.topics,
+                    other => return Err(unexpected(other)),
+                };
+            }
+            OffsetCommitResponse { topics: merge_errors(&order, &answered, &unknown) }
+        };
+        if let Some((hooks, group_id, mut topics)) = through {
+            // Only what the answer acknowledges is written through.
+            for t in &mut topics {
+                let errors = response.topics.iter().find(|r| r.name == t.name);
+                t.partitions.retain(|p| {
+                    errors.is_some_and(|e| e.partitions.iter().any(|x| x.partition == p.partition && x.error.is_none()))
+                });
+            }
+            topics.retain(|t| !t.partitions.is_empty());
+            if !topics.is_empty() {
+                hooks.committed(&group_id, &topics);
+            }
         }
-        Ok(OffsetCommitResponse { topics: merge_errors(&order, &answered, &unknown) })
+        Ok(response)
+    }
+
+    fn unknown_commit_partitions(&self, req: &OffsetCommitRequest) -> Vec<(String, i32)> {
+        let pairs: Vec<(&str, Vec<i32>)> =
+            req.topics.iter().map(|t| (t.name.as_str(), t.partitions.iter().map(|p| p.partition).collect())).collect();
+        self.unknown_partitions(pairs.iter().map(|(n, p)| (*n, p.as_slice())))
     }
 
     pub async fn offset_fetch(&self, req: OffsetFetchRequest) -> Result<OffsetFetchResponse> {
         let require_stable = req.require_stable;
-        let calls = req.groups.into_iter().map(|group| {
-            let shard = self.shard_of(&group.group_id).clone();
-            async move {
-                match Self::call_shard(&shard, Request::Fetch { group, require_stable }).await? {
-                    Response::Fetch(r) => Ok(r),
-                    other => Err(unexpected(other)),
-                }
+        let calls = req.groups.into_iter().map(|group| async move {
+            let g = group.group_id.clone();
+            match self.call(&g, Request::Fetch { group, require_stable }).await? {
+                Response::Fetch(r) => Ok(r),
+                other => Err(unexpected(other)),
             }
         });
         let groups = join_all(calls).await.into_iter().collect::<Result<Vec<_>>>()?;
@@ -190,7 +279,12 @@ impl Coordinator {
     pub async fn offset_delete(&self, mut req: OffsetDeleteRequest) -> Result<OffsetDeleteResponse> {
         let order: Vec<(String, Vec<i32>)> =
             req.topics.iter().map(|t| (t.name.clone(), t.partitions.clone())).collect();
-        let unknown = self.unknown_partitions(req.topics.iter().map(|t| (t.name.as_str(), t.partitions.as_slice())));
+        let mut unknown =
+            self.unknown_partitions(req.topics.iter().map(|t| (t.name.as_str(), t.partitions.as_slice())));
+        if let (Some(hooks), false) = (&self.hooks, unknown.is_empty()) {
+            hooks.refresh_topics(distinct_names(&unknown)).await;
+            unknown = self.unknown_partitions(req.topics.iter().map(|t| (t.name.as_str(), t.partitions.as_slice())));
+        }
         for t in &mut req.topics {
             t.partitions.retain(|p| !unknown.iter().any(|(n, u)| *n == t.name && u == p));
         }
@@ -203,19 +297,32 @@ impl Coordinator {
         if !resp.error.is_none() {
             return Ok(resp);
         }
+        if let Some(hooks) = &self.hooks {
+            let deleted: Vec<(String, Vec<i32>)> = resp
+                .topics
+                .iter()
+                .map(|t| {
+                    (t.name.clone(), t.partitions.iter().filter(|p| p.error.is_none()).map(|p| p.partition).collect())
+                })
+                .filter(|(_, p): &(String, Vec<i32>)| !p.is_empty())
+                .collect();
+            if !deleted.is_empty() {
+                hooks.offsets_deleted(&g, &deleted);
+            }
+        }
         Ok(OffsetDeleteResponse { error: ErrorCode::NONE, topics: merge_errors(&order, &resp.topics, &unknown) })
     }
 
     pub async fn describe_groups(&self, req: DescribeGroupsRequest) -> Result<Vec<DescribedGroup>> {
         let calls = req.groups.into_iter().map(|group_id| {
-            let shard = self.shard_of(&group_id).clone();
+            let shard = self.shard_of(&group_id);
             let r = Request::Describe {
                 group_id,
                 version: req.version,
                 include_authorized_operations: req.include_authorized_operations,
             };
             async move {
-                match Self::call_shard(&shard, r).await? {
+                match Self::call_shard(shard, r).await? {
                     Response::Describe(d) => Ok(d),
                     other => Err(unexpected(other)),
                 }
@@ -229,7 +336,7 @@ impl Coordinator {
     /// in Kafka: a partial list would look like groups had disappeared.
     /// (The admin CLI retries such answers, as Kafka's AdminClient does.)
     pub async fn list_groups(&self, req: ListGroupsRequest) -> Result<ListGroupsResponse> {
-        let calls = self.shards.iter().map(|s| Self::call_shard(s, Request::List(req.clone())));
+        let calls = self.local_shards().map(|s| Self::call_shard(Some(s), Request::List(req.clone())));
         let mut error = ErrorCode::NONE;
         let mut groups = Vec::new();
         for r in join_all(calls).await {
@@ -263,23 +370,29 @@ impl Coordinator {
             }
         }
         let calls = distinct.into_iter().map(|group_id| {
-            let shard = self.shard_of(&group_id).clone();
+            let shard = self.shard_of(&group_id);
             async move {
-                match Self::call_shard(&shard, Request::Delete { group_id: group_id.clone() }).await? {
+                match Self::call_shard(shard, Request::Delete { group_id: group_id.clone() }).await? {
                     Response::Delete(e) => Ok((group_id, e)),
                     other => Err(unexpected(other)),
                 }
             }
         });
         let results = join_all(calls).await.into_iter().collect::<Result<Vec<_>>>()?;
+        if let Some(hooks) = &self.hooks {
+            for (group_id, _) in results.iter().filter(|(_, e)| e.is_none()) {
+                hooks.group_deleted(group_id);
+            }
+        }
         Ok(DeleteGroupsResponse { results })
     }
 
     /// Tombstones every group's committed offsets for a deleted topic, on
     /// every shard. Returns the first error, if any.
     pub async fn delete_topic_offsets(&self, topic: &str) -> Result<ErrorCode> {
-        let calls =
-            self.shards.iter().map(|s| Self::call_shard(s, Request::DeleteTopicOffsets { topic: topic.to_string() }));
+        let calls = self
+            .local_shards()
+            .map(|s| Self::call_shard(Some(s), Request::DeleteTopicOffsets { topic: topic.to_string() }));
         let mut error = ErrorCode::NONE;
         for r in join_all(calls).await {
             match r? {
@@ -301,7 +414,7 @@ impl Coordinator {
 
     /// Every group in brief, sorted by id.
     pub async fn group_summaries(&self) -> Result<Vec<GroupSummary>> {
-        let calls = self.shards.iter().map(|s| Self::call_shard(s, Request::Summaries));
+        let calls = self.local_shards().map(|s| Self::call_shard(Some(s), Request::Summaries));
         let mut out = Vec::new();
         for r in join_all(calls).await {
             match r? {
@@ -315,9 +428,9 @@ impl Coordinator {
 
     /// Counts per shard, and each shard's mailbox depth.
     pub async fn shard_stats(&self) -> Result<Vec<(u32, ShardStats, usize)>> {
-        let calls = self.shards.iter().map(|s| async move {
+        let calls = self.local_shards().map(|s| async move {
             let depth = s.tx.max_capacity() - s.tx.capacity();
-            (s.id, Self::call_shard(s, Request::Stats).await, depth)
+            (s.id, Self::call_shard(Some(s), Request::Stats).await, depth)
         });
         let mut out = Vec::new();
         for (id, r, depth) in join_all(calls).await {
@@ -332,7 +445,7 @@ impl Coordinator {
     /// Unloads every shard: parked requests get NOT_COORDINATOR, pending
     /// writes are made durable, logs are closed.
     pub async fn shutdown(&self) {
-        let waits = self.shards.iter().map(|s| async move {
+        let waits = self.local_shards().map(|s| async move {
             let (tx, rx) = oneshot::channel();
             if s.tx.send(ShardMsg::Shutdown { done: tx }).await.is_ok() {
                 let _ = rx.await;
@@ -345,6 +458,14 @@ impl Coordinator {
 fn unexpected(r: Response) -> Unavailable {
     tracing::error!(response = ?r, "shard answered with the wrong response type");
     Unavailable
+}
+
+/// The topic names of `partitions`, each once.
+fn distinct_names(partitions: &[(String, i32)]) -> Vec<String> {
+    let mut names: Vec<String> = partitions.iter().map(|(n, _)| n.clone()).collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// Rebuilds per-topic errors in request order from the shard's answers and
@@ -400,7 +521,12 @@ mod tests {
     }
 
     fn coordinator(shards: Vec<ShardHandle>) -> Coordinator {
-        Coordinator { shards, catalog: Arc::new(Catalog::in_memory(&[])), progress: Arc::new(LoadProgress::default()) }
+        Coordinator {
+            shards: shards.into_iter().map(Some).collect(),
+            catalog: Arc::new(Catalog::in_memory(&[])),
+            progress: Arc::new(LoadProgress::default()),
+            hooks: None,
+        }
     }
 
     fn list() -> ListGroupsRequest {

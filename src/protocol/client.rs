@@ -82,6 +82,13 @@ impl Connection {
         Ok(())
     }
 
+    /// The broker's API versions as (key, min, max), sorted by key.
+    pub fn api_versions(&self) -> Vec<(i16, i16, i16)> {
+        let mut v: Vec<(i16, i16, i16)> = self.versions.iter().map(|(k, (lo, hi))| (*k, *lo, *hi)).collect();
+        v.sort_unstable();
+        v
+    }
+
     /// The highest version of `R` both sides support, within `min..=max`.
     pub fn version<R: Request>(&self, min: i16, max: i16) -> Result<i16, ClientError> {
         let name = ApiKey::try_from(R::KEY).map(|k| format!("{k:?}")).unwrap_or_else(|_| R::KEY.to_string());

@@ -7,6 +7,12 @@
 //! client checks through correlation ids. At most
 //! `server.max_inflight_per_connection` requests are in flight; beyond that
 //! we stop reading, and TCP pushes back on the client.
+//!
+//! In sidecar mode, requests kcoord does not serve go over this
+//! connection's own link to the upstream broker its listener fronts. They
+//! are written upstream as they are read, so the upstream sees them in the
+//! client's order (idempotent producers depend on it); their answers take
+//! their place in the same ordered queue as local answers.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,7 +28,9 @@ use tokio_util::codec::FramedRead;
 
 use super::dispatch::{self, Outcome};
 use super::frame::FrameCodec;
-use super::Services;
+use super::{ListenerInfo, Services};
+use crate::sidecar::link::Link;
+use crate::sidecar::{Forward, Route, Sidecar};
 
 type Pending = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 
@@ -31,7 +39,13 @@ const WRITE_BUFFER_BYTES: usize = 8 * 1024;
 
 /// Serves `stream` until the client goes away, a frame is malformed, or the
 /// daemon shuts down (then in-flight requests are finished first).
-pub async fn serve(stream: TcpStream, peer: SocketAddr, svc: Arc<Services>, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: ListenerInfo,
+    svc: Arc<Services>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
     let mut frames = FramedRead::new(rd, FrameCodec::new(svc.config.server.max_request_bytes));
@@ -41,6 +55,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, svc: Arc<Services>, mut 
     let mut inflight: FuturesOrdered<Pending> = FuturesOrdered::new();
     let max_inflight = svc.config.server.max_inflight_per_connection as usize;
     let mut reading = !*shutdown.borrow();
+    let mut link: Option<Link> = None;
 
     loop {
         if !reading && inflight.is_empty() {
@@ -66,8 +81,24 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, svc: Arc<Services>, mut 
             frame = frames.next(), if reading && inflight.len() < max_inflight => {
                 match frame {
                     Some(Ok(frame)) => {
-                        let svc = svc.clone();
-                        inflight.push_back(Box::pin(dispatch::handle_frame(svc, peer, frame)));
+                        let route = svc.sidecar.as_ref().map_or(Route::Local, |s| s.route(&frame));
+                        match route {
+                            Route::Local => {
+                                let svc = svc.clone();
+                                inflight.push_back(Box::pin(dispatch::handle_frame(svc, peer, listener, frame)));
+                            }
+                            Route::Forward(fwd) => {
+                                let Some(sidecar) = svc.sidecar.clone() else { return };
+                                match forward(&sidecar, &mut link, listener, &frame, fwd).await {
+                                    Ok(pending) => inflight.push_back(pending),
+                                    Err(e) => {
+                                        // As if the client's broker had gone away.
+                                        tracing::info!(%peer, broker = listener.node_id, error = %e, "upstream unreachable; closing the client connection");
+                                        return;
+                                    }
+                                }
+                            }
+                        }
                     }
                     Some(Err(e)) => {
                         tracing::warn!(%peer, error = %e, "closing connection: bad frame");
@@ -82,6 +113,42 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, svc: Arc<Services>, mut 
         }
     }
     let _ = writer.shutdown().await;
+}
+
+/// Sends a frame over the connection's upstream link (opened on first use);
+/// returns the future of its answer.
+async fn forward(
+    sidecar: &Arc<Sidecar>,
+    link: &mut Option<Link>,
+    listener: ListenerInfo,
+    frame: &[u8],
+    fwd: Forward,
+) -> std::io::Result<Pending> {
+    if link.is_none() {
+        *link = Some(sidecar.connect(listener.node_id).await?);
+    }
+    let Some(l) = link.as_mut() else { return Err(std::io::ErrorKind::NotConnected.into()) };
+    let answer = match l.send(frame, fwd.correlation, fwd.expects_response).await {
+        Ok(a) => a,
+        Err(e) => {
+            *link = None;
+            return Err(e);
+        }
+    };
+    let Some(answer) = answer else { return Ok(Box::pin(std::future::ready(Outcome::NoResponse))) };
+    let sidecar = sidecar.clone();
+    Ok(Box::pin(async move {
+        match answer.await {
+            Err(_) => Outcome::Close("the upstream connection closed".into()),
+            Ok(resp) => match fwd.rewrite {
+                None => Outcome::Respond(resp),
+                Some(r) => match sidecar.finish(r, fwd.version, resp) {
+                    Ok(out) => Outcome::Respond(out),
+                    Err(e) => Outcome::Close(format!("cannot rewrite the upstream's answer: {e}")),
+                },
+            },
+        }
+    }))
 }
 
 /// Writes one outcome; returns false if the connection must close.

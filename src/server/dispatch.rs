@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::{observe, Services};
+use super::{observe, ListenerInfo, Services};
 use crate::protocol::api::{
     api_versions, create_topics, delete_groups, delete_topics, describe_groups, fetch, find_coordinator, heartbeat,
     init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata, offset_commit, offset_delete,
@@ -36,6 +36,7 @@ pub enum Outcome {
 pub struct RequestContext {
     pub header: RequestHeader,
     pub peer: SocketAddr,
+    pub listener: ListenerInfo,
 }
 
 impl RequestContext {
@@ -103,15 +104,19 @@ fn finish_response(mut out: BytesMut) -> Bytes {
 }
 
 /// Serves one request frame.
-pub async fn handle_frame(svc: Arc<Services>, peer: SocketAddr, mut frame: Bytes) -> Outcome {
+pub async fn handle_frame(svc: Arc<Services>, peer: SocketAddr, listener: ListenerInfo, mut frame: Bytes) -> Outcome {
     let prefix = match header::peek_prefix(&frame) {
         Ok(p) => p,
         Err(e) => return Outcome::Close(e.to_string()),
     };
     if prefix.api_key == api_versions::SUPPORT.key && !api_versions::SUPPORT.supports(prefix.api_version) {
         // KIP-511: answer in the v0 layout so the client can downgrade.
+        let table = match advertised(&svc, listener).await {
+            Ok(t) => t,
+            Err(e) => return Outcome::Close(e),
+        };
         let mut out = start_response(prefix.correlation_id, false);
-        return match api_versions::unsupported_version(&mut out) {
+        return match api_versions::unsupported_version(&mut out, &table) {
             Ok(()) => Outcome::Respond(finish_response(out)),
             Err(e) => Outcome::Close(e.to_string()),
         };
@@ -141,7 +146,7 @@ pub async fn handle_frame(svc: Arc<Services>, peer: SocketAddr, mut frame: Bytes
             return Outcome::Close(format!("{} request header: {e}", support.name));
         }
     };
-    let ctx = RequestContext { header, peer };
+    let ctx = RequestContext { header, peer, listener };
     let mut out = start_response(prefix.correlation_id, support.flexible_response_header(prefix.api_version));
     let routed = route(&svc, &ctx, &mut frame, &mut out).await;
     observe::request(support.name, prefix.api_version, started.elapsed());
@@ -155,14 +160,31 @@ pub async fn handle_frame(svc: Arc<Services>, peer: SocketAddr, mut frame: Bytes
     }
 }
 
+/// The API versions this listener advertises: kcoord's own, or in sidecar
+/// mode the fronted broker's merged with kcoord's.
+async fn advertised(svc: &Services, listener: ListenerInfo) -> Result<Arc<Vec<(i16, i16, i16)>>, String> {
+    match &svc.sidecar {
+        None => Ok(api_versions::own_table()),
+        Some(s) => s.api_versions(listener.node_id).await,
+    }
+}
+
+/// The standalone data plane; sidecar mode forwards its APIs instead.
+fn data_plane(svc: &Services) -> Result<&Arc<crate::topics::DataPlane>, RouteError> {
+    svc.data_plane.as_ref().ok_or_else(|| RouteError::Other("no data plane in sidecar mode".into()))
+}
+
 /// Runs the API; returns whether a response body was written.
 async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut BytesMut) -> Result<bool, RouteError> {
     let v = ctx.version();
     match ctx.header.api_key {
-        k if k == api_versions::SUPPORT.key => api_versions::respond(body, v, out)?,
+        k if k == api_versions::SUPPORT.key => {
+            let table = advertised(svc, ctx.listener).await.map_err(RouteError::Other)?;
+            api_versions::respond(body, v, out, &table)?
+        }
         k if k == produce::SUPPORT.key => {
             let req = produce::decode(body, v)?;
-            match svc.data_plane.produce(req).await.map_err(RouteError::Other)? {
+            match data_plane(svc)?.produce(req).await.map_err(RouteError::Other)? {
                 Some(resp) => {
                     observe::errors(produce::SUPPORT.name, &resp);
                     produce::encode(&resp, v, out)?
@@ -171,27 +193,27 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
             }
         }
         k if k == fetch::SUPPORT.key => {
-            let resp = svc.data_plane.fetch(fetch::decode(body, v)?).await;
+            let resp = data_plane(svc)?.fetch(fetch::decode(body, v)?).await;
             observe::errors(fetch::SUPPORT.name, &resp);
             fetch::encode(&resp, v, out)?;
         }
         k if k == list_offsets::SUPPORT.key => {
-            let resp = svc.data_plane.list_offsets(&list_offsets::decode(body, v)?);
+            let resp = data_plane(svc)?.list_offsets(&list_offsets::decode(body, v)?);
             observe::errors(list_offsets::SUPPORT.name, &resp);
             list_offsets::encode(&resp, v, out)?;
         }
         k if k == create_topics::SUPPORT.key => {
-            let resp = svc.data_plane.create_topics(create_topics::decode(body, v)?).await;
+            let resp = data_plane(svc)?.create_topics(create_topics::decode(body, v)?).await;
             observe::errors(create_topics::SUPPORT.name, &resp);
             create_topics::encode(&resp, v, out)?;
         }
         k if k == delete_topics::SUPPORT.key => {
-            let resp = svc.data_plane.delete_topics(delete_topics::decode(body, v)?, &svc.coordinator).await;
+            let resp = data_plane(svc)?.delete_topics(delete_topics::decode(body, v)?, &svc.coordinator).await;
             observe::errors(delete_topics::SUPPORT.name, &resp);
             delete_topics::encode(&resp, v, out)?;
         }
         k if k == init_producer_id::SUPPORT.key => {
-            let resp = svc.data_plane.init_producer_id(&init_producer_id::decode(body, v)?);
+            let resp = data_plane(svc)?.init_producer_id(&init_producer_id::decode(body, v)?);
             observe::errors(init_producer_id::SUPPORT.name, &resp);
             init_producer_id::encode(&resp, v, out)?;
         }

@@ -1,5 +1,5 @@
 //! Accepts connections and spawns one task per connection, up to
-//! `server.max_connections`.
+//! `server.max_connections` (counted across all of a node's listeners).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -8,12 +8,17 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::{connection, Services};
+use super::{connection, ListenerInfo, Services};
 
 /// Accepts until `shutdown` turns true, then waits for every connection to
 /// finish its in-flight requests.
-pub async fn run(listener: TcpListener, svc: Arc<Services>, mut shutdown: watch::Receiver<bool>) {
-    let open = Arc::new(AtomicUsize::new(0));
+pub async fn run(
+    listener: TcpListener,
+    info: ListenerInfo,
+    svc: Arc<Services>,
+    mut shutdown: watch::Receiver<bool>,
+    open: Arc<AtomicUsize>,
+) {
     let max = svc.config.server.max_connections as usize;
     let mut tasks = JoinSet::new();
     loop {
@@ -42,7 +47,7 @@ pub async fn run(listener: TcpListener, svc: Arc<Services>, mut shutdown: watch:
                 let rx = shutdown.clone();
                 let open = open.clone();
                 tasks.spawn(async move {
-                    connection::serve(stream, peer, svc, rx).await;
+                    connection::serve(stream, peer, info, svc, rx).await;
                     open.fetch_sub(1, Ordering::Relaxed);
                     metrics::gauge!("kcoord_connections").decrement(1.0);
                 });

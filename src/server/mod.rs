@@ -22,5 +22,21 @@ pub struct Services {
     pub topic_creator: Arc<dyn TopicCreator>,
     pub coordinator: Coordinator,
     /// Standalone mode's topics: Produce, Fetch, ListOffsets, topic admin.
-    pub data_plane: Arc<DataPlane>,
+    /// `None` in sidecar mode, where the upstream serves them.
+    pub data_plane: Option<Arc<DataPlane>>,
+    /// Sidecar mode: the upstream cluster and how requests reach it.
+    pub sidecar: Option<Arc<crate::sidecar::Sidecar>>,
+}
+
+impl crate::sidecar::mirror::AsCoordinator for Services {
+    fn coordinator(&self) -> &Coordinator {
+        &self.coordinator
+    }
+}
+
+/// Which listener a connection came in on: the broker id it answers for
+/// (this node's id; in sidecar mode, the upstream broker it fronts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerInfo {
+    pub node_id: i32,
 }

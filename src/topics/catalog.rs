@@ -135,6 +135,31 @@ impl Catalog {
         Catalog { path: PathBuf::new(), state: RwLock::new(state) }
     }
 
+    /// Sidecar mode: the catalog mirrors the upstream's topics (in memory).
+    /// `complete` replaces every topic (a Metadata answer for all topics);
+    /// otherwise the given topics are added or updated.
+    pub fn mirror(&self, topics: &[(String, Uuid, i32)], complete: bool) {
+        let mut s = self.write();
+        if complete {
+            s.by_name.clear();
+            s.by_id.clear();
+        }
+        for (name, id, partitions) in topics {
+            if let Some(old) = s.by_name.get(name) {
+                if old.id == *id && old.partitions == *partitions {
+                    continue;
+                }
+                let old_id = old.id;
+                s.by_id.remove(&old_id);
+            }
+            let t = TopicInfo { name: name.clone(), id: *id, partitions: *partitions, config: TopicConfig::default() };
+            if !id.is_nil() {
+                s.by_id.insert(*id, name.clone());
+            }
+            s.by_name.insert(name.clone(), t);
+        }
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }

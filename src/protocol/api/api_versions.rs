@@ -5,6 +5,8 @@
 //! librdkafka v3; any other body makes them give up). The response header is
 //! always v0.
 
+use std::sync::{Arc, OnceLock};
+
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
@@ -28,15 +30,26 @@ pub fn valid_software_field(s: &str) -> bool {
     }
 }
 
-fn table() -> Vec<ApiVersion> {
-    versions::supported()
+/// The standalone daemon's table, as (key, min, max).
+pub fn own_table() -> Arc<Vec<(i16, i16, i16)>> {
+    static TABLE: OnceLock<Arc<Vec<(i16, i16, i16)>>> = OnceLock::new();
+    TABLE.get_or_init(|| Arc::new(versions::supported().iter().map(|s| (s.key, s.min, s.max)).collect())).clone()
+}
+
+fn wire(table: &[(i16, i16, i16)]) -> Vec<ApiVersion> {
+    table
         .iter()
-        .map(|s| ApiVersion::default().with_api_key(s.key).with_min_version(s.min).with_max_version(s.max))
+        .map(|&(key, min, max)| ApiVersion::default().with_api_key(key).with_min_version(min).with_max_version(max))
         .collect()
 }
 
-/// Builds the response body for a supported `version`.
-pub fn respond(body: &mut Bytes, version: i16, out: &mut BytesMut) -> Result<(), RespondError> {
+/// Builds the response body for a supported `version`, advertising `table`.
+pub fn respond(
+    body: &mut Bytes,
+    version: i16,
+    out: &mut BytesMut,
+    table: &[(i16, i16, i16)],
+) -> Result<(), RespondError> {
     let req: ApiVersionsRequest = codec::decode(SUPPORT.name, body, version)?;
     let mut resp = ApiVersionsResponse::default();
     if version >= 3
@@ -44,7 +57,7 @@ pub fn respond(body: &mut Bytes, version: i16, out: &mut BytesMut) -> Result<(),
     {
         resp.error_code = ErrorCode::INVALID_REQUEST.0;
     } else {
-        resp.api_keys = table();
+        resp.api_keys = wire(table);
     }
     if version >= 3 {
         resp.finalized_features_epoch = -1;
@@ -55,8 +68,9 @@ pub fn respond(body: &mut Bytes, version: i16, out: &mut BytesMut) -> Result<(),
 
 /// The KIP-511 answer to an ApiVersions version we do not support: error 35
 /// and our ranges, in the v0 layout.
-pub fn unsupported_version(out: &mut BytesMut) -> Result<(), EncodeError> {
-    let resp = ApiVersionsResponse::default().with_error_code(ErrorCode::UNSUPPORTED_VERSION.0).with_api_keys(table());
+pub fn unsupported_version(out: &mut BytesMut, table: &[(i16, i16, i16)]) -> Result<(), EncodeError> {
+    let resp =
+        ApiVersionsResponse::default().with_error_code(ErrorCode::UNSUPPORTED_VERSION.0).with_api_keys(wire(table));
     codec::encode(SUPPORT.name, &resp, 0, out)
 }
 
@@ -85,7 +99,7 @@ mod tests {
     #[test]
     fn fallback_body_is_v0_layout() {
         let mut out = BytesMut::new();
-        unsupported_version(&mut out).unwrap();
+        unsupported_version(&mut out, &own_table()).unwrap();
         // int16 error, int32 count, then 6 bytes per API.
         assert_eq!(&out[..2], &[0, 35]);
         let n = i32::from_be_bytes([out[2], out[3], out[4], out[5]]) as usize;

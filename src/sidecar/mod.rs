@@ -1,0 +1,262 @@
+//! Sidecar mode: kcoord next to the brokers of an existing Kafka-compatible
+//! cluster (the *upstream*), serving its consumer groups with the same
+//! coordinator as standalone mode and forwarding everything else.
+//!
+//! - Group APIs (and ApiVersions, and FindCoordinator for groups) are
+//!   answered locally (`versions::LOCAL`).
+//! - Every other request is forwarded byte for byte over the client's own
+//!   link to the broker its listener fronts (`link`); only responses that
+//!   carry broker addresses are decoded and rewritten (`rewrite`).
+//! - A group's offsets are imported from the upstream before kcoord first
+//!   answers for it, and committed offsets are written through to the
+//!   upstream (`mirror`).
+//! - Topic knowledge (for OffsetCommit validation) is the upstream's
+//!   Metadata, refreshed periodically, on an unknown topic, and from every
+//!   Metadata response a client receives.
+
+pub mod link;
+pub mod mirror;
+pub mod rewrite;
+pub mod upstream;
+pub mod versions;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use tokio::sync::watch;
+
+use crate::protocol::api::{find_coordinator, produce};
+use crate::protocol::header;
+use crate::topics::Catalog;
+use mirror::Mirror;
+use rewrite::{NodeEndpoints, Rewrite};
+use upstream::{ClusterView, Upstream};
+
+/// How a sidecar handles one request frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Answered by kcoord (or refused, for withheld APIs).
+    Local,
+    /// Sent to the upstream broker.
+    Forward(Forward),
+}
+
+/// A request that goes upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Forward {
+    pub version: i16,
+    pub correlation: i32,
+    pub rewrite: Option<Rewrite>,
+    /// False for Produce with acks=0, which brokers do not answer.
+    pub expects_response: bool,
+}
+
+pub struct Sidecar {
+    pub upstream: Arc<Upstream>,
+    pub mirror: Arc<Mirror>,
+    /// Every kcoord node, by the upstream broker id it fronts.
+    pub nodes: NodeEndpoints,
+    catalog: Arc<Catalog>,
+    /// Advertised API versions per fronted broker, learned once.
+    tables: Mutex<HashMap<i32, Arc<Vec<(i16, i16, i16)>>>>,
+    max_response_bytes: usize,
+    metadata_refresh: Duration,
+}
+
+impl Sidecar {
+    pub fn new(
+        upstream: Arc<Upstream>,
+        mirror: Arc<Mirror>,
+        nodes: NodeEndpoints,
+        catalog: Arc<Catalog>,
+        config: &crate::config::SidecarConfig,
+    ) -> Self {
+        Sidecar {
+            upstream,
+            mirror,
+            nodes,
+            catalog,
+            tables: Mutex::new(HashMap::new()),
+            max_response_bytes: config.max_response_bytes as usize,
+            metadata_refresh: Duration::from_millis(config.metadata_refresh_ms),
+        }
+    }
+
+    /// Decides, from the header (and for FindCoordinator the key type, for
+    /// Produce the acks), where a request goes.
+    pub fn route(&self, frame: &Bytes) -> Route {
+        let Ok(prefix) = header::peek_prefix(frame) else { return Route::Local };
+        let (key, version, correlation) = (prefix.api_key, prefix.api_version, prefix.correlation_id);
+        if versions::is_local(key) {
+            if key == find_coordinator::SUPPORT.key && is_transaction_lookup(frame, version) {
+                let rewrite = Some(Rewrite::FindCoordinator);
+                return Route::Forward(Forward { version, correlation, rewrite, expects_response: true });
+            }
+            return Route::Local;
+        }
+        if versions::is_withheld(key) {
+            return Route::Local;
+        }
+        let expects_response = !(key == produce::SUPPORT.key && produce_acks(frame, version) == Some(0));
+        Route::Forward(Forward { version, correlation, rewrite: Rewrite::for_request(key, version), expects_response })
+    }
+
+    /// The API versions advertised to clients of the listener fronting
+    /// upstream broker `front`.
+    pub async fn api_versions(&self, front: i32) -> Result<Arc<Vec<(i16, i16, i16)>>, String> {
+        if let Some(t) = self.tables.lock().unwrap_or_else(|p| p.into_inner()).get(&front) {
+            return Ok(t.clone());
+        }
+        let upstream = self.upstream.api_versions(front).await.map_err(|e| e.to_string())?;
+        let table = Arc::new(versions::merge(&upstream));
+        self.tables.lock().unwrap_or_else(|p| p.into_inner()).insert(front, table.clone());
+        Ok(table)
+    }
+
+    /// Opens a client connection's link to upstream broker `front`.
+    pub async fn connect(&self, front: i32) -> std::io::Result<link::Link> {
+        let addr = match self.upstream.broker_addr(front) {
+            Some(a) => a,
+            None => {
+                // A broker missing from the last Metadata may be back.
+                let _ = self.refresh().await;
+                self.upstream.broker_addr(front).ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("upstream broker {front} is not in the upstream's metadata"),
+                    )
+                })?
+            }
+        };
+        let connect = link::Link::connect(&addr, self.max_response_bytes);
+        tokio::time::timeout(self.upstream.timeout(), connect)
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connecting to {addr}")))?
+    }
+
+    /// Applies a rewrite to a forwarded response; Metadata answers also
+    /// teach the topic catalog.
+    pub fn finish(&self, rewrite: Rewrite, version: i16, frame: Bytes) -> Result<Bytes, String> {
+        let out = rewrite::rewrite(rewrite, version, frame, &self.nodes)?;
+        if !out.topics.is_empty() {
+            let topics: Vec<_> = out.topics.into_iter().map(|t| (t.name, t.id, t.partitions)).collect();
+            self.catalog.mirror(&topics, false);
+        }
+        Ok(out.frame)
+    }
+
+    /// Reads the upstream's brokers and topics and updates the catalog.
+    pub async fn refresh(&self) -> Result<ClusterView, upstream::UpstreamError> {
+        let view = self.upstream.refresh().await?;
+        let topics: Vec<_> = view.topics.iter().map(|t| (t.name.clone(), t.id, t.partitions)).collect();
+        self.catalog.mirror(&topics, true);
+        Ok(view)
+    }
+
+    /// Refreshes the upstream's metadata every `sidecar.metadata_refresh_ms`
+    /// until shutdown.
+    pub async fn run_metadata_refresh(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(self.metadata_refresh) => {}
+                _ = shutdown.changed() => return,
+            }
+            if let Err(e) = self.refresh().await {
+                tracing::warn!(error = %e, "upstream metadata refresh failed");
+            }
+        }
+    }
+}
+
+/// Whether a FindCoordinator request asks for transaction coordinators
+/// (forwarded) rather than group coordinators (answered locally).
+fn is_transaction_lookup(frame: &Bytes, version: i16) -> bool {
+    let mut body = frame.clone();
+    if header::parse_request_header(&mut body, find_coordinator::SUPPORT.is_flexible(version)).is_err() {
+        return false;
+    }
+    matches!(find_coordinator::decode(&mut body, version), Ok(r) if r.key_type == crate::cluster::KEY_TYPE_TRANSACTION)
+}
+
+/// The acks of a Produce request, read without decoding its records.
+fn produce_acks(frame: &Bytes, version: i16) -> Option<i16> {
+    let flexible = version >= 9;
+    let mut body = frame.clone();
+    header::parse_request_header(&mut body, flexible).ok()?;
+    if version >= 3 {
+        // transactional_id: a nullable string.
+        let len = if flexible {
+            header::read_uvarint(&mut body)? as usize
+        } else {
+            let n = body.get_i16_checked()?;
+            usize::try_from(n).unwrap_or(0) + 1
+        };
+        let skip = len.saturating_sub(1);
+        if body.remaining() < skip {
+            return None;
+        }
+        body.advance(skip);
+    }
+    body.get_i16_checked()
+}
+
+trait GetChecked {
+    fn get_i16_checked(&mut self) -> Option<i16>;
+}
+
+impl GetChecked for Bytes {
+    fn get_i16_checked(&mut self) -> Option<i16> {
+        (self.remaining() >= 2).then(|| self.get_i16())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::{BufMut, BytesMut};
+
+    /// A request frame with header v1 (v2 when flexible) and `body`.
+    fn request(key: i16, version: i16, flexible: bool, body: &[u8]) -> Bytes {
+        let mut b = BytesMut::new();
+        b.put_i32(0);
+        b.put_i16(key);
+        b.put_i16(version);
+        b.put_i32(42);
+        b.put_i16(3);
+        b.put_slice(b"cli");
+        if flexible {
+            b.put_u8(0);
+        }
+        b.put_slice(body);
+        let len = (b.len() - 4) as i32;
+        b[..4].copy_from_slice(&len.to_be_bytes());
+        b.freeze().slice(4..)
+    }
+
+    #[test]
+    fn produce_acks_are_read_for_old_and_flexible_versions() {
+        // v2: no transactional id.
+        assert_eq!(produce_acks(&request(0, 2, false, &[0, 0, 0, 0, 0, 0]), 2), Some(0));
+        // v3: null transactional id (-1), acks 1.
+        assert_eq!(produce_acks(&request(0, 3, false, &[0xff, 0xff, 0, 1]), 3), Some(1));
+        // v3: transactional id "tx", acks 0.
+        assert_eq!(produce_acks(&request(0, 3, false, &[0, 2, b't', b'x', 0, 0]), 3), Some(0));
+        // v9: compact null (0), acks -1.
+        assert_eq!(produce_acks(&request(0, 9, true, &[0, 0xff, 0xff]), 9), Some(-1));
+        // v9: compact "tx" (length + 1 = 3), acks 0.
+        assert_eq!(produce_acks(&request(0, 9, true, &[3, b't', b'x', 0, 0]), 9), Some(0));
+        // Truncated: unknown, so a response is expected.
+        assert_eq!(produce_acks(&request(0, 9, true, &[3, b't']), 9), None);
+    }
+
+    #[test]
+    fn transaction_lookups_are_told_from_group_lookups() {
+        // v1: key "g", key type 0 / 1.
+        assert!(!is_transaction_lookup(&request(10, 1, false, &[0, 1, b'g', 0]), 1));
+        assert!(is_transaction_lookup(&request(10, 1, false, &[0, 1, b'g', 1]), 1));
+        // v0 has no key type: always a group.
+        assert!(!is_transaction_lookup(&request(10, 0, false, &[0, 1, b'g']), 0));
+    }
+}
