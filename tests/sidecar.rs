@@ -1,0 +1,254 @@
+//! Sidecar mode over TCP: a standalone kcoord daemon plays the upstream
+//! cluster (a plain broker for this purpose), and sidecars in front of it
+//! serve the groups. Real clients against a multi-broker upstream are in
+//! tests/interop/test_sidecar.py.
+
+mod common;
+
+use common::consumer::join_alone;
+use common::{eventually, sb, Client, TestServer};
+use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::*;
+
+/// The upstream: a standalone daemon with topic `t` (3 partitions).
+async fn upstream() -> TestServer {
+    TestServer::start_with(&["topics.define=[\"t:3\"]", "server.node_id=1"]).await
+}
+
+/// A sidecar fronting `up` as its only broker (node 1).
+async fn sidecar(up: &TestServer, extra: &[&str]) -> TestServer {
+    let upstream = format!("sidecar.upstream=[\"{}\"]", up.addr);
+    let mut settings = vec![upstream.as_str(), "sidecar.write_through_interval_ms=20"];
+    settings.extend_from_slice(extra);
+    TestServer::start_with(&settings).await
+}
+
+async fn commit(c: &mut Client, group: &str, generation: i32, member: &str, partition: i32, offset: i64) -> i16 {
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(sb(group)))
+        .with_generation_id_or_member_epoch(generation)
+        .with_member_id(sb(member))
+        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb("t"))).with_partitions(vec![
+            OffsetCommitRequestPartition::default().with_partition_index(partition).with_committed_offset(offset),
+        ])]);
+    c.send(&req, 8).await.topics[0].partitions[0].error_code
+}
+
+/// The committed offset of `t`/`partition` for `group`, as `c`'s node answers it.
+async fn committed(c: &mut Client, group: &str, partition: i32) -> i64 {
+    let req = OffsetFetchRequest::default().with_group_id(GroupId(sb(group))).with_topics(Some(vec![
+        OffsetFetchRequestTopic::default().with_name(TopicName(sb("t"))).with_partition_indexes(vec![partition]),
+    ]));
+    let r = c.send(&req, 7).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    r.topics[0].partitions[0].committed_offset
+}
+
+/// Waits until the upstream answers `offset` for `group`'s partition.
+async fn upstream_has(up: &TestServer, group: &str, partition: i32, offset: i64) {
+    let addr = up.addr;
+    eventually(&format!("offset {offset} of {group} upstream"), || async move {
+        let mut direct = Client::connect(addr).await;
+        (committed(&mut direct, group, partition).await == offset).then_some(())
+    })
+    .await;
+}
+
+async fn describe(c: &mut Client, group: &str) -> describe_groups_response::DescribedGroup {
+    let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(sb(group))]);
+    c.send(&req, 5).await.groups.remove(0)
+}
+
+#[tokio::test]
+async fn metadata_through_a_sidecar_keeps_broker_ids_and_shows_only_the_sidecars_address() {
+    let up = upstream().await;
+    let sc = sidecar(&up, &[]).await;
+    let mut c = sc.client().await;
+    for version in [1, 9, 12] {
+        let r = c.send(&MetadataRequest::default().with_topics(None), version).await;
+        let brokers: Vec<(i32, String, i32)> =
+            r.brokers.iter().map(|b| (b.node_id.0, b.host.to_string(), b.port)).collect();
+        assert_eq!(brokers, vec![(1, "127.0.0.1".to_string(), i32::from(sc.addr.port()))], "v{version}");
+        assert_eq!(r.controller_id.0, 1);
+        let t = r.topics.iter().find(|t| t.name.as_ref().map(|n| n.0.as_str()) == Some("t")).expect("topic t");
+        assert!(t.partitions.iter().all(|p| p.leader_id.0 == 1));
+    }
+}
+
+#[tokio::test]
+async fn api_versions_offer_kcoords_group_apis_and_the_upstreams_data_apis_without_kip_848() {
+    let up = upstream().await;
+    let sc = sidecar(&up, &[]).await;
+    let r = sc.client().await.send(&ApiVersionsRequest::default(), 0).await;
+    let has = |key: i16| r.api_keys.iter().any(|k| k.api_key == key);
+    for key in [0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 42, 47] {
+        assert!(has(key), "API {key} is advertised");
+    }
+    for key in [28, 68, 69] {
+        assert!(!has(key), "API {key} is not advertised");
+    }
+}
+
+#[tokio::test]
+async fn groups_are_coordinated_by_the_sidecar_not_the_upstream() {
+    let up = upstream().await;
+    let sc = sidecar(&up, &["sidecar.write_through=false"]).await;
+    let mut c = sc.client().await;
+    let fc = c.send(&FindCoordinatorRequest::default().with_key(sb("g")), 2).await;
+    assert_eq!((fc.error_code, fc.node_id.0, fc.port), (0, 1, i32::from(sc.addr.port())));
+    let (member, generation) = join_alone(&mut c, "g", "t", &[0, 1, 2]).await;
+    assert_eq!(commit(&mut c, "g", generation, &member, 0, 42).await, 0);
+    assert_eq!(describe(&mut c, "g").await.group_state.as_str(), "Stable");
+    // The upstream never saw the group.
+    let mut direct = up.client().await;
+    assert_eq!(describe(&mut direct, "g").await.group_state.as_str(), "Dead");
+    assert_eq!(committed(&mut direct, "g", 0).await, -1);
+}
+
+#[tokio::test]
+async fn a_group_already_on_the_upstream_resumes_at_its_committed_offsets() {
+    let up = upstream().await;
+    let mut direct = up.client().await;
+    assert_eq!(commit(&mut direct, "old", -1, "", 1, 17).await, 0);
+    let sc = sidecar(&up, &["sidecar.write_through=false"]).await;
+    let mut c = sc.client().await;
+    assert_eq!(committed(&mut c, "old", 1).await, 17);
+    // From then on kcoord is the source of truth: a later upstream commit is not imported again.
+    assert_eq!(commit(&mut direct, "old", -1, "", 1, 99).await, 0);
+    assert_eq!(committed(&mut c, "old", 1).await, 17);
+}
+
+#[tokio::test]
+async fn committed_offsets_are_written_through_to_the_upstream() {
+    let up = upstream().await;
+    let sc = sidecar(&up, &[]).await;
+    let mut c = sc.client().await;
+    let (member, generation) = join_alone(&mut c, "wt", "t", &[0, 1, 2]).await;
+    assert_eq!(commit(&mut c, "wt", generation, &member, 2, 5).await, 0);
+    assert_eq!(commit(&mut c, "wt", generation, &member, 2, 7).await, 0);
+    upstream_has(&up, "wt", 2, 7).await;
+}
+
+#[tokio::test]
+async fn deleting_a_group_through_the_sidecar_deletes_it_upstream_too() {
+    let up = upstream().await;
+    let sc = sidecar(&up, &[]).await;
+    let mut c = sc.client().await;
+    assert_eq!(commit(&mut c, "gone", -1, "", 0, 3).await, 0);
+    upstream_has(&up, "gone", 0, 3).await;
+    let r = c.send(&DeleteGroupsRequest::default().with_groups_names(vec![GroupId(sb("gone"))]), 2).await;
+    assert_eq!(r.results[0].error_code, 0);
+    upstream_has(&up, "gone", 0, -1).await;
+}
+
+#[tokio::test]
+async fn committed_offsets_survive_a_sidecar_restart() {
+    let up = upstream().await;
+    let mut sc = sidecar(&up, &["sidecar.write_through=false"]).await;
+    let mut c = sc.client().await;
+    assert_eq!(commit(&mut c, "keep", -1, "", 0, 11).await, 0);
+    sc.restart().await;
+    let mut c = sc.client().await;
+    assert_eq!(committed(&mut c, "keep", 0).await, 11);
+}
+
+#[tokio::test]
+async fn a_commit_to_a_topic_created_upstream_after_start_is_accepted() {
+    let up = upstream().await;
+    let sc = sidecar(&up, &["sidecar.write_through=false"]).await;
+    let mut direct = up.client().await;
+    let create = CreateTopicsRequest::default().with_topics(vec![create_topics_request::CreatableTopic::default()
+        .with_name(TopicName(sb("late")))
+        .with_num_partitions(2)
+        .with_replication_factor(1)]);
+    assert_eq!(direct.send(&create, 5).await.topics[0].error_code, 0);
+    let mut c = sc.client().await;
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(sb("g")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb("late"))).with_partitions(vec![
+            OffsetCommitRequestPartition::default().with_partition_index(1).with_committed_offset(4),
+            OffsetCommitRequestPartition::default().with_partition_index(2).with_committed_offset(4),
+        ])]);
+    let r = c.send(&req, 8).await;
+    let errors: Vec<i16> = r.topics[0].partitions.iter().map(|p| p.error_code).collect();
+    assert_eq!(errors, vec![0, 3], "partition 2 does not exist");
+}
+
+#[tokio::test]
+async fn groups_keep_working_while_the_upstream_is_down_and_forwarded_requests_close_the_connection() {
+    let up = upstream().await;
+    let sc = sidecar(&up, &["sidecar.write_through=false"]).await;
+    let mut c = sc.client().await;
+    let (member, generation) = join_alone(&mut c, "g", "t", &[0, 1, 2]).await;
+    up.shutdown().await;
+    let hb = HeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g")))
+        .with_generation_id(generation)
+        .with_member_id(sb(&member));
+    assert_eq!(c.send(&hb, 4).await.error_code, 0);
+    assert_eq!(commit(&mut c, "g", generation, &member, 0, 8).await, 0);
+    assert_eq!(committed(&mut c, "g", 0).await, 8);
+    // A forwarded request finds no broker: the client sees a broker outage.
+    let (_, frame) = c.frame(&MetadataRequest::default().with_topics(None), 9);
+    c.send_raw(&frame).await.unwrap();
+    assert!(c.is_closed().await);
+}
+
+#[tokio::test]
+async fn a_new_group_waits_while_the_upstream_cannot_be_asked_for_its_offsets() {
+    let up = upstream().await;
+    let sc = sidecar(&up, &["sidecar.request_timeout_ms=2000"]).await;
+    up.shutdown().await;
+    let mut c = sc.client().await;
+    let req = OffsetFetchRequest::default().with_group_id(GroupId(sb("new"))).with_topics(None);
+    // Retriable: clients keep asking until the upstream is back.
+    assert_eq!(c.send(&req, 7).await.error_code, 14);
+}
+
+#[tokio::test]
+async fn with_one_sidecar_per_broker_each_group_has_one_owner_and_the_others_refuse_it() {
+    let up = upstream().await;
+    // Two sidecars share the groups; only node 1 has a broker upstream, which
+    // does not matter for coordination.
+    let a_port = free_port();
+    let b_port = free_port();
+    let peers = format!("sidecar.peers=[\"1=127.0.0.1:{a_port}\",\"2=127.0.0.1:{b_port}\"]");
+    let a_listen = format!("server.listen=\"127.0.0.1:{a_port}\"");
+    let b_listen = format!("server.listen=\"127.0.0.1:{b_port}\"");
+    let a = sidecar(&up, &[&peers, &a_listen, "server.node_id=1", "sidecar.write_through=false"]).await;
+    let b = sidecar(&up, &[&peers, &b_listen, "server.node_id=2", "sidecar.write_through=false"]).await;
+    let (mut ca, mut cb) = (a.client().await, b.client().await);
+
+    // Metadata lists both sidecars, node 2 although the upstream has no broker 2.
+    let md = ca.send(&MetadataRequest::default().with_topics(None), 9).await;
+    let ids: Vec<i32> = md.brokers.iter().map(|b| b.node_id.0).collect();
+    assert_eq!(ids, vec![1, 2]);
+
+    let mut owned_by = [Vec::new(), Vec::new()];
+    for i in 0..20 {
+        let group = format!("group-{i}");
+        let fa = ca.send(&FindCoordinatorRequest::default().with_key(sb(&group)), 2).await;
+        let fb = cb.send(&FindCoordinatorRequest::default().with_key(sb(&group)), 2).await;
+        assert_eq!((fa.node_id, fa.port), (fb.node_id, fb.port), "every node names the same owner");
+        let (owner, other) = if fa.node_id.0 == 1 { (&mut ca, &mut cb) } else { (&mut cb, &mut ca) };
+        assert_eq!(commit(owner, &group, -1, "", 0, i).await, 0);
+        assert_eq!(commit(other, &group, -1, "", 0, i).await, 16, "NOT_COORDINATOR");
+        owned_by[(fa.node_id.0 - 1) as usize].push(group);
+    }
+    assert!(!owned_by[0].is_empty() && !owned_by[1].is_empty(), "both nodes own groups: {owned_by:?}");
+    // ListGroups answers only the groups a node owns.
+    for (c, owned) in [(&mut ca, &owned_by[0]), (&mut cb, &owned_by[1])] {
+        let listed = c.send(&ListGroupsRequest::default(), 4).await;
+        let mut ids: Vec<String> = listed.groups.iter().map(|g| g.group_id.to_string()).collect();
+        ids.sort();
+        let mut want = owned.clone();
+        want.sort();
+        assert_eq!(ids, want);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
