@@ -29,6 +29,7 @@ pub struct Link {
     waiters: mpsc::UnboundedSender<Waiter>,
     reader: JoinHandle<()>,
     sent_bytes: metrics::Counter,
+    sent_requests: metrics::Counter,
 }
 
 impl Link {
@@ -46,6 +47,7 @@ impl Link {
             waiters,
             reader,
             sent_bytes: metrics::counter!("kcoord_sidecar_forwarded_bytes_total", "direction" => "upstream"),
+            sent_requests: metrics::counter!("kcoord_sidecar_forwarded_requests_total"),
         })
     }
 
@@ -70,6 +72,7 @@ impl Link {
         let len = u32::try_from(frame.len()).map_err(|_| std::io::Error::other("request frame too large"))?;
         write_frame(&mut self.writer, &len.to_be_bytes(), frame).await?;
         self.sent_bytes.increment(4 + frame.len() as u64);
+        self.sent_requests.increment(1);
         Ok(rx)
     }
 }

@@ -30,7 +30,7 @@ use kafka_protocol::messages::{
 };
 use tokio::sync::{watch, Notify, Semaphore};
 
-use super::upstream::{Upstream, UpstreamError};
+use super::upstream::{ClusterView, Upstream, UpstreamError};
 use crate::coordinator::core::ImportOutcome;
 use crate::coordinator::messages::{CommitPartition, CommitTopic, OffsetCommitRequest};
 use crate::coordinator::service::GroupHooks;
@@ -125,6 +125,15 @@ impl Mirror {
             wake: Notify::new(),
             topics_refreshed: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// Reads the upstream's brokers and topics; the catalog then holds
+    /// exactly the upstream's topics.
+    pub async fn refresh_catalog(&self) -> Result<ClusterView, UpstreamError> {
+        let view = self.upstream.refresh().await?;
+        let topics: Vec<_> = view.topics.iter().map(|t| (t.name.clone(), t.id, t.partitions)).collect();
+        self.catalog.mirror(&topics, true);
+        Ok(view)
     }
 
     fn is_known(&self, group: &str) -> bool {
@@ -571,12 +580,8 @@ impl GroupHooks for Mirror {
                     return;
                 }
             }
-            match self.upstream.refresh().await {
-                Ok(view) => {
-                    let topics: Vec<_> = view.topics.iter().map(|t| (t.name.clone(), t.id, t.partitions)).collect();
-                    self.catalog.mirror(&topics, true);
-                }
-                Err(e) => tracing::debug!(error = %e, "topic refresh for an unknown topic failed"),
+            if let Err(e) = self.refresh_catalog().await {
+                tracing::debug!(error = %e, "topic refresh for an unknown topic failed");
             }
             *last = Some(Instant::now());
         })

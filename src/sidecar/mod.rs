@@ -149,10 +149,7 @@ impl Sidecar {
 
     /// Reads the upstream's brokers and topics and updates the catalog.
     pub async fn refresh(&self) -> Result<ClusterView, upstream::UpstreamError> {
-        let view = self.upstream.refresh().await?;
-        let topics: Vec<_> = view.topics.iter().map(|t| (t.name.clone(), t.id, t.partitions)).collect();
-        self.catalog.mirror(&topics, true);
-        Ok(view)
+        self.mirror.refresh_catalog().await
     }
 
     /// Refreshes the upstream's metadata every `sidecar.metadata_refresh_ms`
