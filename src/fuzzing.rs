@@ -138,3 +138,28 @@ pub fn frame(data: &[u8]) {
         assert_eq!(len as usize, bytes.len() - 4);
     }
 }
+
+/// Sidecar mode's own parsing of untrusted bytes: a client's request frame
+/// as `sidecar::route` reads it (header, FindCoordinator key type, Produce
+/// acks), and an upstream broker's response frame through every address
+/// rewrite. The first two bytes pick the rewrite and the version; the rest
+/// is the frame. Neither may panic; a rewrite either fails or yields a frame
+/// whose length prefix matches.
+pub fn sidecar(data: &[u8]) {
+    use crate::sidecar::rewrite::{rewrite, NodeEndpoints, Rewrite};
+    let [kind, version, rest @ ..] = data else { return };
+    let frame = Bytes::copy_from_slice(rest);
+    let _ = crate::sidecar::route(&frame);
+    let kinds =
+        [Rewrite::Metadata, Rewrite::DescribeCluster, Rewrite::FindCoordinator, Rewrite::Produce, Rewrite::Fetch];
+    let kind = kinds[*kind as usize % kinds.len()];
+    let version = i16::from(*version % 20);
+    let mut framed = Vec::with_capacity(rest.len() + 4);
+    framed.extend_from_slice(&(rest.len() as u32).to_be_bytes());
+    framed.extend_from_slice(rest);
+    let nodes = NodeEndpoints([(1, ("kcoord".to_string(), 9092))].into_iter().collect());
+    if let Ok(out) = rewrite(kind, version, Bytes::from(framed), &nodes) {
+        let len = i32::from_be_bytes([out.frame[0], out.frame[1], out.frame[2], out.frame[3]]);
+        assert_eq!(len as usize, out.frame.len() - 4);
+    }
+}

@@ -40,3 +40,8 @@ fn record_seeds_and_regressions_replay_cleanly() {
 fn log_recovery_seeds_and_regressions_replay_cleanly() {
     assert!(replay("log_recovery", kcoord::fuzzing::log_recovery) > 0);
 }
+
+#[test]
+fn sidecar_seeds_and_regressions_replay_cleanly() {
+    assert!(replay("sidecar", kcoord::fuzzing::sidecar) > 0);
+}

@@ -7,6 +7,8 @@
 
 pub mod classic;
 pub mod core;
+#[cfg(test)]
+mod import_tests;
 pub mod layout;
 pub mod messages;
 pub mod offsets;

@@ -129,9 +129,12 @@ pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Of
 
 /// Sidecar import: writes the upstream's committed offsets as a simple
 /// commit, but only for a group this shard has never seen, so that an
-/// import can never overwrite what kcoord itself acknowledged.
+/// import can never overwrite what kcoord itself acknowledged. A group
+/// deleted here (its tombstone still kept) counts as seen: its deletion may
+/// not have reached the upstream yet.
 pub fn import(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Result<ImportOutcome, ErrorCode> {
-    if groups.contains_key(&req.group_id) || cx.store.has_offsets(&req.group_id) {
+    if groups.contains_key(&req.group_id) || cx.store.has_offsets(&req.group_id) || cx.store.was_deleted(&req.group_id)
+    {
         return Ok(ImportOutcome::AlreadyKnown);
     }
     if req.topics.is_empty() {

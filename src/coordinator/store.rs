@@ -171,6 +171,12 @@ impl Store {
         self.offsets.contains_key(group)
     }
 
+    /// Whether the group was deleted recently enough that its tombstone is
+    /// still kept (`offsets.tombstone_retention_ms`).
+    pub fn was_deleted(&self, group: &str) -> bool {
+        !self.tombstones.is_empty() && self.tombstones.contains_key(&RecordKey::Group { group: group.to_string() })
+    }
+
     /// Groups with committed offsets.
     pub fn groups_with_offsets(&self) -> impl Iterator<Item = &String> {
         self.offsets.keys()

@@ -81,7 +81,7 @@ pub async fn serve(
             frame = frames.next(), if reading && inflight.len() < max_inflight => {
                 match frame {
                     Some(Ok(frame)) => {
-                        let route = svc.sidecar.as_ref().map_or(Route::Local, |s| s.route(&frame));
+                        let route = if svc.sidecar.is_some() { crate::sidecar::route(&frame) } else { Route::Local };
                         match route {
                             Route::Local => {
                                 let svc = svc.clone();

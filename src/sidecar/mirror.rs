@@ -111,6 +111,7 @@ pub struct Mirror {
     wake: Notify,
     /// When the last on-demand topic refresh finished.
     topics_refreshed: tokio::sync::Mutex<Option<Instant>>,
+    last_warning: Mutex<Option<Instant>>,
 }
 
 impl Mirror {
@@ -124,7 +125,18 @@ impl Mirror {
             pending: Mutex::new(Pending::default()),
             wake: Notify::new(),
             topics_refreshed: tokio::sync::Mutex::new(None),
+            last_warning: Mutex::new(None),
         }
+    }
+
+    /// Rate limit for warnings about refused write-through: one a minute.
+    fn warn_now(&self) -> bool {
+        let mut last = self.last_warning.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| t.elapsed() < Duration::from_secs(60)) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        true
     }
 
     /// Reads the upstream's brokers and topics; the catalog then holds
@@ -416,8 +428,11 @@ impl Mirror {
                     e => {
                         if (14..=16).contains(&e.0) {
                             self.upstream.forget_coordinator(group);
+                        } else if self.warn_now() {
+                            // e.g. UNKNOWN_MEMBER_ID: the group still has members on the upstream's coordinator.
+                            tracing::warn!(%group, topic = %key.0, partition = key.1, error = ?e,
+                                "the upstream refuses a write-through commit (does the group still have members there?); retrying");
                         }
-                        tracing::debug!(%group, topic = %key.0, partition = key.1, error = ?e, "write-through refused; will retry");
                         if let Some(v) = offsets.get(&key) {
                             retry.push((key, v.clone()));
                         }

@@ -84,25 +84,6 @@ impl Sidecar {
         }
     }
 
-    /// Decides, from the header (and for FindCoordinator the key type, for
-    /// Produce the acks), where a request goes.
-    pub fn route(&self, frame: &Bytes) -> Route {
-        let Ok(prefix) = header::peek_prefix(frame) else { return Route::Local };
-        let (key, version, correlation) = (prefix.api_key, prefix.api_version, prefix.correlation_id);
-        if versions::is_local(key) {
-            if key == find_coordinator::SUPPORT.key && is_transaction_lookup(frame, version) {
-                let rewrite = Some(Rewrite::FindCoordinator);
-                return Route::Forward(Forward { version, correlation, rewrite, expects_response: true });
-            }
-            return Route::Local;
-        }
-        if versions::is_withheld(key) {
-            return Route::Local;
-        }
-        let expects_response = !(key == produce::SUPPORT.key && produce_acks(frame, version) == Some(0));
-        Route::Forward(Forward { version, correlation, rewrite: Rewrite::for_request(key, version), expects_response })
-    }
-
     /// The API versions advertised to clients of the listener fronting
     /// upstream broker `front`.
     pub async fn api_versions(&self, front: i32) -> Result<Arc<Vec<(i16, i16, i16)>>, String> {
@@ -165,6 +146,25 @@ impl Sidecar {
             }
         }
     }
+}
+
+/// Decides, from the header (and for FindCoordinator the key type, for
+/// Produce the acks), where a request goes in sidecar mode.
+pub fn route(frame: &Bytes) -> Route {
+    let Ok(prefix) = header::peek_prefix(frame) else { return Route::Local };
+    let (key, version, correlation) = (prefix.api_key, prefix.api_version, prefix.correlation_id);
+    if versions::is_local(key) {
+        if key == find_coordinator::SUPPORT.key && is_transaction_lookup(frame, version) {
+            let rewrite = Some(Rewrite::FindCoordinator);
+            return Route::Forward(Forward { version, correlation, rewrite, expects_response: true });
+        }
+        return Route::Local;
+    }
+    if versions::is_withheld(key) {
+        return Route::Local;
+    }
+    let expects_response = !(key == produce::SUPPORT.key && produce_acks(frame, version) == Some(0));
+    Route::Forward(Forward { version, correlation, rewrite: Rewrite::for_request(key, version), expects_response })
 }
 
 /// Whether a FindCoordinator request asks for transaction coordinators

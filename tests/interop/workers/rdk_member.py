@@ -26,7 +26,10 @@ def main():
     ap.add_argument("--instance-id")
     ap.add_argument("--session-ms", type=int, default=6000)
     ap.add_argument("--consume", action="store_true", help="record consumed messages too")
+    ap.add_argument("--record", help="append a 'partition offset key' line per consumed message to this file")
+    ap.add_argument("--auto-commit", action="store_true", help="enable.auto.commit (every 500 ms)")
     args = ap.parse_args()
+    record = open(args.record, "a", buffering=1) if args.record else None
 
     state = {"pid": os.getpid(), "assigned": [], "generations": 0, "revocations": 0, "errors": [], "fatal": None,
              "member_id": None, "consumed": 0}
@@ -69,7 +72,8 @@ def main():
         "heartbeat.interval.ms": 500,
         "partition.assignment.strategy": args.strategy,
         "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
+        "enable.auto.commit": args.auto_commit,
+        "auto.commit.interval.ms": 500,
         "error_cb": on_error,
     }
     if args.instance_id:
@@ -91,6 +95,9 @@ def main():
             break
         if msg is not None and not msg.error():
             state["consumed"] += 1
+            if record:
+                key = msg.key().decode() if msg.key() is not None else ""
+                record.write(f"{msg.partition()} {msg.offset()} {key}\n")
         elif msg is not None and msg.error() and msg.error().fatal():
             state["fatal"] = msg.error().str()
             save()
