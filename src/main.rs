@@ -308,6 +308,7 @@ fn init_logging(config: &Config) {
 }
 
 fn main() -> ExitCode {
+    kcoord::alloc_guard::keep_large_buffers();
     let cli = Cli::parse();
     let (built, repair, print_config) = match cli.command {
         Some(Command::Serve(a)) => (a.build(), a.repair, false),

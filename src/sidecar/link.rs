@@ -125,9 +125,13 @@ async fn read_responses(rd: OwnedReadHalf, mut waiters: mpsc::UnboundedReceiver<
         }
         let mut frame = BytesMut::with_capacity(4 + len);
         frame.put_u32(len as u32);
-        frame.resize(4 + len, 0);
-        if rd.read_exact(&mut frame[4..]).await.is_err() {
-            return;
+        // Read into the spare capacity: no zeroing of what is overwritten anyway.
+        while frame.len() < 4 + len {
+            let mut rest = (&mut rd).take((4 + len - frame.len()) as u64);
+            match rest.read_buf(&mut frame).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
         }
         let correlation = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
         let Some(waiter) = waiters.recv().await else { return };
