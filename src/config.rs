@@ -205,6 +205,9 @@ pub struct SidecarConfig {
     pub startup_timeout_ms: u64,
     /// Largest response accepted from an upstream broker.
     pub max_response_bytes: u32,
+    /// Upstream responses one client connection may have read but not yet
+    /// written to the client; past it kcoord stops reading from the broker.
+    pub max_buffered_response_bytes: u32,
 }
 
 impl Default for SidecarConfig {
@@ -222,6 +225,7 @@ impl Default for SidecarConfig {
             retry_backoff_max_ms: 10_000,
             startup_timeout_ms: 60_000,
             max_response_bytes: 268_435_456,
+            max_buffered_response_bytes: 104_857_600,
         }
     }
 }
@@ -622,8 +626,10 @@ impl Config {
                     .into(),
             );
         }
-        if sc.max_response_bytes < 1024 {
-            return bad("sidecar.max_response_bytes must be at least 1024".into());
+        if sc.max_response_bytes < 1024 || sc.max_buffered_response_bytes < 1024 {
+            return bad(
+                "sidecar.max_response_bytes and sidecar.max_buffered_response_bytes must be at least 1024".into()
+            );
         }
         Ok(())
     }

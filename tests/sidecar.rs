@@ -252,3 +252,30 @@ async fn with_one_sidecar_per_broker_each_group_has_one_owner_and_the_others_ref
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
+
+#[tokio::test]
+async fn pipelined_forwarded_requests_are_answered_in_order_within_a_small_response_budget() {
+    let up = upstream().await;
+    // Every Metadata answer is larger than the budget: each goes through alone.
+    let sc = sidecar(&up, &["sidecar.max_buffered_response_bytes=1024", "sidecar.write_through=false"]).await;
+    let mut c = sc.client().await;
+    let mut sent = Vec::new();
+    let mut frames = Vec::new();
+    for i in 0..50 {
+        // Forwarded (Metadata) and local (FindCoordinator) requests interleaved.
+        let (corr, frame) = if i % 5 == 4 {
+            c.frame(&FindCoordinatorRequest::default().with_key(sb("g")), 2)
+        } else {
+            c.frame(&MetadataRequest::default().with_topics(None), 9)
+        };
+        sent.push(corr);
+        frames.extend_from_slice(&frame);
+    }
+    c.send_raw(&frames).await.unwrap();
+    let mut got = Vec::new();
+    for _ in 0..50 {
+        let frame = c.read_frame().await.expect("every request is answered");
+        got.push(i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]));
+    }
+    assert_eq!(got, sent);
+}

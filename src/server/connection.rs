@@ -29,7 +29,7 @@ use tokio_util::codec::FramedRead;
 use super::dispatch::{self, Outcome};
 use super::frame::FrameCodec;
 use super::{ListenerInfo, Services};
-use crate::sidecar::link::Link;
+use crate::sidecar::link::{Answer, Link};
 use crate::sidecar::{Forward, Route, Sidecar};
 
 type Pending = Pin<Box<dyn Future<Output = Outcome> + Send>>;
@@ -128,7 +128,7 @@ async fn forward(
         *link = Some(sidecar.connect(listener.node_id).await?);
     }
     let Some(l) = link.as_mut() else { return Err(std::io::ErrorKind::NotConnected.into()) };
-    let answer = match l.send(frame, fwd.correlation, fwd.expects_response).await {
+    let answer = match l.send(frame, fwd.correlation, fwd.expects_response, fwd.rewrite.is_some()).await {
         Ok(a) => a,
         Err(e) => {
             *link = None;
@@ -140,10 +140,11 @@ async fn forward(
     Ok(Box::pin(async move {
         match answer.await {
             Err(_) => Outcome::Close("the upstream connection closed".into()),
-            Ok(resp) => match fwd.rewrite {
-                None => Outcome::Respond(resp),
+            Ok(Answer::Stream(s)) => Outcome::Stream(s),
+            Ok(Answer::Whole(resp, held)) => match fwd.rewrite {
+                None => Outcome::RespondHolding(resp, held),
                 Some(r) => match sidecar.finish(r, fwd.version, resp) {
-                    Ok(out) => Outcome::Respond(out),
+                    Ok(out) => Outcome::RespondHolding(out, held),
                     Err(e) => Outcome::Close(format!("cannot rewrite the upstream's answer: {e}")),
                 },
             },
@@ -154,13 +155,36 @@ async fn forward(
 /// Writes one outcome; returns false if the connection must close.
 async fn write_outcome<W: tokio::io::AsyncWrite + Unpin>(writer: &mut W, outcome: Outcome, peer: SocketAddr) -> bool {
     match outcome {
-        Outcome::Respond(bytes) => match writer.write_all(&bytes).await {
+        // The budget share is released once the bytes are handed to the socket.
+        Outcome::Respond(bytes) | Outcome::RespondHolding(bytes, _) => match writer.write_all(&bytes).await {
             Ok(()) => true,
             Err(e) => {
                 tracing::debug!(%peer, error = %e, "write failed; closing connection");
                 false
             }
         },
+        Outcome::Stream(mut s) => {
+            // Written as it arrives; a frame cut short cannot be repaired,
+            // so the client connection closes.
+            let mut written = s.head.len();
+            if let Err(e) = writer.write_all(&s.head).await {
+                tracing::debug!(%peer, error = %e, "write failed; closing connection");
+                return false;
+            }
+            while let Some(chunk) = s.rest.recv().await {
+                written += chunk.len();
+                if let Err(e) = writer.write_all(&chunk).await {
+                    tracing::debug!(%peer, error = %e, "write failed; closing connection");
+                    return false;
+                }
+            }
+            if written != s.len {
+                tracing::info!(%peer, "the upstream connection closed in the middle of a response; closing connection");
+                let _ = writer.flush().await;
+                return false;
+            }
+            true
+        }
         Outcome::NoResponse => true,
         Outcome::Close(reason) => {
             tracing::warn!(%peer, %reason, "closing connection");

@@ -25,6 +25,11 @@ use crate::protocol::{DecodeError, EncodeError};
 pub enum Outcome {
     /// Write this frame (length prefix included).
     Respond(Bytes),
+    /// Write this frame, then release its share of a memory budget (a
+    /// sidecar link's buffered upstream responses).
+    RespondHolding(Bytes, tokio::sync::OwnedSemaphorePermit),
+    /// Write a forwarded response as its bytes arrive from the upstream.
+    Stream(crate::sidecar::link::Streamed),
     /// Send nothing (Produce with acks=0).
     NoResponse,
     /// Close the connection; the reason is logged.

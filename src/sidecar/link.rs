@@ -4,24 +4,63 @@
 //! order the client sent them (the client's correlation ids are kept: the
 //! link is this client's alone, so they stay unique). A reader task reads
 //! the upstream's responses, which a Kafka broker sends in request order,
-//! and hands each to the request waiting for it. Backpressure runs both
-//! ways: the client connection stops reading while a write upstream waits,
-//! and at most `server.max_inflight_per_connection` requests wait for
-//! answers. When the upstream closes or misbehaves, every waiting request
-//! fails and the client connection closes, as it would if the client had
-//! been connected to that broker directly.
+//! and hands each to the request waiting for it:
+//! - a response that must be rewritten (it carries broker addresses) is
+//!   read whole first; such responses are small, and those read but not yet
+//!   written to the client hold a share of a per-link budget
+//!   (`sidecar.max_buffered_response_bytes`), past which the link stops
+//!   reading;
+//! - every other response is *streamed*: its bytes go to the client in
+//!   chunks as they arrive, through a small bounded channel, so a 50 MB
+//!   fetch costs neither 50 MB of memory nor the time to read it all before
+//!   its first byte goes out.
+//!
+//! Backpressure runs both ways: the client connection stops reading while a
+//! write upstream waits, and the link stops reading while the client does
+//! not take its answers. When the upstream closes or misbehaves, every
+//! waiting request fails and the client connection closes, as it would if
+//! the client had been connected to that broker directly.
+
+use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
+
+/// Bytes of a streamed response read from the upstream at a time.
+const CHUNK_BYTES: usize = 64 * 1024;
+/// Chunks of a streamed response waiting for the client at most.
+const CHUNKS_IN_FLIGHT: usize = 4;
+
+/// An upstream response, as the client connection receives it.
+pub enum Answer {
+    /// The whole frame, and its share of the link's buffer budget, held
+    /// until the frame is written to the client.
+    Whole(Bytes, OwnedSemaphorePermit),
+    /// A frame arriving in pieces.
+    Stream(Streamed),
+}
+
+/// A response whose bytes are written to the client as they arrive.
+#[derive(Debug)]
+pub struct Streamed {
+    /// Length of the whole frame, prefix included.
+    pub len: usize,
+    /// The first bytes (length prefix and correlation id).
+    pub head: Bytes,
+    /// The rest, in order; ends early only if the upstream went away.
+    pub rest: mpsc::Receiver<Bytes>,
+}
 
 /// A request waiting for its upstream response.
 struct Waiter {
     correlation: i32,
-    reply: oneshot::Sender<Bytes>,
+    /// The response is rewritten, so it is needed whole.
+    whole: bool,
+    reply: oneshot::Sender<Answer>,
 }
 
 pub struct Link {
@@ -32,14 +71,25 @@ pub struct Link {
     sent_requests: metrics::Counter,
 }
 
+/// Limits of one link's reader.
+struct ReadLimits {
+    max_response_bytes: usize,
+    budget: Arc<Semaphore>,
+    budget_size: usize,
+}
+
 impl Link {
-    /// Connects to the upstream broker at `addr`.
-    pub async fn connect(addr: &str, max_response_bytes: usize) -> std::io::Result<Link> {
+    /// Connects to the upstream broker at `addr`. Whole responses read but
+    /// not yet written to the client may hold at most `max_buffered_bytes`
+    /// (one larger response at a time is let through alone).
+    pub async fn connect(addr: &str, max_response_bytes: usize, max_buffered_bytes: usize) -> std::io::Result<Link> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let (rd, writer) = stream.into_split();
         let (waiters, rx) = mpsc::unbounded_channel();
-        let reader = tokio::spawn(read_responses(rd, rx, max_response_bytes));
+        let budget_size = max_buffered_bytes.clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
+        let limits = ReadLimits { max_response_bytes, budget: Arc::new(Semaphore::new(budget_size)), budget_size };
+        let reader = tokio::spawn(read_responses(rd, rx, limits));
         metrics::counter!("kcoord_sidecar_upstream_connects_total", "use" => "client").increment(1);
         metrics::gauge!("kcoord_sidecar_upstream_connections").increment(1.0);
         Ok(Link {
@@ -52,19 +102,20 @@ impl Link {
     }
 
     /// Writes one request frame (without its length prefix, as the client
-    /// connection's framing hands it over) upstream. Returns
-    /// the receiver of its response, or `None` for a request the broker
-    /// does not answer (Produce with acks=0).
+    /// connection's framing hands it over) upstream. Returns the receiver of
+    /// its response (`whole` when the response will be rewritten), or `None`
+    /// for a request the broker does not answer (Produce with acks=0).
     pub async fn send(
         &mut self,
         frame: &[u8],
         correlation: i32,
         expects_response: bool,
-    ) -> std::io::Result<Option<oneshot::Receiver<Bytes>>> {
+        whole: bool,
+    ) -> std::io::Result<Option<oneshot::Receiver<Answer>>> {
         let rx = if expects_response {
             let (reply, rx) = oneshot::channel();
             // Registered before the write, so the reader always finds it.
-            self.waiters.send(Waiter { correlation, reply }).map_err(|_| closed())?;
+            self.waiters.send(Waiter { correlation, whole, reply }).map_err(|_| closed())?;
             Some(rx)
         } else {
             None
@@ -108,32 +159,39 @@ fn closed() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the upstream connection is closed")
 }
 
-/// Reads response frames and completes waiters in order. Returning drops
-/// every remaining waiter, which fails their requests.
-async fn read_responses(rd: OwnedReadHalf, mut waiters: mpsc::UnboundedReceiver<Waiter>, max_response_bytes: usize) {
-    let mut rd = BufReader::with_capacity(64 * 1024, rd);
+/// Reads exactly `n` more bytes into `buf`'s spare capacity (no zeroing of
+/// bytes about to be overwritten); false if the upstream went away.
+async fn read_more(rd: &mut BufReader<OwnedReadHalf>, buf: &mut BytesMut, n: usize) -> bool {
+    let target = buf.len() + n;
+    buf.reserve(n);
+    while buf.len() < target {
+        let mut rest = (&mut *rd).take((target - buf.len()) as u64);
+        match rest.read_buf(buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(_) => {}
+        }
+    }
+    true
+}
+
+/// Reads response frames and hands them to waiters in order. Returning
+/// drops every remaining waiter, which fails their requests.
+async fn read_responses(rd: OwnedReadHalf, mut waiters: mpsc::UnboundedReceiver<Waiter>, limits: ReadLimits) {
+    let mut rd = BufReader::with_capacity(CHUNK_BYTES, rd);
     let received = metrics::counter!("kcoord_sidecar_forwarded_bytes_total", "direction" => "downstream");
     loop {
-        let len = match rd.read_i32().await {
-            Ok(n) => n,
-            Err(_) => return,
-        };
+        // Length prefix and correlation id.
+        let mut head = BytesMut::with_capacity(8);
+        if !read_more(&mut rd, &mut head, 8).await {
+            return;
+        }
+        let len = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        let correlation = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
         let Ok(len) = usize::try_from(len) else { return };
-        if !(4..=max_response_bytes).contains(&len) {
+        if !(4..=limits.max_response_bytes).contains(&len) {
             tracing::warn!(len, "upstream response size out of bounds; closing the link");
             return;
         }
-        let mut frame = BytesMut::with_capacity(4 + len);
-        frame.put_u32(len as u32);
-        // Read into the spare capacity: no zeroing of what is overwritten anyway.
-        while frame.len() < 4 + len {
-            let mut rest = (&mut rd).take((4 + len - frame.len()) as u64);
-            match rest.read_buf(&mut frame).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-        let correlation = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
         let Some(waiter) = waiters.recv().await else { return };
         if waiter.correlation != correlation {
             tracing::warn!(
@@ -143,7 +201,32 @@ async fn read_responses(rd: OwnedReadHalf, mut waiters: mpsc::UnboundedReceiver<
             );
             return;
         }
-        received.increment(frame.len() as u64);
-        let _ = waiter.reply.send(frame.freeze());
+        received.increment(4 + len as u64);
+        let mut remaining = len - 4;
+        if waiter.whole {
+            let share = (4 + len).min(limits.budget_size) as u32;
+            let Ok(held) = limits.budget.clone().acquire_many_owned(share).await else { return };
+            let mut frame = BytesMut::with_capacity(4 + len);
+            frame.put_slice(&head);
+            if !read_more(&mut rd, &mut frame, remaining).await {
+                return;
+            }
+            let _ = waiter.reply.send(Answer::Whole(frame.freeze(), held));
+            continue;
+        }
+        let (tx, rest) = mpsc::channel(CHUNKS_IN_FLIGHT);
+        let _ = waiter.reply.send(Answer::Stream(Streamed { len: 4 + len, head: head.freeze(), rest }));
+        while remaining > 0 {
+            let n = remaining.min(CHUNK_BYTES);
+            let mut chunk = BytesMut::with_capacity(n);
+            if !read_more(&mut rd, &mut chunk, n).await {
+                return;
+            }
+            remaining -= n;
+            if tx.send(chunk.freeze()).await.is_err() {
+                // The client connection is gone; so is this link's purpose.
+                return;
+            }
+        }
     }
 }

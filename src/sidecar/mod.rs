@@ -62,6 +62,7 @@ pub struct Sidecar {
     /// Advertised API versions per fronted broker, learned once.
     tables: Mutex<HashMap<i32, Arc<Vec<(i16, i16, i16)>>>>,
     max_response_bytes: usize,
+    max_buffered_bytes: usize,
     metadata_refresh: Duration,
 }
 
@@ -80,6 +81,7 @@ impl Sidecar {
             catalog,
             tables: Mutex::new(HashMap::new()),
             max_response_bytes: config.max_response_bytes as usize,
+            max_buffered_bytes: config.max_buffered_response_bytes as usize,
             metadata_refresh: Duration::from_millis(config.metadata_refresh_ms),
         }
     }
@@ -111,7 +113,7 @@ impl Sidecar {
                 })?
             }
         };
-        let connect = link::Link::connect(&addr, self.max_response_bytes);
+        let connect = link::Link::connect(&addr, self.max_response_bytes, self.max_buffered_bytes);
         tokio::time::timeout(self.upstream.timeout(), connect)
             .await
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connecting to {addr}")))?

@@ -89,12 +89,18 @@ const WITHHELD: &[i16] = &[
     92, // DeleteShareGroupOffsets
 ];
 
-/// Highest version whose response kcoord can decode and rewrite, for APIs
-/// whose responses carry broker addresses.
+/// Highest version advertised for APIs whose responses carry broker
+/// addresses: what kcoord can decode and rewrite. Fetch stops at v15: from
+/// v16 a response may end with leader hints (KIP-951 NodeEndpoints), so it
+/// could only go out once read whole, where below v16 it streams through
+/// as it arrives (store-and-forward halved fetch throughput of large
+/// responses). Clients then find a moved leader through Metadata, as before
+/// KIP-951. Produce answers are small: v10+ hints are rewritten.
 fn rewrite_cap(api_key: i16) -> Option<i16> {
     let key = ApiKey::try_from(api_key).ok()?;
     match key {
-        ApiKey::Metadata | ApiKey::DescribeCluster | ApiKey::Produce | ApiKey::Fetch => Some(key.valid_versions().max),
+        ApiKey::Fetch => Some(key.valid_versions().max.min(15)),
+        ApiKey::Metadata | ApiKey::DescribeCluster | ApiKey::Produce => Some(key.valid_versions().max),
         _ => None,
     }
 }
@@ -160,7 +166,7 @@ mod tests {
     fn rewritten_apis_are_capped_and_metadata_never_tops_out_at_10_or_11() {
         let t = merge(&[(ApiKey::Metadata as i16, 0, 11), (ApiKey::Fetch as i16, 4, 99)]);
         assert_eq!(find(&t, ApiKey::Metadata), Some((0, 9)));
-        assert_eq!(find(&t, ApiKey::Fetch), Some((4, ApiKey::Fetch.valid_versions().max)));
+        assert_eq!(find(&t, ApiKey::Fetch), Some((4, 15)), "fetches stream, so no leader hints to rewrite");
     }
 
     #[test]
