@@ -88,24 +88,37 @@ pub struct Rewritten {
     pub topics: Vec<UpstreamTopic>,
 }
 
+/// Points NodeEndpoints leader hints (Produce and Fetch have the same
+/// fields in two types) at kcoord nodes; hints for brokers no node fronts
+/// are dropped (the client then refreshes its Metadata). Evaluates to
+/// whether anything was there to change.
+macro_rules! leader_hints {
+    ($hints:expr, $module:ident, $nodes:expr) => {{
+        let changed = !$hints.is_empty();
+        $hints = $hints
+            .iter()
+            .filter_map(|e| {
+                let (host, port) = $nodes.get(e.node_id.0)?;
+                Some(
+                    $module::NodeEndpoint::default()
+                        .with_node_id(e.node_id)
+                        .with_host(StrBytes::from_string(host.clone()))
+                        .with_port(*port)
+                        .with_rack(e.rack.clone()),
+                )
+            })
+            .collect();
+        changed
+    }};
+}
+
 /// Rewrites one response frame (length prefix included) to a request of
 /// `version`.
 pub fn rewrite(kind: Rewrite, version: i16, frame: Bytes, nodes: &NodeEndpoints) -> Result<Rewritten, String> {
     let mut topics = Vec::new();
     let frame = match kind {
         Rewrite::Metadata => edit::<MetadataResponse>(kind, version, frame, |r| {
-            topics = r
-                .topics
-                .iter()
-                .filter(|t| t.error_code == 0)
-                .filter_map(|t| {
-                    Some(UpstreamTopic {
-                        name: t.name.as_ref()?.0.to_string(),
-                        id: t.topic_id,
-                        partitions: i32::try_from(t.partitions.len()).ok()?,
-                    })
-                })
-                .collect();
+            topics = UpstreamTopic::all_in(r);
             r.brokers = brokers(
                 &r.brokers,
                 nodes,
@@ -159,42 +172,12 @@ pub fn rewrite(kind: Rewrite, version: i16, frame: Bytes, nodes: &NodeEndpoints)
             }
             true
         })?,
-        Rewrite::Produce => edit::<ProduceResponse>(kind, version, frame, |r| {
-            if r.node_endpoints.is_empty() {
-                return false;
-            }
-            r.node_endpoints = endpoints(
-                &r.node_endpoints,
-                nodes,
-                |e| e.node_id.0,
-                |id, host, port, e| {
-                    produce_response::NodeEndpoint::default()
-                        .with_node_id(BrokerId(id))
-                        .with_host(host)
-                        .with_port(port)
-                        .with_rack(e.rack.clone())
-                },
-            );
-            true
-        })?,
-        Rewrite::Fetch => edit::<FetchResponse>(kind, version, frame, |r| {
-            if r.node_endpoints.is_empty() {
-                return false;
-            }
-            r.node_endpoints = endpoints(
-                &r.node_endpoints,
-                nodes,
-                |e| e.node_id.0,
-                |id, host, port, e| {
-                    fetch_response::NodeEndpoint::default()
-                        .with_node_id(BrokerId(id))
-                        .with_host(host)
-                        .with_port(port)
-                        .with_rack(e.rack.clone())
-                },
-            );
-            true
-        })?,
+        Rewrite::Produce => {
+            edit::<ProduceResponse>(kind, version, frame, |r| leader_hints!(r.node_endpoints, produce_response, nodes))?
+        }
+        Rewrite::Fetch => {
+            edit::<FetchResponse>(kind, version, frame, |r| leader_hints!(r.node_endpoints, fetch_response, nodes))?
+        }
     };
     Ok(Rewritten { frame, topics })
 }
@@ -250,23 +233,6 @@ where
         }
     }
     out
-}
-
-/// NodeEndpoints hints pointed at kcoord nodes; hints for brokers no node
-/// fronts are dropped (the client then refreshes its Metadata).
-fn endpoints<E, F, M>(upstream: &[E], nodes: &NodeEndpoints, id: F, make: M) -> Vec<E>
-where
-    F: Fn(&E) -> i32,
-    M: Fn(i32, StrBytes, i32, &E) -> E,
-{
-    upstream
-        .iter()
-        .filter_map(|e| {
-            let node = id(e);
-            let (host, port) = nodes.get(node)?;
-            Some(make(node, StrBytes::from_string(host.clone()), *port, e))
-        })
-        .collect()
 }
 
 /// Points a transaction coordinator answer at the kcoord node that fronts

@@ -59,6 +59,23 @@ pub struct UpstreamTopic {
     pub partitions: i32,
 }
 
+impl UpstreamTopic {
+    /// The topics a Metadata answer describes without error.
+    pub fn all_in(resp: &kafka_protocol::messages::MetadataResponse) -> Vec<UpstreamTopic> {
+        resp.topics
+            .iter()
+            .filter(|t| t.error_code == 0)
+            .filter_map(|t| {
+                Some(UpstreamTopic {
+                    name: t.name.as_ref()?.0.to_string(),
+                    id: t.topic_id,
+                    partitions: i32::try_from(t.partitions.len()).ok()?,
+                })
+            })
+            .collect()
+    }
+}
+
 /// What one Metadata call told us.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterView {
@@ -183,18 +200,7 @@ impl Upstream {
                             .collect(),
                         cluster_id: resp.cluster_id.as_ref().map(|c| c.to_string()),
                         controller_id: resp.controller_id.0,
-                        topics: resp
-                            .topics
-                            .iter()
-                            .filter(|t| t.error_code == 0)
-                            .filter_map(|t| {
-                                Some(UpstreamTopic {
-                                    name: t.name.as_ref()?.0.to_string(),
-                                    id: t.topic_id,
-                                    partitions: i32::try_from(t.partitions.len()).ok()?,
-                                })
-                            })
-                            .collect(),
+                        topics: UpstreamTopic::all_in(&resp),
                     };
                     if view.brokers.is_empty() {
                         last = Some(UpstreamError::Unreachable(format!("{addr} listed no brokers")));
