@@ -82,6 +82,21 @@ pub struct ServerConfig {
     pub max_inflight_per_connection: u32,
     /// Open client connections at most (Kafka: max.connections).
     pub max_connections: u32,
+    /// Open connections from one client address at most (Kafka:
+    /// max.connections.per.ip).
+    pub max_connections_per_ip: u32,
+    /// Per-address exceptions, "host:count,host:count" (Kafka:
+    /// max.connections.per.ip.overrides).
+    pub max_connections_per_ip_overrides: String,
+    /// A connection with no request in flight that has read nothing and
+    /// written nothing for this long is closed; -1 never (Kafka:
+    /// connections.max.idle.ms).
+    pub connections_max_idle_ms: i64,
+    /// A request whose first bytes arrived must arrive completely within
+    /// this long, and a new connection must send its first request within
+    /// it, or the connection is closed; -1 never (Kafka clients give up on a
+    /// request after request.timeout.ms, 30 s).
+    pub partial_request_timeout_ms: i64,
     /// How long a shutdown waits for in-flight requests to finish.
     pub shutdown_timeout_ms: u64,
 }
@@ -261,6 +276,10 @@ impl Default for ServerConfig {
             max_request_bytes: 104_857_600,
             max_inflight_per_connection: 128,
             max_connections: 10_000,
+            max_connections_per_ip: i32::MAX as u32,
+            max_connections_per_ip_overrides: String::new(),
+            connections_max_idle_ms: 600_000,
+            partial_request_timeout_ms: 30_000,
             shutdown_timeout_ms: 10_000,
         }
     }
@@ -546,6 +565,22 @@ impl Config {
         if self.server.max_inflight_per_connection == 0 || self.server.max_connections == 0 {
             return bad("server.max_inflight_per_connection and server.max_connections must be >= 1".into());
         }
+        crate::server::limits::parse_overrides(&self.server.max_connections_per_ip_overrides)
+            .map_err(ConfigError::Invalid)?;
+        if self.server.max_connections_per_ip == 0 && self.server.max_connections_per_ip_overrides.trim().is_empty() {
+            // Kafka's rule: 0 only makes sense to admit nobody but the overrides.
+            return bad(
+                "server.max_connections_per_ip may be 0 only with server.max_connections_per_ip_overrides".into()
+            );
+        }
+        for (key, v) in [
+            ("server.connections_max_idle_ms", self.server.connections_max_idle_ms),
+            ("server.partial_request_timeout_ms", self.server.partial_request_timeout_ms),
+        ] {
+            if v == 0 || v < -1 {
+                return bad(format!("{key} must be >= 1, or -1 for no limit"));
+            }
+        }
         let g = &self.group;
         if g.min_session_timeout_ms < 0 || g.max_session_timeout_ms < g.min_session_timeout_ms {
             return bad("group.min_session_timeout_ms must be >= 0 and <= group.max_session_timeout_ms".into());
@@ -671,6 +706,8 @@ mod tests {
         assert_eq!(c.offsets.retention_check_interval_ms, 600_000);
         assert_eq!(c.offsets.metadata_max_bytes, 4096);
         assert_eq!(c.server.max_request_bytes, 104_857_600);
+        assert_eq!(c.server.max_connections_per_ip, 2_147_483_647);
+        assert_eq!(c.server.connections_max_idle_ms, 600_000);
         assert_eq!(c.storage.fsync, FsyncPolicy::Always);
         assert_eq!(c.server.listen, "127.0.0.1:9092");
     }
@@ -743,6 +780,24 @@ mod tests {
             let err = c.build().unwrap_err();
             assert!(err.to_string().contains("metrics.listen"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn connection_limits_are_validated_with_the_key_in_the_error() {
+        let set = |kv: &str| ConfigBuilder::new().set(kv).unwrap().build();
+        assert!(set("server.connections_max_idle_ms=-1").is_ok(), "-1 turns it off");
+        assert!(set("server.partial_request_timeout_ms=-1").is_ok(), "-1 turns it off");
+        for (kv, key) in [
+            ("server.connections_max_idle_ms=0", "server.connections_max_idle_ms"),
+            ("server.partial_request_timeout_ms=-2", "server.partial_request_timeout_ms"),
+            ("server.max_connections_per_ip=0", "server.max_connections_per_ip"),
+            ("server.max_connections_per_ip_overrides=\"10.0.0.1\"", "server.max_connections_per_ip_overrides"),
+        ] {
+            let err = set(kv).unwrap_err();
+            assert!(err.to_string().contains(key), "{kv}: {err}");
+        }
+        let c = set("server.max_connections_per_ip_overrides=\"10.0.0.1:5,[::1]:0\"").unwrap();
+        assert_eq!(c.server.max_connections_per_ip_overrides, "10.0.0.1:5,[::1]:0");
     }
 
     #[test]

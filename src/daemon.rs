@@ -8,13 +8,12 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use std::sync::atomic::AtomicUsize;
-
 use crate::cluster::{self, BrokerMetadata, Cluster, GroupOwners, NoTopicCreation, NodeInfo};
 use crate::config::{Config, Endpoint, SidecarConfig};
 use crate::coordinator::service::GroupHooks;
 use crate::coordinator::Coordinator;
 use crate::observability::{self, http::HttpState, LogEndOffsets, NoLogEnds};
+use crate::server::limits::{self, ConnectionLimits};
 use crate::server::{listener, ListenerInfo, Services};
 use crate::sidecar::mirror::{AsCoordinator, Mirror, MirrorSettings};
 use crate::sidecar::rewrite::NodeEndpoints;
@@ -38,6 +37,8 @@ pub enum StartError {
     Metrics { addr: String, source: std::io::Error },
     #[error("sidecar: {0}")]
     Sidecar(String),
+    #[error("invalid configuration: {0}")]
+    Config(String),
 }
 
 /// Options that are not configuration (one-off operator decisions).
@@ -173,6 +174,9 @@ async fn launch(
     background: Vec<BackgroundTask>,
 ) -> Result<RunningDaemon, StartError> {
     let config = services.config.clone();
+    let overrides =
+        limits::resolve_overrides(&config.server.max_connections_per_ip_overrides).await.map_err(StartError::Config)?;
+    let limits = ConnectionLimits::new(config.server.max_connections, config.server.max_connections_per_ip, overrides);
     let (tx, rx) = watch::channel(false);
     let metrics_addr = if config.metrics.listen.is_empty() {
         None
@@ -192,13 +196,12 @@ async fn launch(
     };
     // Background work starts once the metrics recorder is installed.
     let background = background.into_iter().map(|task| tokio::spawn(task(rx.clone()))).collect();
-    let open = Arc::new(AtomicUsize::new(0));
     let mut addrs = Vec::with_capacity(listeners.len());
     let mut tasks = Vec::with_capacity(listeners.len());
     for (listener, info) in listeners {
         let addr = local_addr(&listener, &config.server.listen)?;
         addrs.push(addr);
-        tasks.push(tokio::spawn(listener::run(listener, info, services.clone(), rx.clone(), open.clone())));
+        tasks.push(tokio::spawn(listener::run(listener, info, services.clone(), rx.clone(), limits.clone())));
     }
     tracing::info!(addrs = ?addrs, node_id = node.node_id, cluster_id = %node.cluster_id, "kcoord started");
     Ok(RunningDaemon {

@@ -297,14 +297,41 @@ impl ServeArgs {
     }
 }
 
-fn init_logging(config: &Config) {
+/// Changes the log filter of the running process (SIGHUP).
+type ReloadLogLevel = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
+fn init_logging(config: &Config) -> ReloadLogLevel {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_new(&config.log.level).unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let parse = |level: &str| EnvFilter::try_new(level).map_err(|e| format!("log.level {level:?}: {e}"));
     match config.log.format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
+        LogFormat::Json => {
+            let builder = builder.json().with_filter_reloading();
+            let handle = builder.reload_handle();
+            builder.init();
+            Box::new(move |level| handle.reload(parse(level)?).map_err(|e| e.to_string()))
+        }
+        LogFormat::Text => {
+            let builder = builder.with_filter_reloading();
+            let handle = builder.reload_handle();
+            builder.init();
+            Box::new(move |level| handle.reload(parse(level)?).map_err(|e| e.to_string()))
+        }
     }
+}
+
+/// Builds the configuration again from the same command line (and so the
+/// same configuration file, read again): what SIGHUP reloads from.
+fn reread_config() -> Result<Config, String> {
+    let cli = Cli::try_parse().map_err(|e| e.to_string())?;
+    let built = match cli.command {
+        Some(Command::Serve(a)) | Some(Command::Config(a)) => a.build(),
+        Some(Command::Sidecar(a)) => a.build(),
+        Some(Command::Groups { .. }) => return Err("not a serving command".into()),
+        None => cli.serve.build(),
+    };
+    built.map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -328,7 +355,7 @@ fn main() -> ExitCode {
         print!("{}", config.to_toml());
         return ExitCode::SUCCESS;
     }
-    init_logging(&config);
+    let reload = init_logging(&config);
     let options = StartOptions { repair };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
@@ -337,10 +364,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(serve(config, options))
+    runtime.block_on(serve(config, options, reload))
 }
 
-async fn serve(config: Config, options: StartOptions) -> ExitCode {
+async fn serve(config: Config, options: StartOptions, reload: ReloadLogLevel) -> ExitCode {
     // Install the signal handlers before announcing the address, so a
     // SIGTERM sent right after "serving on" is a clean shutdown.
     let signals = match Signals::install() {
@@ -389,7 +416,7 @@ async fn serve(config: Config, options: StartOptions) -> ExitCode {
         );
     });
     let failure = tokio::select! {
-        _ = signals.wait() => None,
+        _ = signals.wait(&reload) => None,
         message = daemon.fatal_error() => Some(message),
     };
     tracing::info!("shutting down");
@@ -403,23 +430,49 @@ async fn serve(config: Config, options: StartOptions) -> ExitCode {
     }
 }
 
-/// SIGINT (Ctrl-C) and SIGTERM, registered up front.
+/// The signals kcoord handles, registered up front. SIGINT (Ctrl-C) and
+/// SIGTERM shut down cleanly. SIGHUP reloads what can change while running
+/// (the log level, from the configuration file and flags read again); every
+/// other setting needs a restart. SIGUSR1 and SIGUSR2, whose default action
+/// would kill the process without a clean shutdown, are logged and ignored.
+/// SIGQUIT keeps its default (a core dump, meant for debugging); SIGPIPE is
+/// already ignored by the Rust runtime.
 struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+    user1: tokio::signal::unix::Signal,
+    user2: tokio::signal::unix::Signal,
 }
 
 impl Signals {
     fn install() -> std::io::Result<Signals> {
         use tokio::signal::unix::{signal, SignalKind};
-        Ok(Signals { interrupt: signal(SignalKind::interrupt())?, terminate: signal(SignalKind::terminate())? })
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+            user1: signal(SignalKind::user_defined1())?,
+            user2: signal(SignalKind::user_defined2())?,
+        })
     }
 
-    /// Waits for either signal.
-    async fn wait(mut self) {
-        tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.terminate.recv() => {}
+    /// Serves SIGHUP, SIGUSR1 and SIGUSR2 until SIGINT or SIGTERM arrives.
+    async fn wait(mut self, reload: &ReloadLogLevel) {
+        loop {
+            tokio::select! {
+                _ = self.interrupt.recv() => return,
+                _ = self.terminate.recv() => return,
+                _ = self.hangup.recv() => match reread_config().and_then(|c| reload(&c.log.level).map(|()| c.log.level)) {
+                    Ok(level) => tracing::info!(
+                        level = %level,
+                        "SIGHUP: log level reloaded (other settings take effect at the next start)"
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "SIGHUP: configuration not reloaded; keeping the current one"),
+                },
+                _ = self.user1.recv() => tracing::info!("SIGUSR1 ignored"),
+                _ = self.user2.recv() => tracing::info!("SIGUSR2 ignored"),
+            }
         }
     }
 }

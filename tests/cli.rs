@@ -107,6 +107,69 @@ fn sigterm_shuts_down_cleanly_with_exit_code_zero() {
     assert_eq!(status.code(), Some(0));
 }
 
+/// Reads `child`'s stderr on a thread; lines arrive on the returned channel.
+fn stderr_lines(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for a line containing `needle`; returns every line read until then.
+fn wait_for_line(lines: &std::sync::mpsc::Receiver<String>, needle: &str) -> String {
+    let start = Instant::now();
+    let mut seen = String::new();
+    while let Some(left) = DEADLINE.checked_sub(start.elapsed()) {
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                seen.push_str(&line);
+                seen.push('\n');
+                if line.contains(needle) {
+                    return seen;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    panic!("no line containing {needle:?}; stderr so far:\n{seen}");
+}
+
+#[test]
+fn sighup_reloads_the_log_level_and_sigusr1_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("kcoord.toml");
+    std::fs::write(&config, "[log]\nlevel = \"warn\"\n").unwrap();
+    let mut child = kcoord()
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn kcoord");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().expect("stdout")).read_line(&mut line).expect("read");
+    assert!(line.contains("serving on"), "{line}");
+    let lines = stderr_lines(&mut child);
+    std::fs::write(&config, "[log]\nlevel = \"info\"\n").unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    wait_for_line(&lines, "log level reloaded");
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    wait_for_line(&lines, "SIGUSR1 ignored");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_for_line(&lines, "shutting down");
+    let status = wait_exit(&mut child, DEADLINE).expect("exits");
+    assert_eq!(status.code(), Some(0));
+}
+
 #[test]
 fn a_data_dir_keeps_the_shard_count_it_was_created_with() {
     let dir = tempfile::tempdir().unwrap();

@@ -676,3 +676,24 @@ async fn deleting_a_topic_answers_its_parked_fetches() {
     let (_, r) = Client::decode::<FetchRequest>(consumer.read_frame().await.unwrap(), 11);
     assert_eq!(r.responses[0].partitions[0].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
 }
+
+#[tokio::test]
+async fn partition_directories_no_topic_owns_are_removed_at_start_up() {
+    // What a SIGKILL between creating a topic's logs and recording it in the
+    // catalog leaves behind, recreated by hand.
+    let mut s = server(&[]).await;
+    let topics = s.dir.path().join("topics");
+    let ghost = topics.join("ghost-0");
+    let beyond = topics.join(format!("{TOPIC}-7"));
+    let aside = topics.join("dp-0.0123-stray");
+    for d in [&ghost, &beyond, &aside] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("00000000000000000000.log"), b"").unwrap();
+    }
+    s.restart().await;
+    assert!(!ghost.exists(), "a topic the catalog does not know");
+    assert!(!beyond.exists(), "a partition past the topic's count");
+    assert!(aside.exists(), "directories set aside for the operator stay");
+    assert!(topics.join(format!("{TOPIC}-0")).exists() && topics.join(format!("{TOPIC}-1")).exists());
+    s.shutdown().await;
+}

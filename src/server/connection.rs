@@ -8,6 +8,15 @@
 //! `server.max_inflight_per_connection` requests are in flight; beyond that
 //! we stop reading, and TCP pushes back on the client.
 //!
+//! Two timeouts free the places of connections that do nothing useful
+//! (`server.connections_max_idle_ms`, Kafka's `connections.max.idle.ms`:
+//! nothing in flight and nothing read or written for that long; and
+//! `server.partial_request_timeout_ms`: a request that started arriving must
+//! finish arriving, and a new connection must send its first request, within
+//! that long). They are checked lazily by one timer per connection, re-armed
+//! at the earliest moment one of them can be due, so serving requests never
+//! touches it.
+//!
 //! In sidecar mode, requests kcoord does not serve go over this
 //! connection's own link to the upstream broker its listener fronts. They
 //! are written upstream as they are read, so the upstream sees them in the
@@ -17,17 +26,20 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use futures_util::FutureExt;
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 
 use super::dispatch::{self, Outcome};
 use super::frame::FrameCodec;
+use super::limits::RateLimitedLog;
 use super::{ListenerInfo, Services};
 use crate::sidecar::link::{Answer, Link};
 use crate::sidecar::{Forward, Route, Sidecar};
@@ -56,10 +68,17 @@ pub async fn serve(
     let max_inflight = svc.config.server.max_inflight_per_connection as usize;
     let mut reading = !*shutdown.borrow();
     let mut link: Option<Link> = None;
+    let mut clock = Timeouts::new(&svc.config.server, Instant::now());
+    let timer = tokio::time::sleep_until(clock.first_check());
+    tokio::pin!(timer);
 
     loop {
         if !reading && inflight.is_empty() {
             break;
+        }
+        let can_read = reading && inflight.len() < max_inflight;
+        if !can_read && frames.decoder().activity().partial_since.is_some() {
+            frames.decoder_mut().restart_partial_clock(Instant::now());
         }
         tokio::select! {
             biased;
@@ -77,10 +96,12 @@ pub async fn serve(
                     tracing::debug!(%peer, error = %e, "write failed; closing connection");
                     return;
                 }
+                clock.last_write = Instant::now();
             }
             frame = frames.next(), if reading && inflight.len() < max_inflight => {
                 match frame {
                     Some(Ok(frame)) => {
+                        clock.first_request_seen = true;
                         let route = if svc.sidecar.is_some() { crate::sidecar::route(&frame) } else { Route::Local };
                         match route {
                             Route::Local => {
@@ -109,6 +130,17 @@ pub async fn serve(
             }
             _ = shutdown.changed(), if reading => {
                 reading = false;
+            }
+            () = &mut timer, if clock.enabled() => {
+                let now = Instant::now();
+                let state = State { can_read, idle: inflight.is_empty(), activity: frames.decoder().activity() };
+                match clock.check(now, state) {
+                    Ok(next) => timer.as_mut().reset(next),
+                    Err(reason) => {
+                        note_timeout(reason, peer);
+                        break;
+                    }
+                }
             }
         }
     }
@@ -191,5 +223,215 @@ async fn write_outcome<W: tokio::io::AsyncWrite + Unpin>(writer: &mut W, outcome
             let _ = writer.flush().await;
             false
         }
+    }
+}
+
+/// Why a connection was closed by one of its timeouts (the `reason` label of
+/// `kcoord_connections_closed_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimedOut {
+    Idle,
+    PartialRequest,
+}
+
+impl TimedOut {
+    pub fn label(self) -> &'static str {
+        match self {
+            TimedOut::Idle => "idle",
+            TimedOut::PartialRequest => "partial_request_timeout",
+        }
+    }
+}
+
+/// What the connection is doing when its timer fires.
+#[derive(Debug, Clone, Copy)]
+pub struct State {
+    /// Reading requests (not shutting down, not at the in-flight limit).
+    pub can_read: bool,
+    /// No request in flight.
+    pub idle: bool,
+    pub activity: super::frame::Activity,
+}
+
+/// The idle and partial-request timeouts of one connection.
+#[derive(Debug, Clone)]
+pub struct Timeouts {
+    idle: Option<Duration>,
+    partial: Option<Duration>,
+    /// When the connection was accepted.
+    pub started: Instant,
+    /// When a response was last written.
+    pub last_write: Instant,
+    /// Whether a whole request has arrived yet.
+    pub first_request_seen: bool,
+}
+
+impl Timeouts {
+    pub fn new(server: &crate::config::ServerConfig, now: Instant) -> Self {
+        let ms = |v: i64| u64::try_from(v).ok().filter(|v| *v > 0).map(Duration::from_millis);
+        Timeouts {
+            idle: ms(server.connections_max_idle_ms),
+            partial: ms(server.partial_request_timeout_ms),
+            started: now,
+            last_write: now,
+            first_request_seen: false,
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.idle.is_some() || self.partial.is_some()
+    }
+
+    /// A condition that begins after `now` cannot be due before
+    /// `now + shortest`.
+    fn shortest(&self) -> Duration {
+        match (self.idle, self.partial) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            // Never polled (`enabled` is false); any far-off instant will do.
+            (None, None) => Duration::from_secs(86_400),
+        }
+    }
+
+    pub fn first_check(&self) -> Instant {
+        self.started + self.shortest()
+    }
+
+    /// At `now`, in `state`: `Err` if a timeout has expired, otherwise when
+    /// to check next (the earliest moment one can expire).
+    pub fn check(&self, now: Instant, state: State) -> Result<Instant, TimedOut> {
+        let mut next = now + self.shortest();
+        if let (Some(limit), true) = (self.partial, state.can_read) {
+            let since = if self.first_request_seen { state.activity.partial_since } else { Some(self.started) };
+            if let Some(since) = since {
+                let due = since + limit;
+                if now >= due {
+                    return Err(TimedOut::PartialRequest);
+                }
+                next = next.min(due);
+            }
+        }
+        if let (Some(limit), true) = (self.idle, state.idle) {
+            let last = state.activity.last_read.map_or(self.last_write, |r| r.max(self.last_write));
+            let due = last + limit;
+            if now >= due {
+                return Err(TimedOut::Idle);
+            }
+            next = next.min(due);
+        }
+        Ok(next)
+    }
+}
+
+/// Counts a connection closed by a timeout. An idle connection is routine
+/// (debug); an incomplete request is logged at INFO, at most once a second
+/// for all connections, so that a crowd of stalled sockets cannot flood
+/// the log.
+fn note_timeout(reason: TimedOut, peer: SocketAddr) {
+    static PARTIAL: Mutex<Option<RateLimitedLog>> = Mutex::new(None);
+    metrics::counter!("kcoord_connections_closed_total", "reason" => reason.label()).increment(1);
+    match reason {
+        TimedOut::Idle => tracing::debug!(%peer, "closing idle connection (server.connections_max_idle_ms)"),
+        TimedOut::PartialRequest => {
+            let mut log = PARTIAL.lock().unwrap_or_else(|e| e.into_inner());
+            let log = log.get_or_insert_with(|| RateLimitedLog::new(Duration::from_secs(1)));
+            if let Some(closed) = log.note(std::time::Instant::now()) {
+                tracing::info!(
+                    %peer,
+                    closed,
+                    "closing connection: no complete request within server.partial_request_timeout_ms (closed counts every such connection since the previous line)"
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServerConfig;
+    use crate::server::frame::Activity;
+
+    fn timeouts(idle_ms: i64, partial_ms: i64, t0: Instant) -> Timeouts {
+        let server = ServerConfig {
+            connections_max_idle_ms: idle_ms,
+            partial_request_timeout_ms: partial_ms,
+            ..Default::default()
+        };
+        Timeouts::new(&server, t0)
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn state(can_read: bool, idle: bool, last_read: Option<Instant>, partial_since: Option<Instant>) -> State {
+        State { can_read, idle, activity: Activity { last_read, partial_since } }
+    }
+
+    #[test]
+    fn a_new_connection_must_send_its_first_request_within_the_partial_request_timeout() {
+        let t0 = Instant::now();
+        let t = timeouts(10_000, 100, t0);
+        assert_eq!(t.first_check(), t0 + ms(100));
+        assert_eq!(t.check(t0 + ms(50), state(true, true, None, None)), Ok(t0 + ms(100)));
+        assert_eq!(t.check(t0 + ms(100), state(true, true, None, None)), Err(TimedOut::PartialRequest));
+        // Even if a few bytes arrived meanwhile.
+        let s = state(true, true, Some(t0 + ms(90)), Some(t0 + ms(90)));
+        assert_eq!(t.check(t0 + ms(100), s), Err(TimedOut::PartialRequest));
+    }
+
+    #[test]
+    fn an_incomplete_request_is_timed_from_its_first_byte() {
+        let t0 = Instant::now();
+        let mut t = timeouts(10_000, 100, t0);
+        t.first_request_seen = true;
+        let s = state(true, true, Some(t0 + ms(500)), Some(t0 + ms(450)));
+        assert_eq!(t.check(t0 + ms(500), s), Ok(t0 + ms(550)));
+        assert_eq!(t.check(t0 + ms(550), s), Err(TimedOut::PartialRequest));
+    }
+
+    #[test]
+    fn an_incomplete_request_does_not_count_while_the_connection_is_not_read() {
+        let t0 = Instant::now();
+        let mut t = timeouts(10_000, 100, t0);
+        t.first_request_seen = true;
+        let s = state(false, false, Some(t0), Some(t0));
+        assert_eq!(t.check(t0 + ms(5000), s), Ok(t0 + ms(5100)));
+    }
+
+    #[test]
+    fn a_connection_is_idle_after_its_last_read_or_write_with_nothing_in_flight() {
+        let t0 = Instant::now();
+        let mut t = timeouts(1000, 100, t0);
+        t.first_request_seen = true;
+        t.last_write = t0 + ms(300);
+        let read_at_200 = state(true, true, Some(t0 + ms(200)), None);
+        assert_eq!(t.check(t0 + ms(1000), read_at_200), Ok(t0 + ms(1100)));
+        assert_eq!(t.check(t0 + ms(1300), read_at_200), Err(TimedOut::Idle));
+        let read_at_500 = state(true, true, Some(t0 + ms(500)), None);
+        assert_eq!(t.check(t0 + ms(1300), read_at_500), Ok(t0 + ms(1400)));
+    }
+
+    #[test]
+    fn a_connection_with_a_request_in_flight_is_never_idle() {
+        let t0 = Instant::now();
+        let mut t = timeouts(1000, 100, t0);
+        t.first_request_seen = true;
+        let parked = state(true, false, Some(t0), None);
+        assert_eq!(t.check(t0 + ms(60_000), parked), Ok(t0 + ms(60_100)));
+    }
+
+    #[test]
+    fn minus_one_turns_a_timeout_off() {
+        let t0 = Instant::now();
+        assert!(!timeouts(-1, -1, t0).enabled());
+        let t = timeouts(-1, 100, t0);
+        assert!(t.enabled());
+        let mut t = timeouts(1000, -1, t0);
+        assert_eq!(t.check(t0 + ms(500), state(true, true, None, None)), Ok(t0 + ms(1000)));
+        t.first_request_seen = true;
+        let stalled = state(true, false, Some(t0), Some(t0));
+        assert_eq!(t.check(t0 + ms(99_000), stalled), Ok(t0 + ms(100_000)));
     }
 }

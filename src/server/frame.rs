@@ -1,6 +1,7 @@
 //! Kafka framing: a 4-byte big-endian length, then the request.
 
 use bytes::{Buf, Bytes, BytesMut};
+use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 
 /// Why a connection's byte stream stopped being a sequence of frames.
@@ -18,9 +19,27 @@ pub enum FrameError {
 
 /// Splits a byte stream into request frames, rejecting lengths that are
 /// negative, above the limit, or shorter than a request header's fixed part.
+///
+/// It also notes when bytes last arrived and since when a frame has been
+/// incomplete, for the connection's idle and partial-request timeouts
+/// (`FramedRead` calls `decode` after every read that returned data).
 #[derive(Debug, Clone)]
 pub struct FrameCodec {
     max: u32,
+    /// Bytes buffered when the previous `decode` returned: more now means
+    /// bytes arrived.
+    seen: usize,
+    activity: Activity,
+}
+
+/// What the codec saw of a connection's byte stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Activity {
+    /// When bytes last arrived.
+    pub last_read: Option<Instant>,
+    /// Since when the buffer has held the start of a frame that is not
+    /// complete yet; `None` between frames.
+    pub partial_since: Option<Instant>,
 }
 
 /// api key (2) + api version (2) + correlation id (4) + client id length (2).
@@ -28,15 +47,23 @@ pub const MIN_REQUEST_LEN: i32 = 10;
 
 impl FrameCodec {
     pub fn new(max: u32) -> Self {
-        FrameCodec { max }
+        FrameCodec { max, seen: 0, activity: Activity::default() }
     }
-}
 
-impl Decoder for FrameCodec {
-    type Item = Bytes;
-    type Error = FrameError;
+    pub fn activity(&self) -> Activity {
+        self.activity
+    }
 
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+    /// Restarts the clock of an incomplete frame: time spent not reading the
+    /// connection (too many requests in flight) must not count against the
+    /// client.
+    pub fn restart_partial_clock(&mut self, now: Instant) {
+        if self.activity.partial_since.is_some() {
+            self.activity.partial_since = Some(now);
+        }
+    }
+
+    fn split(&self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
         if src.len() < 4 {
             return Ok(None);
         }
@@ -61,6 +88,29 @@ impl Decoder for FrameCodec {
     }
 }
 
+impl Decoder for FrameCodec {
+    type Item = Bytes;
+    type Error = FrameError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+        let arrived = (src.len() > self.seen).then(Instant::now);
+        if arrived.is_some() {
+            self.activity.last_read = arrived;
+        }
+        let out = self.split(src);
+        match out {
+            Ok(None) if !src.is_empty() => {
+                if self.activity.partial_since.is_none() {
+                    self.activity.partial_since = Some(arrived.unwrap_or_else(Instant::now));
+                }
+            }
+            _ => self.activity.partial_since = None,
+        }
+        self.seen = src.len();
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +125,28 @@ mod tests {
         assert!(matches!(c.decode(&mut BytesMut::from(&[0, 0, 1, 0][..])), Err(FrameError::TooLarge { .. })));
         assert!(matches!(c.decode(&mut BytesMut::from(&[0, 0, 0, 3][..])), Err(FrameError::TooShort(3))));
         assert!(matches!(c.decode(&mut BytesMut::from(&[0, 0, 0, 0][..])), Err(FrameError::TooShort(0))));
+    }
+
+    #[test]
+    fn an_incomplete_frame_is_noted_until_it_completes() {
+        let mut c = FrameCodec::new(100);
+        assert_eq!(c.activity(), Activity::default());
+        let mut b = BytesMut::from(&[0u8][..]);
+        assert!(c.decode(&mut b).unwrap().is_none());
+        let first = c.activity();
+        assert!(first.partial_since.is_some() && first.last_read.is_some());
+        // More bytes of the same frame: still the same incomplete frame.
+        b.extend_from_slice(&[0, 0, 10, 1, 2]);
+        assert!(c.decode(&mut b).unwrap().is_none());
+        assert_eq!(c.activity().partial_since, first.partial_since);
+        // The rest, and the first byte of the next frame.
+        b.extend_from_slice(&[3, 4, 5, 6, 7, 8, 9, 10, 0]);
+        assert!(c.decode(&mut b).unwrap().is_some());
+        assert_eq!(c.activity().partial_since, None, "between frames right after a frame is returned");
+        assert!(c.decode(&mut b).unwrap().is_none());
+        assert!(c.activity().partial_since.is_some(), "the next frame has started");
+        b.clear();
+        assert!(c.decode(&mut b).unwrap().is_none());
+        assert_eq!(c.activity().partial_since, None);
     }
 }

@@ -1,13 +1,14 @@
-//! Accepts connections and spawns one task per connection, up to
-//! `server.max_connections` (counted across all of a node's listeners).
+//! Accepts connections and spawns one task per connection, within the
+//! connection limits of [`ConnectionLimits`] (counted across all of a
+//! node's listeners). A connection past a limit is closed at once.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::limits::ConnectionLimits;
 use super::{connection, ListenerInfo, Services};
 
 /// Accepts until `shutdown` turns true, then waits for every connection to
@@ -17,9 +18,8 @@ pub async fn run(
     info: ListenerInfo,
     svc: Arc<Services>,
     mut shutdown: watch::Receiver<bool>,
-    open: Arc<AtomicUsize>,
+    limits: Arc<ConnectionLimits>,
 ) {
-    let max = svc.config.server.max_connections as usize;
     let mut tasks = JoinSet::new();
     loop {
         tokio::select! {
@@ -33,22 +33,23 @@ pub async fn run(
                         continue;
                     }
                 };
-                if open.load(Ordering::Relaxed) >= max {
-                    tracing::warn!(%peer, max, "refusing connection: server.max_connections reached");
-                    drop(stream);
-                    continue;
-                }
-                open.fetch_add(1, Ordering::Relaxed);
+                let slot = match limits.admit(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(refusal) => {
+                        drop(stream);
+                        limits.note_refusal(refusal, peer);
+                        continue;
+                    }
+                };
                 metrics::counter!("kcoord_connections_total").increment(1);
                 // Moved up and down rather than set, so that daemons embedded
                 // side by side in one process add up instead of overwriting.
                 metrics::gauge!("kcoord_connections").increment(1.0);
                 let svc = svc.clone();
                 let rx = shutdown.clone();
-                let open = open.clone();
                 tasks.spawn(async move {
                     connection::serve(stream, peer, info, svc, rx).await;
-                    open.fetch_sub(1, Ordering::Relaxed);
+                    drop(slot);
                     metrics::gauge!("kcoord_connections").decrement(1.0);
                 });
                 // Reap finished connection tasks so the set stays small.

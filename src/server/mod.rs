@@ -4,6 +4,7 @@
 pub mod connection;
 pub mod dispatch;
 pub mod frame;
+pub mod limits;
 pub mod listener;
 pub mod observe;
 

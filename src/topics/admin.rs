@@ -404,6 +404,9 @@ impl DataPlane {
         let logs = match self.open_partitions(&probe, true) {
             Ok(l) => l,
             Err(e) => {
+                // Typically the descriptor limit (EMFILE): the client only
+                // sees KAFKA_STORAGE_ERROR, so the operator must see why.
+                tracing::error!(topic = name, partitions, error = %e, "cannot create topic: its partition logs could not be opened");
                 remove_dirs();
                 return Err(storage_error(e));
             }
@@ -416,6 +419,7 @@ impl DataPlane {
                 Ok(info)
             }
             Err(e) => {
+                tracing::error!(topic = name, partitions, error = %e.message, "cannot create topic: the catalog could not record it");
                 drop(topics);
                 drop(logs);
                 remove_dirs();

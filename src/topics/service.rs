@@ -309,6 +309,7 @@ fn open_all(settings: &DataPlaneSettings, catalog: &Catalog) -> Result<Opened, O
         }
     }
     remove_deleted_dirs(root);
+    remove_orphan_dirs(root, &catalog.list());
     let mut topics = HashMap::new();
     let mut max_pid = -1i64;
     for info in catalog.list() {
@@ -334,6 +335,42 @@ fn remove_deleted_dirs(root: &Path) {
             if let Err(e) = std::fs::remove_dir_all(&path) {
                 tracing::warn!(dir = %path.display(), error = %e, "cannot remove a deleted partition directory");
             }
+        }
+    }
+}
+
+/// Removes partition directories (`<topic>-<partition>`) that no catalog
+/// topic owns. A topic's logs are created before the catalog records it, so
+/// a crash in between (SIGKILL during auto-creation) leaves them behind;
+/// nothing in them was ever acknowledged, since Produce only reaches topics
+/// the catalog lists. Each removal is logged. Directories whose names are
+/// not partition names (`*-stray`, set aside for the operator) are left.
+fn remove_orphan_dirs(root: &Path, known: &[TopicInfo]) {
+    let Ok(entries) = std::fs::read_dir(root) else { return };
+    let partitions: HashMap<&str, i32> = known.iter().map(|t| (t.name.as_str(), t.partitions)).collect();
+    let mut removed = false;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+        let Some((topic, p)) = name.rsplit_once('-') else { continue };
+        let Ok(p) = p.parse::<i32>() else { continue };
+        let is_partition = path.is_dir() && p >= 0 && crate::config::validate_topic_name(topic).is_ok();
+        if !is_partition || partitions.get(topic).is_some_and(|n| p < *n) {
+            continue;
+        }
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => {
+                removed = true;
+                tracing::warn!(dir = %path.display(), "removed a partition directory no topic owns (left by an interrupted topic creation)");
+            }
+            Err(e) => {
+                tracing::error!(dir = %path.display(), error = %e, "cannot remove a partition directory no topic owns")
+            }
+        }
+    }
+    if removed {
+        if let Err(e) = fsutil::fsync_dir(root) {
+            tracing::warn!(dir = %root.display(), error = %e, "cannot fsync the topics directory");
         }
     }
 }

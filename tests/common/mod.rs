@@ -121,6 +121,19 @@ impl Client {
         Ok(Client { stream, correlation_id: 0, client_id: "kcoord-test".into() })
     }
 
+    /// Connects from a chosen local address (any of 127.0.0.0/8 reaches a
+    /// daemon on 127.0.0.1), to appear as another client host.
+    pub async fn try_connect_from(addr: SocketAddr, local: std::net::IpAddr) -> std::io::Result<Client> {
+        let socket = match local {
+            std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        socket.bind(SocketAddr::new(local, 0))?;
+        let stream = socket.connect(addr).await?;
+        stream.set_nodelay(true).ok();
+        Ok(Client { stream, correlation_id: 0, client_id: "kcoord-test".into() })
+    }
+
     /// Encodes a request frame (length included) without sending it.
     pub fn frame<R: Request>(&mut self, req: &R, version: i16) -> (i32, Bytes) {
         self.correlation_id += 1;

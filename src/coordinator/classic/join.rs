@@ -31,6 +31,13 @@ pub fn join_group(groups: &mut Groups, req: JoinGroupRequest, token: ReplyToken,
     {
         return reply(cx, token, JoinGroupResponse::error(ErrorCode::INVALID_SESSION_TIMEOUT, req.member_id));
     }
+    if let Some(field) = unstorable_field(&req) {
+        // Kafka's GroupMetadata record holds these as int16-length strings:
+        // a member the record cannot hold would leave its group unable to
+        // complete a rebalance (every SyncGroup failing to write it).
+        tracing::debug!(group = %req.group_id, field, "JoinGroup refused: a string is too long for the group record");
+        return reply(cx, token, JoinGroupResponse::error(ErrorCode::INVALID_REQUEST, req.member_id));
+    }
     let is_unknown = req.member_id.is_empty();
     let created = !groups.contains_key(&req.group_id);
     if created {
@@ -91,6 +98,46 @@ fn accept_joining_member(g: &ClassicGroup, member_id: &str, max_size: i32) -> bo
     }
 }
 
+/// Longest string Kafka's `__consumer_offsets` records hold (int16 length).
+pub const MAX_RECORD_STRING: usize = i16::MAX as usize;
+
+/// The first member string of a JoinGroup that the group's record could not hold.
+/// Flexible JoinGroup versions carry compact strings, which may be longer
+/// than a record's int16-length strings (the client id, from the request
+/// header, never is).
+fn unstorable_field(req: &JoinGroupRequest) -> Option<&'static str> {
+    // A group id too long for the record key is answered
+    // UNKNOWN_SERVER_ERROR by the write itself, before any member joins.
+    let too_long = |s: &str| s.len() > MAX_RECORD_STRING;
+    if req.group_instance_id.as_deref().is_some_and(too_long) {
+        return Some("group_instance_id");
+    }
+    if too_long(&req.client_id) {
+        return Some("client_id");
+    }
+    if too_long(&req.protocol_type) {
+        return Some("protocol_type");
+    }
+    if req.protocols.iter().any(|p| too_long(&p.name)) {
+        return Some("protocol_name");
+    }
+    None
+}
+
+/// Kafka's member id, `prefix + "-" + uuid` (the prefix is the group
+/// instance id or the client id), with the prefix cut at a character
+/// boundary where the whole would not fit in a record's string. Only ids
+/// Kafka itself could not store are shortened; member ids are opaque to
+/// clients, which send back whatever they were given.
+pub fn new_member_id(prefix: &str, uuid: &str) -> String {
+    let room = MAX_RECORD_STRING.saturating_sub(uuid.len() + 1);
+    let mut end = prefix.len().min(room);
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}-{}", &prefix[..end], uuid)
+}
+
 fn join_new_member(g: &mut ClassicGroup, req: JoinGroupRequest, token: ReplyToken, cx: &mut Cx) {
     if g.is(GroupState::Dead) {
         return reply(cx, token, JoinGroupResponse::error(ErrorCode::COORDINATOR_NOT_AVAILABLE, ""));
@@ -99,7 +146,7 @@ fn join_new_member(g: &mut ClassicGroup, req: JoinGroupRequest, token: ReplyToke
         return reply(cx, token, JoinGroupResponse::error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, ""));
     }
     let prefix = req.group_instance_id.as_deref().unwrap_or(&req.client_id);
-    let new_id = format!("{}-{}", prefix, cx.ids.next_uuid());
+    let new_id = new_member_id(prefix, &cx.ids.next_uuid());
     if let Some(instance) = req.group_instance_id.clone() {
         match g.static_member_id(&instance).cloned() {
             Some(old_id) => update_static_member(g, req, &instance, old_id, new_id, token, cx),

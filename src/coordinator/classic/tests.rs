@@ -1066,3 +1066,49 @@ fn deleting_a_topic_tombstones_its_offsets_in_every_group() {
     assert_eq!(h.fetch("b", "gone", 3).offset, -1);
     assert_eq!(h.fetch("a", "kept", 0).offset, 2);
 }
+
+#[test]
+fn a_member_id_from_a_huge_client_id_is_bounded_and_the_group_completes_its_rebalance() {
+    let mut h = Harness::new();
+    let client = "c".repeat(32_767);
+    let t = h.send(Request::Join(join("g", "", &client).version(3).build()));
+    h.fire();
+    let r = h.join_response(t);
+    assert_eq!(r.error, ErrorCode::NONE);
+    assert!(r.member_id.len() <= 32_767, "{}", r.member_id.len());
+    assert!(r.member_id.starts_with("ccc"));
+    let s = h.sync("g", &r.member_id, r.generation_id, &[(&r.member_id, "a")]);
+    assert_eq!(h.sync_response(s).error, ErrorCode::NONE, "the group record is written");
+    assert_eq!(h.state("g"), Some("Stable"));
+}
+
+#[test]
+fn a_member_id_under_the_bound_is_kafkas_prefix_dash_uuid() {
+    use super::join::new_member_id;
+    assert_eq!(new_member_id("client", "u-u-i-d"), "client-u-u-i-d");
+    let uuid = "00000000-0000-0000-0000-000000000001";
+    let exact = "x".repeat(32_767 - 37);
+    assert_eq!(new_member_id(&exact, uuid), format!("{exact}-{uuid}"));
+    // Cut on a character boundary: 'é' is two bytes.
+    let id = new_member_id(&"é".repeat(20_000), uuid);
+    assert!(id.len() <= 32_767 && id.ends_with(uuid));
+}
+
+#[test]
+fn a_join_whose_instance_id_or_protocol_name_no_record_can_hold_is_invalid_request() {
+    let mut h = Harness::new();
+    let long = "i".repeat(32_768);
+    let t = h.send(Request::Join(join("g", "", "c").instance(&long).build()));
+    assert_eq!(h.join_response(t).error, ErrorCode::INVALID_REQUEST);
+    let t = h.send(Request::Join(join("g", "", "c").protocols(&[&long]).build()));
+    assert_eq!(h.join_response(t).error, ErrorCode::INVALID_REQUEST);
+    assert_eq!(h.state("g"), None, "no group was created");
+    // The longest storable instance id still joins and completes.
+    let max = "i".repeat(32_767);
+    let t = h.send(Request::Join(join("g", "", "c").instance(&max).build()));
+    h.fire();
+    let r = h.join_response(t);
+    assert_eq!(r.error, ErrorCode::NONE);
+    let s = h.sync("g", &r.member_id, r.generation_id, &[(&r.member_id, "a")]);
+    assert_eq!(h.sync_response(s).error, ErrorCode::NONE);
+}
