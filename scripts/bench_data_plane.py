@@ -3,6 +3,7 @@
 produce and fetch throughput for a message size, and end-to-end latency.
 
     bench_data_plane.py BOOTSTRAP TOPIC PARTITIONS LABEL [--size N] [--count N]
+        [--compression none|gzip|snappy|lz4|zstd] [--produce-only]
 
 Prints one JSON object per result, like kcoord-bench --json. Bounded: a fixed
 message count for throughput, a fixed duration for latency. The Python loop
@@ -12,6 +13,7 @@ messages are bounded by the client as much as by the broker.
 
 import argparse
 import json
+import os
 import threading
 import time
 
@@ -22,11 +24,13 @@ def report(scenario, params, metrics):
     print(json.dumps({"scenario": scenario, "params": params, "metrics": metrics}), flush=True)
 
 
-def produce(bootstrap, topic, size, count):
+def produce(bootstrap, topic, size, count, compression="none"):
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                   "batch.size": 1048576, "queue.buffering.max.messages": 1000000,
-                  "queue.buffering.max.kbytes": 1048576, "compression.type": "none"})
-    payload = b"x" * size
+                  "queue.buffering.max.kbytes": 1048576, "compression.type": compression})
+    # Compressed runs send 1,000 distinct hex payloads (about 2:1 compressible),
+    # so that batches do not shrink to nothing.
+    payloads = [b"x" * size] if compression == "none" else [os.urandom(size).hex()[:size].encode() for _ in range(1000)]
     failed = []
 
     def on_delivery(err, _msg):
@@ -37,7 +41,7 @@ def produce(bootstrap, topic, size, count):
     for i in range(count):
         while True:
             try:
-                p.produce(topic, payload, on_delivery=on_delivery)
+                p.produce(topic, payloads[i % len(payloads)], on_delivery=on_delivery)
                 break
             except BufferError:
                 p.poll(0.01)
@@ -118,10 +122,15 @@ def main():
     ap.add_argument("--count", type=int, default=300000)
     ap.add_argument("--latency-rate", type=int, default=1000)
     ap.add_argument("--latency-secs", type=float, default=5)
+    ap.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    ap.add_argument("--produce-only", action="store_true")
     a = ap.parse_args()
-    params = {"size": a.size, "count": a.count, "partitions": a.partitions, "fsync": a.label}
-    took = produce(a.bootstrap, a.topic, a.size, a.count)
+    params = {"size": a.size, "count": a.count, "partitions": a.partitions, "fsync": a.label,
+              "compression": a.compression}
+    took = produce(a.bootstrap, a.topic, a.size, a.count, a.compression)
     report("produce", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6})
+    if a.produce_only:
+        return
     took = consume(a.bootstrap, a.topic, a.partitions, a.count)
     report("fetch", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6})
     n, p50, p99 = latency(a.bootstrap, a.topic, a.partitions, a.size, a.latency_rate, a.latency_secs)

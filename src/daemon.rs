@@ -81,6 +81,7 @@ impl Daemon {
         crate::coordinator::layout::check_or_record_shard_count(
             &data_dir.join("coordinator"),
             config.offsets.partitions,
+            options.repair,
         )?;
         warn_about_allocation_limits();
         if config.sidecar.enabled() {

@@ -118,6 +118,59 @@ async fn a_corrupt_crc_gets_corrupt_message_and_old_magic_gets_invalid_record() 
 }
 
 #[tokio::test]
+async fn compressed_batches_of_every_codec_are_stored_as_sent_and_read_back() {
+    let s = server(&[]).await;
+    let mut c = s.client().await;
+    let id = topic_id(&mut c, TOPIC).await;
+    let mut sent = Vec::new();
+    for (i, codec) in [1u8, 2, 3, 4].into_iter().enumerate() {
+        let value = format!("compressed with codec {codec} {}", "z".repeat(200));
+        let b = compressed_batch(codec, &[("a", &value), ("b", &value), ("c", &value)], 1_000);
+        assert_eq!(produce(&mut c, 7, TOPIC, 0, b.clone()).await, (0, 3 * i as i64), "codec {codec}");
+        sent.push(b);
+    }
+    let p = fetch(&mut c, 12, TOPIC, id, 0, 0).await;
+    assert_eq!(p.high_watermark, 12);
+    let mut fetched = p.records.unwrap();
+    for (i, b) in sent.iter().enumerate() {
+        let len = 12 + i32::from_be_bytes(fetched[8..12].try_into().unwrap()) as usize;
+        let got = fetched.split_to(len);
+        assert_eq!(i64::from_be_bytes(got[..8].try_into().unwrap()), 3 * i as i64);
+        assert_eq!(got[16..], b[16..], "batch {i}: the producer's bytes, CRC and compressed records");
+    }
+}
+
+#[tokio::test]
+async fn a_compressed_batch_of_garbage_is_refused_and_changes_nothing() {
+    let s = server(&[]).await;
+    let mut c = s.client().await;
+    let id = topic_id(&mut c, TOPIC).await;
+    assert_eq!(produce(&mut c, 3, TOPIC, 0, batch(&[("k", "before")], 1, None)).await, (0, 0));
+    // Issue 11: with the count of 2^31 - 1, and with a believable count.
+    let huge = gzip_garbage(i32::MAX);
+    assert_eq!(huge.len(), 150);
+    for v in [3i16, 9, 10] {
+        let r = c.send(&produce_request(TOPIC, 0, Some(huge.clone()), -1), v).await;
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!((p.error_code, p.base_offset), (87, -1), "v{v}: INVALID_RECORD");
+        if v >= 8 {
+            assert!(p.error_message.as_ref().is_some_and(|m| m.contains("2147483647")), "v{v}: {:?}", p.error_message);
+        }
+        assert_eq!(produce(&mut c, v, TOPIC, 0, gzip_garbage(2)).await.0, 2, "v{v}: CORRUPT_MESSAGE");
+    }
+    // Records that do not fill the count, compressed: INVALID_RECORD.
+    let two = compressed_batch(4, &[("a", "1"), ("b", "2")], 1);
+    let short = with_records(&two, 4, Some(3), &two[61..]);
+    assert_eq!(produce(&mut c, 9, TOPIC, 0, short).await.0, 87);
+    // Nothing moved: the log end, the data, the next offset.
+    assert_eq!(list_offset(&mut c, 1, TOPIC, 0, -1).await.2, 1);
+    let p = fetch(&mut c, 12, TOPIC, id, 0, 0).await;
+    assert_eq!(p.high_watermark, 1);
+    assert_eq!(decode_records(p.records.as_ref().unwrap()), vec![(0, "k".into(), "before".into())]);
+    assert_eq!(produce(&mut c, 9, TOPIC, 0, batch(&[("k", "after")], 2, None)).await, (0, 1));
+}
+
+#[tokio::test]
 async fn produce_to_unknown_topics_and_partitions_is_refused() {
     let s = server(&["topics.auto_create=false"]).await;
     let mut c = s.client().await;

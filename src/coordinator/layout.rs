@@ -7,6 +7,17 @@
 //! the partition count of `__consumer_offsets` once the topic exists; kcoord
 //! records the count in `coordinator/layout.json` on first start and refuses
 //! to start with a different one.
+//!
+//! `layout.json` also carries the data directory's format version:
+//!
+//! - 1 (no `version` field): shard directories were created as shards
+//!   loaded, and logs had no manifest.
+//! - 2: every shard directory is created before `layout.json` is written,
+//!   and every log directory has a `manifest.json` (see
+//!   `storage::manifest`). A missing shard directory is then a loss, and
+//!   refuses the start unless `--repair` accepts it. A format-1 directory is
+//!   migrated at its first start: its shard directories are completed, its
+//!   logs get manifests of what is found, and the version is raised.
 
 use std::io;
 use std::path::Path;
@@ -17,9 +28,19 @@ use crate::storage::fsutil;
 
 const FILE: &str = "layout.json";
 
+/// The data directory format this build writes.
+pub const FORMAT_VERSION: u32 = 2;
+
 #[derive(Serialize, Deserialize)]
 struct Layout {
     shards: u32,
+    /// Absent (0) in format 1.
+    #[serde(default)]
+    version: u32,
+}
+
+fn shard_dir(coordinator_dir: &Path, shard: u32) -> std::path::PathBuf {
+    coordinator_dir.join(format!("shard-{shard:04}"))
 }
 
 /// Why the configured shard count cannot be used.
@@ -31,35 +52,64 @@ pub enum LayoutError {
          (start with --set offsets.partitions={recorded})"
     )]
     Mismatch { dir: String, recorded: u32, configured: u32 },
+    #[error(
+        "{dir} is missing ({missing} of {shards} coordinator shard directories): the groups and offsets it held \
+         would be lost; restore it from a copy, or start with --repair to accept the loss"
+    )]
+    MissingShards { dir: String, missing: usize, shards: u32 },
     #[error("{path}: {source}")]
     Io { path: String, source: io::Error },
 }
 
 /// Checks `configured` against the count recorded under `coordinator_dir`,
-/// recording it (durably) if this is the directory's first start.
-pub fn check_or_record_shard_count(coordinator_dir: &Path, configured: u32) -> Result<(), LayoutError> {
+/// recording it (durably) if this is the directory's first start, and checks
+/// that every shard directory is there (format 2; `repair` accepts missing
+/// ones with a warning, and they start empty).
+pub fn check_or_record_shard_count(coordinator_dir: &Path, configured: u32, repair: bool) -> Result<(), LayoutError> {
     let path = coordinator_dir.join(FILE);
     let io_err = |source| LayoutError::Io { path: path.display().to_string(), source };
-    let recorded = match std::fs::read(&path) {
+    let (recorded, version) = match std::fs::read(&path) {
         Ok(bytes) => {
             let layout: Layout = serde_json::from_slice(&bytes)
                 .map_err(|e| io_err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())))?;
-            Some(layout.shards)
+            (Some(layout.shards), layout.version.max(1))
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => existing_shard_dirs(coordinator_dir).map_err(io_err)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => (existing_shard_dirs(coordinator_dir).map_err(io_err)?, 0),
         Err(e) => return Err(io_err(e)),
     };
-    match recorded {
-        Some(recorded) if recorded != configured => {
-            Err(LayoutError::Mismatch { dir: coordinator_dir.display().to_string(), recorded, configured })
-        }
-        Some(_) if path.exists() => Ok(()),
-        _ => {
-            std::fs::create_dir_all(coordinator_dir).map_err(io_err)?;
-            let bytes = serde_json::to_vec(&Layout { shards: configured }).map_err(|e| io_err(io::Error::other(e)))?;
-            fsutil::write_atomically(&path, &bytes).map_err(io_err)
-        }
+    if let Some(recorded) = recorded.filter(|&r| r != configured) {
+        return Err(LayoutError::Mismatch { dir: coordinator_dir.display().to_string(), recorded, configured });
     }
+    if version >= FORMAT_VERSION {
+        let missing: Vec<u32> = (0..configured).filter(|&i| !shard_dir(coordinator_dir, i).is_dir()).collect();
+        if let Some(&first) = missing.first() {
+            let err = LayoutError::MissingShards {
+                dir: shard_dir(coordinator_dir, first).display().to_string(),
+                missing: missing.len(),
+                shards: configured,
+            };
+            if !repair {
+                return Err(err);
+            }
+            tracing::warn!("repair: {err}; starting those shards empty");
+        }
+        return Ok(());
+    }
+    // First start (version 0) or a format-1 directory: every shard
+    // directory first, then the layout that promises them.
+    if version == 1 {
+        tracing::info!(
+            dir = %coordinator_dir.display(),
+            "data directory format 1: migrating to format {FORMAT_VERSION} (shard directories completed, manifests written as each log opens)"
+        );
+    }
+    for i in 0..configured {
+        std::fs::create_dir_all(shard_dir(coordinator_dir, i)).map_err(io_err)?;
+    }
+    fsutil::fsync_dir(coordinator_dir).map_err(io_err)?;
+    let layout = Layout { shards: configured, version: FORMAT_VERSION };
+    let bytes = serde_json::to_vec(&layout).map_err(|e| io_err(io::Error::other(e)))?;
+    fsutil::write_atomically(&path, &bytes).map_err(io_err)
 }
 
 /// For a directory without `layout.json`: the shard count implied by the
@@ -88,9 +138,9 @@ mod tests {
     fn first_start_records_the_count_and_later_starts_must_match_it() {
         let dir = tempfile::tempdir().unwrap();
         let coord = dir.path().join("coordinator");
-        check_or_record_shard_count(&coord, 50).unwrap();
-        check_or_record_shard_count(&coord, 50).unwrap();
-        let err = check_or_record_shard_count(&coord, 10).unwrap_err().to_string();
+        check_or_record_shard_count(&coord, 50, false).unwrap();
+        check_or_record_shard_count(&coord, 50, false).unwrap();
+        let err = check_or_record_shard_count(&coord, 10, false).unwrap_err().to_string();
         assert!(err.contains("offsets.partitions = 50") && err.contains("--set offsets.partitions=50"), "{err}");
     }
 
@@ -101,8 +151,32 @@ mod tests {
         for i in 0..3 {
             std::fs::create_dir_all(coord.join(format!("shard-{i:04}"))).unwrap();
         }
-        assert!(check_or_record_shard_count(&coord, 5).is_err());
-        check_or_record_shard_count(&coord, 3).unwrap();
+        assert!(check_or_record_shard_count(&coord, 5, false).is_err());
+        check_or_record_shard_count(&coord, 3, false).unwrap();
         assert!(coord.join(FILE).exists());
+    }
+
+    #[test]
+    fn a_missing_shard_directory_refuses_the_start_unless_repairing() {
+        let dir = tempfile::tempdir().unwrap();
+        let coord = dir.path().join("coordinator");
+        check_or_record_shard_count(&coord, 4, false).unwrap();
+        assert!((0..4).all(|i| shard_dir(&coord, i).is_dir()), "created before the layout promises them");
+        std::fs::remove_dir_all(shard_dir(&coord, 2)).unwrap();
+        let err = check_or_record_shard_count(&coord, 4, false).unwrap_err().to_string();
+        assert!(err.contains("shard-0002") && err.contains("--repair"), "{err}");
+        check_or_record_shard_count(&coord, 4, true).unwrap();
+    }
+
+    #[test]
+    fn a_format_1_directory_is_migrated_never_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let coord = dir.path().join("coordinator");
+        std::fs::create_dir_all(shard_dir(&coord, 0)).unwrap();
+        std::fs::write(coord.join(FILE), br#"{"shards":3}"#).unwrap();
+        check_or_record_shard_count(&coord, 3, false).unwrap();
+        let layout: Layout = serde_json::from_slice(&std::fs::read(coord.join(FILE)).unwrap()).unwrap();
+        assert_eq!((layout.shards, layout.version), (3, FORMAT_VERSION));
+        assert!((0..3).all(|i| shard_dir(&coord, i).is_dir()));
     }
 }

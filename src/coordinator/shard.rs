@@ -539,7 +539,9 @@ impl Shard {
             }
         }
         if !self.failed {
-            match self.log.sync() {
+            // Also records the end in the log's manifest, so that records
+            // cut from the end of the log before the next start are noticed.
+            match self.log.sync_and_record_end() {
                 Ok(()) => {
                     while let Some((_, reply)) = self.waiting.pop_front() {
                         self.deliver(reply);

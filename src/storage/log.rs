@@ -20,6 +20,7 @@ use std::time::SystemTime;
 use super::error::LogError;
 use super::frame::{check_payload_len, encode_frame};
 use super::fsutil::fsync_dir;
+use super::manifest::{self, Manifest};
 use super::recovery::recover;
 use super::segment::{frame_bytes, millis_since_epoch, Segment};
 use super::snapshot::{parse_snapshot_file_name, SnapshotDone, SnapshotPlan};
@@ -302,7 +303,19 @@ impl Log {
         let segment = Segment::create(&self.dir, self.end)?;
         fsync_dir(&self.dir)?;
         self.segments.push(segment);
-        Ok(())
+        // Before anything is appended to it, so that its loss is noticed.
+        self.record_manifest(0)
+    }
+
+    /// Rewrites the manifest for the segments from `first` (an index into
+    /// `segments`) on and the current snapshot.
+    fn record_manifest(&self, first: usize) -> io::Result<()> {
+        self.record_manifest_with(first, self.snapshot.map(|s| s.base))
+    }
+
+    fn record_manifest_with(&self, first: usize, snapshot: Option<u64>) -> io::Result<()> {
+        let segments = self.segments.get(first..).unwrap_or_default().iter().map(|s| s.base).collect();
+        manifest::write(&self.dir, &Manifest::new(snapshot, segments, self.synced))
     }
 
     /// Closes the active segment and starts an empty one at [`Log::end`],
@@ -367,7 +380,7 @@ impl Log {
     /// and then the next open scans the segment, which is always safe. It
     /// is renamed into place so it is never seen half-written.
     pub fn sync_and_mark_clean(&mut self) -> io::Result<()> {
-        self.sync()?;
+        self.sync_and_record_end()?;
         let active = self.active()?;
         if active.bytes == 0 {
             return Ok(());
@@ -376,6 +389,14 @@ impl Log {
         let tmp = self.dir.join(format!("{CLEAN_MARKER}.tmp"));
         fs::write(&tmp, format!("{} {}\n", active.base, active.bytes))?;
         fs::rename(&tmp, &path)
+    }
+
+    /// [`Log::sync`], then records the end in the manifest (durably), so
+    /// that records cut from the end of the active segment before the next
+    /// open are noticed: for a clean shutdown.
+    pub fn sync_and_record_end(&mut self) -> io::Result<()> {
+        self.sync()?;
+        self.record_manifest(0)
     }
 
     /// fsyncs everything appended so far, on the calling thread.
@@ -427,7 +448,10 @@ impl Log {
             return Ok(None);
         };
         let info = SegmentInfo { base: oldest.base, bytes: oldest.bytes, modified_ms: oldest.modified_ms };
-        fs::remove_file(&oldest.path)?;
+        let path = oldest.path.clone();
+        // The manifest first: a segment it no longer lists may go.
+        self.record_manifest(1)?;
+        fs::remove_file(&path)?;
         self.segments.remove(0);
         fsync_dir(&self.dir)?;
         Ok(Some(info))
@@ -475,6 +499,8 @@ impl Log {
             ));
         }
         let covered = self.segments.partition_point(|s| s.base < done.base);
+        // The manifest first: what it no longer lists may go.
+        self.record_manifest_with(covered, Some(done.base))?;
         for segment in self.segments.get(..covered).unwrap_or_default() {
             remove_if_present(&segment.path)?;
         }

@@ -7,11 +7,13 @@
 //! - `log`: the log itself (append, group commit, reads, retention, snapshots).
 //! - `snapshot`: writing and validating `snapshot-{base:020}.snap` files.
 //! - `recovery`: what `Log::open` repairs, and what it refuses to guess about.
+//! - `manifest`: the files and end index a log directory must have.
 
 pub mod error;
 pub mod frame;
 pub mod fsutil;
 pub mod log;
+mod manifest;
 mod recovery;
 mod segment;
 pub mod snapshot;
@@ -24,6 +26,8 @@ pub use snapshot::{SnapshotDone, SnapshotPlan};
 mod log_proptest;
 #[cfg(test)]
 mod log_tests;
+#[cfg(test)]
+mod manifest_tests;
 #[cfg(test)]
 mod recovery_tests;
 #[cfg(test)]

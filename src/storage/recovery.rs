@@ -16,6 +16,7 @@ use super::error::LogError;
 use super::frame::Stop;
 use super::fsutil::fsync_dir;
 use super::log::{LogOptions, Replay, Visitor, CLEAN_MARKER};
+use super::manifest::{self, Manifest, MANIFEST_FILE, MANIFEST_TMP};
 use super::segment::{parse_segment_file_name, segment_file_name, Segment};
 use super::snapshot::{self, is_tmp_file_name, parse_snapshot_file_name, snapshot_file_name, SnapshotMeta};
 
@@ -46,6 +47,7 @@ pub(crate) fn recover(
 ) -> Result<Recovered, LogError> {
     let mut dir_changed = create_dir(dir)?;
     let mut listing = list(dir)?;
+    let recorded = read_manifest(dir, options.repair)?;
 
     for tmp in &listing.tmp {
         tracing::warn!(file = %tmp.display(), "deleting a temporary file left by an interrupted snapshot");
@@ -54,6 +56,12 @@ pub(crate) fn recover(
     }
 
     let snapshot = choose_snapshot(dir, &listing, options.repair)?;
+    if let Some((file, reason)) = recorded.as_ref().and_then(|m| missing_files(dir, m, snapshot.as_ref(), &listing)) {
+        if !options.repair {
+            return Err(LogError::Corrupt { file, offset: 0, reason });
+        }
+        tracing::warn!(file = %file.display(), "repair: {reason}; accepting the loss and starting from what is there");
+    }
     let first_index = match &snapshot {
         Some(meta) => meta.base,
         None => listing.segments.first().copied().unwrap_or(0),
@@ -84,6 +92,19 @@ pub(crate) fn recover(
         replayed.segments.push(segment);
         dir_changed = true;
     }
+    if let Some(m) = recorded.as_ref().filter(|m| m.end > replayed.end) {
+        let file = replayed.segments.last().map_or_else(|| dir.to_path_buf(), |s| s.path.clone());
+        let reason = format!(
+            "the log ends at index {} but {MANIFEST_FILE} recorded {} records as durable: {} acknowledged records are missing from the end",
+            replayed.end,
+            m.end,
+            m.end - replayed.end
+        );
+        if !options.repair {
+            return Err(LogError::Corrupt { file, offset: 0, reason });
+        }
+        tracing::warn!(file = %file.display(), "repair: {reason}; accepting the loss");
+    }
     // After a process crash the replayed records may still be only in the
     // page cache; syncing once here lets the log start with synced() == end().
     if let Some(active) = replayed.segments.last() {
@@ -91,6 +112,22 @@ pub(crate) fn recover(
     }
     if dir_changed {
         fsync_dir(dir).map_err(LogError::io(dir))?;
+    }
+    let found = Manifest::new(
+        snapshot.as_ref().map(|m| m.base),
+        replayed.segments.iter().map(|s| s.base).collect(),
+        replayed.end,
+    );
+    if recorded.as_ref() != Some(&found) {
+        if recorded.is_none() && !listing.segments.is_empty() {
+            tracing::info!(
+                dir = %dir.display(),
+                segments = found.segments.len(),
+                end = found.end,
+                "no {MANIFEST_FILE} (a data directory from before manifests): recording what was found"
+            );
+        }
+        manifest::write(dir, &found).map_err(LogError::io(&manifest::path(dir)))?;
     }
     Ok(Recovered { segments: replayed.segments, end: replayed.end, snapshot })
 }
@@ -124,6 +161,57 @@ fn take_clean_marker(dir: &Path, replay: Replay) -> Option<(u64, u64)> {
     }
 }
 
+/// The directory's manifest, if it has one. An unreadable one (never left by
+/// a crash: it is replaced by rename) refuses the open unless repairing.
+fn read_manifest(dir: &Path, repair: bool) -> Result<Option<Manifest>, LogError> {
+    match manifest::read(dir) {
+        Ok(m) => Ok(m),
+        Err(e) if repair => {
+            tracing::warn!(file = %manifest::path(dir).display(), error = %e, "repair: ignoring an unreadable manifest");
+            Ok(None)
+        }
+        Err(e) => Err(LogError::io(&manifest::path(dir))(e)),
+    }
+}
+
+/// The first file `recorded` says the log must have and that is missing:
+/// the snapshot (or a newer one), and every segment from the snapshot the
+/// log starts from on (older ones a newer snapshot covers may be gone).
+fn missing_files(
+    dir: &Path,
+    recorded: &Manifest,
+    snapshot: Option<&SnapshotMeta>,
+    listing: &Listing,
+) -> Option<(PathBuf, String)> {
+    if let Some(base) = recorded.snapshot.filter(|&b| snapshot.is_none_or(|m| m.base < b)) {
+        return Some((
+            dir.join(snapshot_file_name(base)),
+            format!(
+                "snapshot {} recorded in {MANIFEST_FILE} is missing: the state it holds (everything before index {base}) would be lost",
+                snapshot_file_name(base)
+            ),
+        ));
+    }
+    let from = snapshot.map_or(0, |m| m.base);
+    let missing: Vec<u64> = recorded
+        .segments
+        .iter()
+        .copied()
+        .filter(|&b| b >= from && listing.segments.binary_search(&b).is_err())
+        .collect();
+    let first = *missing.first()?;
+    let names: Vec<String> = missing.iter().take(5).map(|&b| segment_file_name(b)).collect();
+    Some((
+        dir.join(segment_file_name(first)),
+        format!(
+            "{} segment(s) recorded in {MANIFEST_FILE} are missing ({}{}): the records they held would be lost",
+            missing.len(),
+            names.join(", "),
+            if missing.len() > names.len() { ", …" } else { "" }
+        ),
+    ))
+}
+
 /// Creates the log directory if needed; returns whether it did.
 fn create_dir(dir: &Path) -> Result<bool, LogError> {
     if dir.is_dir() {
@@ -142,6 +230,14 @@ fn list(dir: &Path) -> Result<Listing, LogError> {
         let entry = entry.map_err(LogError::io(dir))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
+        if name == MANIFEST_FILE {
+            continue;
+        }
+        if name == MANIFEST_TMP {
+            // An interrupted manifest update: the manifest itself is intact.
+            fs::remove_file(entry.path()).map_err(LogError::io(&entry.path()))?;
+            continue;
+        }
         if let Some(base) = parse_segment_file_name(name) {
             listing.segments.push(base);
         } else if let Some(base) = parse_snapshot_file_name(name) {

@@ -161,6 +161,12 @@ fn a_gap_between_segments_is_corruption() {
     let tmp = tempfile::tempdir().unwrap();
     log_with(tmp.path(), 6, 2);
     std::fs::remove_file(segment_path(tmp.path(), 2)).unwrap();
+    // The manifest names the missing segment itself.
+    let (file, _, reason) = corrupt_at(try_open(tmp.path(), options(2 * FRAME)).unwrap_err());
+    assert_eq!(file.as_str(), "00000000000000000002.log");
+    assert!(reason.contains("missing"), "{reason}");
+    // Without one (a directory from before manifests), the gap gives it away.
+    std::fs::remove_file(tmp.path().join(super::manifest::MANIFEST_FILE)).unwrap();
     let (file, offset, reason) = corrupt_at(try_open(tmp.path(), options(2 * FRAME)).unwrap_err());
     assert_eq!((file.as_str(), offset), ("00000000000000000004.log", 0));
     assert!(reason.contains("index 4") && reason.contains("index 2"), "{reason}");

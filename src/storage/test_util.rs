@@ -55,10 +55,13 @@ pub(crate) fn snapshot_path(dir: &Path, base: u64) -> PathBuf {
     dir.join(snapshot_file_name(base))
 }
 
-/// Sorted names of the files in `dir`.
+/// Sorted names of the files in `dir`, its manifest aside.
 pub(crate) fn files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != super::manifest::MANIFEST_FILE)
+        .collect();
     names.sort();
     names
 }

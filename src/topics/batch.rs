@@ -5,7 +5,8 @@
 //! (compressed batches untouched), after overwriting `baseOffset` and
 //! `partitionLeaderEpoch`. Those two fields sit before the CRC-covered range
 //! (`attributes` to the end), so the rewrite never invalidates the CRC and no
-//! batch ever needs decompressing. Everything else the data plane needs —
+//! batch is ever recompressed (a compressed batch is decompressed once, to
+//! check its records: `record_check`). Everything else the data plane needs —
 //! offsets, timestamps, producer id/epoch/sequence — is in the fixed 61-byte
 //! header.
 //!
@@ -20,6 +21,7 @@
 //! 57 recordCount i32 | 61 records...
 //! ```
 
+use super::record_check::check_records;
 use crate::error_code::ErrorCode;
 
 /// `baseOffset` + `batchLength`: the part of a batch outside `batchLength`.
@@ -78,11 +80,11 @@ impl BatchError {
         BatchError { code, message: message.into() }
     }
 
-    fn invalid(message: impl Into<String>) -> Self {
+    pub(super) fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::INVALID_RECORD, message)
     }
 
-    fn corrupt(message: impl Into<String>) -> Self {
+    pub(super) fn corrupt(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::CORRUPT_MESSAGE, message)
     }
 }
@@ -198,15 +200,23 @@ pub struct ProducedBatch {
     /// The batch bytes (trailing bytes that are not a complete batch are
     /// dropped, as Kafka trims them).
     pub bytes: Vec<u8>,
+    /// Bytes decompressed to check its records (0 when uncompressed).
+    pub decompressed: usize,
 }
 
 /// Validates the `records` of one partition of a Produce request (v3+), in
 /// Kafka's order: `ProduceRequest.validateRecords` (exactly one batch, magic
 /// 2, no zstd below v7), then the log's checks (base offset 0, CRC-32C,
 /// offset range and count, no control batches from clients, a sequence for
-/// idempotent batches). Transactional batches are refused because kcoord has
-/// no transaction coordinator (see `docs/protocol-support.md`).
-pub fn validate_produced(records: Option<&[u8]>, produce_version: i16) -> Result<ProducedBatch, BatchError> {
+/// idempotent batches), and finally every record (`record_check`: a
+/// compressed batch is decompressed, at most `decompress_budget` bytes of
+/// it). Transactional batches are refused because kcoord has no transaction
+/// coordinator (see `docs/protocol-support.md`).
+pub fn validate_produced(
+    records: Option<&[u8]>,
+    produce_version: i16,
+    decompress_budget: usize,
+) -> Result<ProducedBatch, BatchError> {
     let records = records.unwrap_or_default();
     let no_batch = || {
         BatchError::invalid(format!(
@@ -255,14 +265,6 @@ pub fn validate_produced(records: Option<&[u8]>, produce_version: i16) -> Result
         return Err(BatchError::corrupt(format!("Unknown compression type id: {}", header.codec())));
     }
     check_offsets_and_count(&header)?;
-    if header.codec() == CODEC_NONE {
-        // As Kafka's in-place offset assignment walks the records: the count
-        // must be real, or offsets would jump by whatever a batch claims.
-        let parsed = record_times(batch, &header).map(|r| r.len());
-        if parsed != usize::try_from(header.record_count).ok() {
-            return Err(BatchError::invalid("The records of the batch do not match its record count"));
-        }
-    }
     if header.is_control() {
         return Err(BatchError::invalid("Clients are not allowed to write control records"));
     }
@@ -278,7 +280,11 @@ pub fn validate_produced(records: Option<&[u8]>, produce_version: i16) -> Result
             "kcoord does not support transactions: transactional batches are rejected",
         ));
     }
-    Ok(ProducedBatch { header, bytes: batch.to_vec() })
+    // Last, as Kafka's LogValidator walks the records after the header
+    // checks: the count must be real, or offsets would jump by whatever a
+    // batch claims, and a compressed batch must decompress.
+    let decompressed = check_records(batch, &header, decompress_budget)?;
+    Ok(ProducedBatch { header, bytes: batch.to_vec(), decompressed })
 }
 
 /// Kafka's `LogValidator.validateBatch` for v2: a positive offset range
@@ -406,6 +412,11 @@ pub(crate) mod test_batches {
         producer: Option<(i64, i16, i32)>,
         attributes: i16,
     ) -> Vec<u8> {
+        wrap(&records(values), values.len() as i32, base_ts, producer, attributes)
+    }
+
+    /// The records of a batch of `values`, uncompressed.
+    pub fn records(values: &[&[u8]]) -> Vec<u8> {
         let mut records = Vec::new();
         for (i, v) in values.iter().enumerate() {
             let mut r = vec![0u8];
@@ -418,7 +429,12 @@ pub(crate) mod test_batches {
             varlong(&mut records, r.len() as i64);
             records.extend_from_slice(&r);
         }
-        let n = values.len() as i32;
+        records
+    }
+
+    /// A batch header for `n` records (offset deltas 0..n) around
+    /// `records`, the CRC set.
+    pub fn wrap(records: &[u8], n: i32, base_ts: i64, producer: Option<(i64, i16, i32)>, attributes: i16) -> Vec<u8> {
         let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
         let mut b = Vec::new();
         b.extend_from_slice(&0i64.to_be_bytes());
@@ -427,17 +443,70 @@ pub(crate) mod test_batches {
         b.push(2);
         b.extend_from_slice(&0u32.to_be_bytes());
         b.extend_from_slice(&attributes.to_be_bytes());
-        b.extend_from_slice(&(n - 1).to_be_bytes());
+        b.extend_from_slice(&(n.wrapping_sub(1)).to_be_bytes());
         b.extend_from_slice(&base_ts.to_be_bytes());
         b.extend_from_slice(&(base_ts + (n as i64 - 1) * 10).to_be_bytes());
         b.extend_from_slice(&pid.to_be_bytes());
         b.extend_from_slice(&epoch.to_be_bytes());
         b.extend_from_slice(&seq.to_be_bytes());
         b.extend_from_slice(&n.to_be_bytes());
-        b.extend_from_slice(&records);
+        b.extend_from_slice(records);
         let crc = crc32c::crc32c(&b[21..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         b
+    }
+
+    /// `data` compressed with codec 1 (gzip), 2 (snappy: one raw block, as
+    /// librdkafka writes it), 3 (lz4 frame) or 4 (zstd).
+    pub fn compress(codec: u8, data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        match codec {
+            1 => {
+                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                e.write_all(data).unwrap();
+                e.finish().unwrap()
+            }
+            2 => snap::raw::Encoder::new().compress_vec(data).unwrap(),
+            3 => {
+                let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
+                e.write_all(data).unwrap();
+                e.finish().unwrap()
+            }
+            4 => zstd::encode_all(data, 3).unwrap(),
+            _ => data.to_vec(),
+        }
+    }
+
+    /// Snappy as the Java client writes it (xerial snappy-java framing),
+    /// in chunks of `chunk` bytes.
+    pub fn xerial_snappy(data: &[u8], chunk: usize) -> Vec<u8> {
+        let mut out = vec![0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1];
+        for c in data.chunks(chunk) {
+            let block = snap::raw::Encoder::new().compress_vec(c).unwrap();
+            out.extend_from_slice(&(block.len() as i32).to_be_bytes());
+            out.extend_from_slice(&block);
+        }
+        out
+    }
+
+    /// A batch of `values` compressed with `codec`.
+    pub fn compressed(codec: u8, values: &[&[u8]]) -> Vec<u8> {
+        wrap(&compress(codec, &records(values)), values.len() as i32, 1_000, None, codec as i16)
+    }
+
+    /// The batch of issue 11: a gzip flag, 89 random bytes, a valid CRC and
+    /// a record count of 2^31 - 1 (150 bytes).
+    pub fn gzip_garbage() -> Vec<u8> {
+        let mut x: u32 = 0x9e37_79b9;
+        let payload: Vec<u8> = (0..89)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        wrap(&payload, i32::MAX, 1_000, None, 1)
     }
 }
 
@@ -449,7 +518,7 @@ mod tests {
     #[test]
     fn a_valid_batch_parses_and_keeps_its_crc_after_assignment() {
         let mut b = batch(&[b"a", b"bc", b"def"], 1000, Some((7, 0, 5)));
-        let p = validate_produced(Some(&b), 9).unwrap();
+        let p = validate_produced(Some(&b), 9, 1 << 20).unwrap();
         assert_eq!(p.header.record_count, 3);
         assert_eq!(p.header.last_offset_delta, 2);
         assert_eq!(p.header.last_sequence(), 7);
@@ -467,22 +536,22 @@ mod tests {
         let mut b = batch(&[b"x"], 0, None);
         let last = b.len() - 1;
         b[last] ^= 1;
-        assert_eq!(validate_produced(Some(&b), 3).unwrap_err().code, ErrorCode::CORRUPT_MESSAGE);
+        assert_eq!(validate_produced(Some(&b), 3, 1 << 20).unwrap_err().code, ErrorCode::CORRUPT_MESSAGE);
     }
 
     #[test]
     fn old_magic_and_missing_or_extra_batches_are_invalid_records() {
         let mut b = batch(&[b"x"], 0, None);
         b[16] = 1;
-        assert_eq!(validate_produced(Some(&b), 3).unwrap_err().code, ErrorCode::INVALID_RECORD);
-        assert_eq!(validate_produced(None, 3).unwrap_err().code, ErrorCode::INVALID_RECORD);
-        assert_eq!(validate_produced(Some(&[]), 3).unwrap_err().code, ErrorCode::INVALID_RECORD);
+        assert_eq!(validate_produced(Some(&b), 3, 1 << 20).unwrap_err().code, ErrorCode::INVALID_RECORD);
+        assert_eq!(validate_produced(None, 3, 1 << 20).unwrap_err().code, ErrorCode::INVALID_RECORD);
+        assert_eq!(validate_produced(Some(&[]), 3, 1 << 20).unwrap_err().code, ErrorCode::INVALID_RECORD);
         let one = batch(&[b"x"], 0, None);
         let two = [one.clone(), one.clone()].concat();
-        assert_eq!(validate_produced(Some(&two), 3).unwrap_err().code, ErrorCode::INVALID_RECORD);
+        assert_eq!(validate_produced(Some(&two), 3, 1 << 20).unwrap_err().code, ErrorCode::INVALID_RECORD);
         // Trailing bytes that are not a complete batch are trimmed, as Kafka does.
         let trailing = [one.clone(), vec![0, 0, 0]].concat();
-        assert_eq!(validate_produced(Some(&trailing), 3).unwrap().bytes, one);
+        assert_eq!(validate_produced(Some(&trailing), 3, 1 << 20).unwrap().bytes, one);
     }
 
     #[test]
@@ -503,7 +572,7 @@ mod tests {
             b[*at..*at + bytes.len()].copy_from_slice(bytes);
             let crc = crc32c::crc32c(&b[21..]);
             b[17..21].copy_from_slice(&crc.to_be_bytes());
-            assert_eq!(validate_produced(Some(&b), 6).unwrap_err().code, *want, "case {i}");
+            assert_eq!(validate_produced(Some(&b), 6, 1 << 20).unwrap_err().code, *want, "case {i}");
         }
         // An uncompressed batch claiming more records than it holds.
         let mut b = batch(&[b"x"], 0, None);
@@ -511,20 +580,17 @@ mod tests {
         b[57..61].copy_from_slice(&2i32.to_be_bytes());
         let crc = crc32c::crc32c(&b[21..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
-        assert_eq!(validate_produced(Some(&b), 9).unwrap_err().code, ErrorCode::INVALID_RECORD);
+        assert_eq!(validate_produced(Some(&b), 9, 1 << 20).unwrap_err().code, ErrorCode::INVALID_RECORD);
         // zstd is fine from v7.
-        let mut b = batch(&[b"x"], 0, None);
-        b[21..23].copy_from_slice(&4i16.to_be_bytes());
-        let crc = crc32c::crc32c(&b[21..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
-        assert!(validate_produced(Some(&b), 7).is_ok());
+        let b = compressed(4, &[b"x"]);
+        assert!(validate_produced(Some(&b), 7, 1 << 20).is_ok());
     }
 
     #[test]
     fn truncated_and_hostile_batches_never_panic() {
         let good = batch(&[b"hello", b"world"], 5, Some((1, 0, 0)));
         for n in 0..good.len() {
-            let r = validate_produced(Some(&good[..n]), 9);
+            let r = validate_produced(Some(&good[..n]), 9, 1 << 20);
             assert!(r.is_err(), "prefix of {n} bytes");
             let _ = read_stored(&good[..n], n);
             if let Some(h) = BatchHeader::read(&good[..n]) {
@@ -536,7 +602,7 @@ mod tests {
             for v in [i32::MAX, i32::MIN, -1, 0x7fff_fff0] {
                 let mut b = good.clone();
                 b[at..at + 4].copy_from_slice(&v.to_be_bytes());
-                let _ = validate_produced(Some(&b), 9);
+                let _ = validate_produced(Some(&b), 9, 1 << 20);
                 if let Some(h) = BatchHeader::read(&b) {
                     let _ = record_times(&b, &h);
                     let _ = h.last_sequence();
@@ -547,9 +613,9 @@ mod tests {
         // A size field of i32::MAX on a small buffer is "no complete batch".
         let mut b = good.clone();
         b[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
-        assert_eq!(validate_produced(Some(&b), 9).unwrap_err().code, ErrorCode::INVALID_RECORD);
+        assert_eq!(validate_produced(Some(&b), 9, 1 << 20).unwrap_err().code, ErrorCode::INVALID_RECORD);
         b[8..12].copy_from_slice(&3i32.to_be_bytes());
-        assert_eq!(validate_produced(Some(&b), 9).unwrap_err().code, ErrorCode::CORRUPT_MESSAGE);
+        assert_eq!(validate_produced(Some(&b), 9, 1 << 20).unwrap_err().code, ErrorCode::CORRUPT_MESSAGE);
     }
 
     #[test]

@@ -140,7 +140,8 @@ mod tests {
         let options = LogOptions { segment_bytes: 1 << 20, repair: false };
         let p = Arc::new(Partition::open("t", 0, dir.path(), options, FsyncPolicy::Always, 604_800_000, 0).unwrap());
         let (fatal, _rx) = mpsc::unbounded_channel();
-        let produce = |v: &[u8]| p.append(validate_produced(Some(&batch(&[v], 1, None)), 9).unwrap(), 0).unwrap();
+        let produce =
+            |v: &[u8]| p.append(validate_produced(Some(&batch(&[v], 1, None)), 9, 1 << 20).unwrap(), 0).unwrap();
         let (a, b) = (produce(b"a"), produce(b"b"));
         assert_eq!((a.base_offset, b.base_offset), (0, 1));
         assert_eq!(p.offsets().high_watermark, 0, "nothing is visible before it is durable");

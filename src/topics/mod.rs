@@ -7,7 +7,8 @@
 //!   background tasks (retention, interval fsync) and shutdown.
 //! - `partition`: one partition log (the shared `storage::Log`, one Kafka
 //!   RecordBatch per record) with its offset index and producer state.
-//! - `batch`: RecordBatch v2 header parsing, validation and rewriting.
+//! - `batch`: RecordBatch v2 header parsing, validation and rewriting;
+//!   `record_check`: every record of a produced batch, decompressed.
 //! - `producer_state`, `producer_ids`: idempotent producers.
 //! - `durability`: group-commit fsync of partition logs.
 //! - `retention`: deleting old segments by time and size.
@@ -24,6 +25,7 @@ pub mod partition;
 pub mod produce;
 pub mod producer_ids;
 pub mod producer_state;
+pub mod record_check;
 pub mod retention;
 pub mod service;
 

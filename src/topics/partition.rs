@@ -412,7 +412,7 @@ impl Partition {
     /// active segment is rolled first when `segment.ms` says so (`now_ms` is
     /// the wall clock, injected for tests).
     pub fn append(&self, produced: ProducedBatch, now_ms: i64) -> Result<Appended, AppendError> {
-        let ProducedBatch { mut header, mut bytes } = produced;
+        let ProducedBatch { mut header, mut bytes, .. } = produced;
         let mut s = self.lock();
         if s.deleted {
             return Err(AppendError::code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION));
@@ -558,7 +558,7 @@ mod tests {
     }
 
     fn produce(p: &Partition, values: &[&[u8]], producer: Option<(i64, i16, i32)>) -> Result<Appended, AppendError> {
-        p.append(validate_produced(Some(&batch(values, 1_000, producer)), 9).unwrap(), 0)
+        p.append(validate_produced(Some(&batch(values, 1_000, producer)), 9, 1 << 20).unwrap(), 0)
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! is durable.
 //!
 //! Kafka's order of checks per partition: acks value, topic and partition,
-//! the batch itself (`batch::validate_produced`), then the producer's
+//! the batch itself (`batch::validate_produced`, which decompresses
+//! compressed batches to check their records, at most
+//! `server.max_request_bytes` per request in all), then the producer's
 //! sequence (`producer_state`). Every partition of a request is appended
 //! first and the durability waits run together, so one group-commit fsync
 //! per partition covers the whole request (and every other request appended
@@ -94,6 +96,7 @@ impl DataPlane {
     pub async fn produce(&self, req: ProduceRequest) -> Result<Option<ProduceResponse>, String> {
         let valid_acks = matches!(req.acks, -1..=1);
         let mut pending = Vec::new();
+        let mut budget = self.settings.decompress_budget;
         let mut topics = Vec::with_capacity(req.topics.len());
         for (ti, t) in req.topics.iter().enumerate() {
             let logs = self.topic(&t.name);
@@ -104,7 +107,7 @@ impl DataPlane {
                 } else {
                     match logs.as_ref().and_then(|l| l.partition(p.index)) {
                         None => ProducedPartition::error(p.index, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, None),
-                        Some(log) => match self.append_one(log, p, req.version) {
+                        Some(log) => match self.append_one(log, p, req.version, &mut budget) {
                             Ok((answer, durable_at)) => {
                                 if self.settings.fsync == FsyncPolicy::Always {
                                     pending.push(Pending { topic: ti, partition: pi, log: log.clone(), durable_at });
@@ -142,15 +145,18 @@ impl DataPlane {
         Ok(Some(resp))
     }
 
-    /// Validates and appends one partition's batch.
+    /// Validates and appends one partition's batch; what decompressing it
+    /// took comes off the request's `budget`.
     fn append_one(
         &self,
         log: &Partition,
         p: &ProducePartition,
         version: i16,
+        budget: &mut usize,
     ) -> Result<(ProducedPartition, u64), ProducedPartition> {
-        let batch = validate_produced(p.records.as_deref(), version)
+        let batch = validate_produced(p.records.as_deref(), version, *budget)
             .map_err(|e| ProducedPartition::error(p.index, e.code, Some(e.message)))?;
+        *budget -= batch.decompressed;
         let appended = log
             .append(batch, super::service::now_ms())
             .map_err(|e| ProducedPartition::error(p.index, e.code, e.message))?;

@@ -164,7 +164,9 @@ mod tests {
     }
 
     fn produce(p: &Partition, ts: i64, now_ms: i64) -> i64 {
-        p.append(validate_produced(Some(&batch(&[b"a", b"b"], ts, None)), 9).unwrap(), now_ms).unwrap().base_offset
+        p.append(validate_produced(Some(&batch(&[b"a", b"b"], ts, None)), 9, 1 << 20).unwrap(), now_ms)
+            .unwrap()
+            .base_offset
     }
 
     fn seg(base: u64, bytes: u64) -> SegmentInfo {

@@ -60,6 +60,10 @@ pub struct DataPlaneSettings {
     pub default_partitions: i32,
     /// Truncate corrupt partition logs instead of refusing to start.
     pub repair: bool,
+    /// Decompressed bytes one Produce request may make kcoord read to check
+    /// its compressed batches: `server.max_request_bytes`, what the request
+    /// could have carried uncompressed.
+    pub decompress_budget: usize,
 }
 
 impl DataPlaneSettings {
@@ -78,6 +82,7 @@ impl DataPlaneSettings {
             node_id: config.server.node_id,
             default_partitions: config.topics.default_partitions,
             repair,
+            decompress_budget: config.server.max_request_bytes as usize,
         }
     }
 }

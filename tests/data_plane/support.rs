@@ -49,6 +49,66 @@ pub fn batch(records: &[(&str, &str)], ts: i64, producer: Producer) -> Bytes {
     buf.freeze()
 }
 
+/// `batch(records, ts, None)` with its records compressed by `codec`
+/// (1 gzip, 2 snappy as one raw block like librdkafka, 3 lz4 frame,
+/// 4 zstd), compressed here with the codec crates.
+pub fn compressed_batch(codec: u8, records: &[(&str, &str)], ts: i64) -> Bytes {
+    use std::io::Write;
+    let plain = batch(records, ts, None).to_vec();
+    let data = &plain[61..];
+    let body = match codec {
+        1 => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        }
+        2 => snap::raw::Encoder::new().compress_vec(data).unwrap(),
+        3 => {
+            let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        }
+        4 => zstd::encode_all(data, 3).unwrap(),
+        _ => panic!("codec {codec}"),
+    };
+    let attributes = i16::from_be_bytes([plain[21], plain[22]]) | codec as i16;
+    with_records(&plain[..61], attributes, None, &body)
+}
+
+/// A batch of `header` (61 bytes) with `records` after it, `attributes`
+/// and optionally the record count (and last offset delta) replaced, and
+/// the length and CRC-32C made to match.
+pub fn with_records(header: &[u8], attributes: i16, count: Option<i32>, records: &[u8]) -> Bytes {
+    let mut b = header[..61].to_vec();
+    b[21..23].copy_from_slice(&attributes.to_be_bytes());
+    if let Some(n) = count {
+        b[23..27].copy_from_slice(&(n - 1).to_be_bytes());
+        b[57..61].copy_from_slice(&n.to_be_bytes());
+    }
+    b.extend_from_slice(records);
+    let len = (b.len() - 12) as i32;
+    b[8..12].copy_from_slice(&len.to_be_bytes());
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b.into()
+}
+
+/// Issue 11's batch: 150 bytes, a gzip flag, a random payload, a valid CRC
+/// and a record count of 2^31 - 1 (or `count`).
+pub fn gzip_garbage(count: i32) -> Bytes {
+    let header = batch(&[("k", "v")], 1, None);
+    let mut x: u32 = 0x2545_f491;
+    let payload: Vec<u8> = (0..89)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x >> 8) as u8
+        })
+        .collect();
+    with_records(&header, 1, Some(count), &payload)
+}
+
 /// A legacy MessageSet entry (magic 0 or 1) holding one record, built by
 /// hand: offset, size, CRC-32 (IEEE), magic, attributes, [timestamp], key, value.
 pub fn legacy_batch(magic: i8) -> Bytes {
