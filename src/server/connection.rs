@@ -8,6 +8,13 @@
 //! `server.max_inflight_per_connection` requests are in flight; beyond that
 //! we stop reading, and TCP pushes back on the client.
 //!
+//! Request memory is bounded twice. Each local request holds permits of the
+//! daemon's `server.max_inflight_request_bytes` budget for its frame's
+//! length until it is answered; while the budget is spent, the connection
+//! stops reading (but keeps writing its answers, so budgets held by finished
+//! requests are always given back). And one connection stops reading while
+//! its own requests in flight hold `server.max_request_bytes` or more.
+//!
 //! In sidecar mode, requests kcoord does not serve go over this
 //! connection's own link to the upstream broker its listener fronts. They
 //! are written upstream as they are read, so the upstream sees them in the
@@ -19,11 +26,12 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use futures_util::FutureExt;
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{watch, AcquireError, OwnedSemaphorePermit};
 use tokio_util::codec::FramedRead;
 
 use super::dispatch::{self, Outcome};
@@ -33,6 +41,9 @@ use crate::sidecar::link::Link;
 use crate::sidecar::{Forward, Route, Sidecar};
 
 type Pending = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+/// A request's outcome and the frame bytes it held.
+type Served = Pin<Box<dyn Future<Output = (Outcome, usize)> + Send>>;
+type Permit = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
 
 /// Per-connection write buffer.
 const WRITE_BUFFER_BYTES: usize = 8 * 1024;
@@ -52,8 +63,13 @@ pub async fn serve(
     // Coalesces pipelined small responses into few writes; larger responses
     // bypass it. Kept small because every idle connection holds one.
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, wr);
-    let mut inflight: FuturesOrdered<Pending> = FuturesOrdered::new();
+    let mut inflight: FuturesOrdered<Served> = FuturesOrdered::new();
     let max_inflight = svc.config.server.max_inflight_per_connection as usize;
+    // This connection's request bytes in flight, and its limit.
+    let mut inflight_bytes = 0usize;
+    let max_inflight_bytes = svc.config.server.max_request_bytes as usize;
+    // A frame read while the daemon's budget was spent, waiting for permits.
+    let mut parked: Option<(Bytes, Permit)> = None;
     let mut reading = !*shutdown.borrow();
     let mut link: Option<Link> = None;
 
@@ -63,12 +79,14 @@ pub async fn serve(
         }
         tokio::select! {
             biased;
-            Some(outcome) = inflight.next(), if !inflight.is_empty() => {
+            Some((outcome, bytes)) = inflight.next(), if !inflight.is_empty() => {
+                inflight_bytes = inflight_bytes.saturating_sub(bytes);
                 if !write_outcome(&mut writer, outcome, peer).await {
                     return;
                 }
                 // Write every response that is already done, then flush once.
-                while let Some(Some(outcome)) = inflight.next().now_or_never() {
+                while let Some(Some((outcome, bytes))) = inflight.next().now_or_never() {
+                    inflight_bytes = inflight_bytes.saturating_sub(bytes);
                     if !write_outcome(&mut writer, outcome, peer).await {
                         return;
                     }
@@ -78,19 +96,37 @@ pub async fn serve(
                     return;
                 }
             }
-            frame = frames.next(), if reading && inflight.len() < max_inflight => {
+            permit = wait_for_permit(&mut parked), if parked.is_some() => {
+                let Some((frame, _)) = parked.take() else { continue };
+                let Ok(permit) = permit else { return };
+                inflight_bytes += frame.len();
+                inflight.push_back(local(&svc, peer, listener, frame, permit));
+            }
+            frame = frames.next(), if reading && parked.is_none() && inflight.len() < max_inflight
+                && inflight_bytes < max_inflight_bytes => {
                 match frame {
                     Some(Ok(frame)) => {
                         let route = svc.sidecar.as_ref().map_or(Route::Local, |s| s.route(&frame));
                         match route {
                             Route::Local => {
-                                let svc = svc.clone();
-                                inflight.push_back(Box::pin(dispatch::handle_frame(svc, peer, listener, frame)));
+                                let n = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+                                match svc.request_budget.clone().try_acquire_many_owned(n) {
+                                    Ok(permit) => {
+                                        inflight_bytes += frame.len();
+                                        inflight.push_back(local(&svc, peer, listener, frame, permit));
+                                    }
+                                    Err(tokio::sync::TryAcquireError::NoPermits) => {
+                                        tracing::debug!(%peer, bytes = n, "request budget spent; waiting before serving");
+                                        let wait = Box::pin(svc.request_budget.clone().acquire_many_owned(n));
+                                        parked = Some((frame, wait));
+                                    }
+                                    Err(tokio::sync::TryAcquireError::Closed) => return,
+                                }
                             }
                             Route::Forward(fwd) => {
                                 let Some(sidecar) = svc.sidecar.clone() else { return };
                                 match forward(&sidecar, &mut link, listener, &frame, fwd).await {
-                                    Ok(pending) => inflight.push_back(pending),
+                                    Ok(pending) => inflight.push_back(Box::pin(pending.map(|o| (o, 0)))),
                                     Err(e) => {
                                         // As if the client's broker had gone away.
                                         tracing::info!(%peer, broker = listener.node_id, error = %e, "upstream unreachable; closing the client connection");
@@ -109,10 +145,38 @@ pub async fn serve(
             }
             _ = shutdown.changed(), if reading => {
                 reading = false;
+                // A request still waiting for the budget is dropped unserved.
+                parked = None;
             }
         }
     }
     let _ = writer.shutdown().await;
+}
+
+/// Serves a local request, holding its share of the daemon's request budget
+/// until it is answered.
+fn local(
+    svc: &Arc<Services>,
+    peer: SocketAddr,
+    listener: ListenerInfo,
+    frame: Bytes,
+    permit: OwnedSemaphorePermit,
+) -> Served {
+    let svc = svc.clone();
+    let len = frame.len();
+    Box::pin(async move {
+        let outcome = dispatch::handle_frame(svc, peer, listener, frame).await;
+        drop(permit);
+        (outcome, len)
+    })
+}
+
+/// Completes when the parked frame's permits are granted (never if none is parked).
+async fn wait_for_permit(parked: &mut Option<(Bytes, Permit)>) -> Result<OwnedSemaphorePermit, AcquireError> {
+    match parked {
+        Some((_, wait)) => wait.await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Sends a frame over the connection's upstream link (opened on first use);
