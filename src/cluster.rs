@@ -6,6 +6,7 @@
 //! missing from Metadata, kafkajs looks the coordinator up by node id, and
 //! kafkajs sends InitProducerId to the controller).
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -278,9 +279,15 @@ impl Cluster {
         let topics = match &req.topics {
             TopicSelector::All => catalog.list().iter().map(|t| self.topic_metadata(t, ops)).collect(),
             TopicSelector::Only(refs) => {
-                let mut out = Vec::with_capacity(refs.len());
+                // Kafka answers each distinct topic once (KafkaApis turns the
+                // requested topics into a set); kcoord keeps first mentions
+                // in request order.
+                let mut seen: HashSet<(Option<&str>, Uuid)> = HashSet::with_capacity(refs.len().min(1024));
+                let mut out = Vec::new();
                 for r in refs {
-                    out.push(self.lookup_topic(r, req.allow_auto_topic_creation, ops, catalog, creator));
+                    if seen.insert((r.name.as_deref(), r.id)) {
+                        out.push(self.lookup_topic(r, req.allow_auto_topic_creation, ops, catalog, creator));
+                    }
                 }
                 out
             }
@@ -475,6 +482,36 @@ mod tests {
         );
         assert_eq!(r.topics[0].error, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
         assert_eq!(r.topics[1].error, ErrorCode::UNKNOWN_TOPIC_ID);
+    }
+
+    #[test]
+    fn a_topic_named_many_times_is_answered_once() {
+        let catalog = Catalog::in_memory(&[("t", 1)]);
+        let id = Uuid::new_v4();
+        let mut refs = vec![TopicRef { name: Some("t".into()), id: Uuid::nil() }; 100_000];
+        refs.push(TopicRef { name: Some("nope".into()), id: Uuid::nil() });
+        refs.push(TopicRef { name: None, id });
+        refs.push(TopicRef { name: Some("t".into()), id: Uuid::nil() });
+        refs.push(TopicRef { name: None, id });
+        let r = cluster().metadata(
+            &MetadataRequest {
+                topics: TopicSelector::Only(refs),
+                allow_auto_topic_creation: false,
+                include_cluster_authorized_operations: false,
+                include_topic_authorized_operations: false,
+            },
+            &catalog,
+            &NoCreate,
+        );
+        let names: Vec<_> = r.topics.iter().map(|t| (t.name.clone(), t.error)).collect();
+        assert_eq!(
+            names,
+            [
+                (Some("t".to_string()), ErrorCode::NONE),
+                (Some("nope".to_string()), ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
+                (None, ErrorCode::UNKNOWN_TOPIC_ID),
+            ]
+        );
     }
 
     #[test]

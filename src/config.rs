@@ -78,6 +78,13 @@ pub struct ServerConfig {
     pub node_id: i32,
     /// Largest request frame accepted (Kafka: socket.request.max.bytes).
     pub max_request_bytes: u32,
+    /// Largest response frame sent; a request whose answer would be larger
+    /// gets no answer and its connection is closed.
+    pub max_response_bytes: u32,
+    /// Request bytes in flight across all connections (frames read and not
+    /// yet answered); past it, connections stop being read until answers
+    /// are written (Kafka: queued.max.request.bytes).
+    pub max_inflight_request_bytes: u64,
     /// Requests read from one connection before its responses are written.
     pub max_inflight_per_connection: u32,
     /// Open client connections at most (Kafka: max.connections).
@@ -274,6 +281,8 @@ impl Default for ServerConfig {
             advertised_listener: String::new(),
             node_id: 0,
             max_request_bytes: 104_857_600,
+            max_response_bytes: 104_857_600,
+            max_inflight_request_bytes: 1_073_741_824,
             max_inflight_per_connection: 128,
             max_connections: 10_000,
             max_connections_per_ip: i32::MAX as u32,
@@ -561,6 +570,12 @@ impl Config {
         }
         if self.server.max_request_bytes < 64 {
             return bad("server.max_request_bytes must be at least 64".into());
+        }
+        if self.server.max_response_bytes < 1024 || self.server.max_response_bytes > i32::MAX as u32 {
+            return bad(format!("server.max_response_bytes must be between 1024 and {}", i32::MAX));
+        }
+        if self.server.max_inflight_request_bytes < u64::from(self.server.max_request_bytes) {
+            return bad("server.max_inflight_request_bytes must be at least server.max_request_bytes".into());
         }
         if self.server.max_inflight_per_connection == 0 || self.server.max_connections == 0 {
             return bad("server.max_inflight_per_connection and server.max_connections must be >= 1".into());

@@ -133,6 +133,7 @@ impl Daemon {
             coordinator,
             data_plane: Some(data_plane.clone()),
             sidecar: None,
+            request_budget: Services::request_budget(&config),
             config: config.clone(),
         });
         // Finishes topic deletions a crash or a slow shard left unfinished.
@@ -299,6 +300,7 @@ async fn start_sidecar(
         coordinator,
         data_plane: None,
         sidecar: Some(sidecar.clone()),
+        request_budget: Services::request_budget(&config),
         config,
     });
     tracing::info!(upstream = ?sc.upstream, fronted = ?listeners.iter().map(|(_, i)| i.node_id).collect::<Vec<_>>(),

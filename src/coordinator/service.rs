@@ -3,12 +3,14 @@
 //! `KafkaApis` does before the coordinator sees a request (topics and
 //! partitions must exist for OffsetCommit and OffsetDelete).
 
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use futures_util::{StreamExt, TryStreamExt};
 use tokio::sync::{oneshot, Semaphore};
 
 use super::core::{CoreConfig, ImportOutcome, Request, Response};
@@ -227,8 +229,9 @@ impl Coordinator {
                 .map(|t| (t.name.clone(), t.partitions.iter().map(|p| p.partition).collect()))
                 .collect();
             let mut known = req;
+            let rejected = partition_set(&unknown);
             for t in &mut known.topics {
-                t.partitions.retain(|p| !unknown.iter().any(|(n, u)| *n == t.name && *u == p.partition));
+                t.partitions.retain(|p| !rejected.contains(&(t.name.as_str(), p.partition)));
             }
             known.topics.retain(|t| !t.partitions.is_empty());
             let mut answered: Vec<TopicErrors> = Vec::new();
@@ -243,11 +246,13 @@ impl Coordinator {
         };
         if let Some((hooks, group_id, mut topics)) = through {
             // Only what the answer acknowledges is written through.
+            let acknowledged: HashSet<(&str, i32)> = response
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().filter(|p| p.error.is_none()).map(|p| (t.name.as_str(), p.partition)))
+                .collect();
             for t in &mut topics {
-                let errors = response.topics.iter().find(|r| r.name == t.name);
-                t.partitions.retain(|p| {
-                    errors.is_some_and(|e| e.partitions.iter().any(|x| x.partition == p.partition && x.error.is_none()))
-                });
+                t.partitions.retain(|p| acknowledged.contains(&(t.name.as_str(), p.partition)));
             }
             topics.retain(|t| !t.partitions.is_empty());
             if !topics.is_empty() {
@@ -272,7 +277,7 @@ impl Coordinator {
                 other => Err(unexpected(other)),
             }
         });
-        let groups = join_all(calls).await.into_iter().collect::<Result<Vec<_>>>()?;
+        let groups = fan_out(calls).await?;
         Ok(OffsetFetchResponse { groups })
     }
 
@@ -285,8 +290,9 @@ impl Coordinator {
             hooks.refresh_topics(distinct_names(&unknown)).await;
             unknown = self.unknown_partitions(req.topics.iter().map(|t| (t.name.as_str(), t.partitions.as_slice())));
         }
+        let rejected = partition_set(&unknown);
         for t in &mut req.topics {
-            t.partitions.retain(|p| !unknown.iter().any(|(n, u)| *n == t.name && u == p));
+            t.partitions.retain(|p| !rejected.contains(&(t.name.as_str(), *p)));
         }
         req.topics.retain(|t| !t.partitions.is_empty());
         let g = req.group_id.clone();
@@ -313,22 +319,37 @@ impl Coordinator {
         Ok(OffsetDeleteResponse { error: ErrorCode::NONE, topics: merge_errors(&order, &resp.topics, &unknown) })
     }
 
-    pub async fn describe_groups(&self, req: DescribeGroupsRequest) -> Result<Vec<DescribedGroup>> {
-        let calls = req.groups.into_iter().map(|group_id| {
+    /// Describes each requested group, in request order. As in Kafka, a
+    /// group named several times is answered several times; kcoord asks its
+    /// shard once and shares that answer (the encoder writes it once and
+    /// copies the bytes).
+    pub async fn describe_groups(&self, req: DescribeGroupsRequest) -> Result<Vec<Arc<DescribedGroup>>> {
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut distinct: Vec<String> = Vec::new();
+        let order: Vec<usize> = req
+            .groups
+            .iter()
+            .map(|g| {
+                *index.entry(g.as_str()).or_insert_with(|| {
+                    distinct.push(g.clone());
+                    distinct.len() - 1
+                })
+            })
+            .collect();
+        drop(index);
+        let (version, include_authorized_operations) = (req.version, req.include_authorized_operations);
+        let calls = distinct.into_iter().map(|group_id| {
             let shard = self.shard_of(&group_id);
-            let r = Request::Describe {
-                group_id,
-                version: req.version,
-                include_authorized_operations: req.include_authorized_operations,
-            };
+            let r = Request::Describe { group_id, version, include_authorized_operations };
             async move {
                 match Self::call_shard(shard, r).await? {
-                    Response::Describe(d) => Ok(d),
+                    Response::Describe(d) => Ok(Arc::new(d)),
                     other => Err(unexpected(other)),
                 }
             }
         });
-        join_all(calls).await.into_iter().collect()
+        let described: Vec<Arc<DescribedGroup>> = fan_out(calls).await?;
+        Ok(order.into_iter().filter_map(|i| described.get(i).cloned()).collect())
     }
 
     /// Lists every group of every shard. A shard that cannot answer (still
@@ -363,12 +384,14 @@ impl Coordinator {
 
     /// Deletes groups (duplicates in the request are answered once).
     pub async fn delete_groups(&self, groups: Vec<String>) -> Result<DeleteGroupsResponse> {
+        let mut seen: HashSet<String> = HashSet::with_capacity(groups.len());
         let mut distinct: Vec<String> = Vec::with_capacity(groups.len());
         for g in groups {
-            if !distinct.contains(&g) {
+            if seen.insert(g.clone()) {
                 distinct.push(g);
             }
         }
+        drop(seen);
         let calls = distinct.into_iter().map(|group_id| {
             let shard = self.shard_of(&group_id);
             async move {
@@ -378,7 +401,7 @@ impl Coordinator {
                 }
             }
         });
-        let results = join_all(calls).await.into_iter().collect::<Result<Vec<_>>>()?;
+        let results = fan_out(calls).await?;
         if let Some(hooks) = &self.hooks {
             for (group_id, _) in results.iter().filter(|(_, e)| e.is_none()) {
                 hooks.group_deleted(group_id);
@@ -455,6 +478,17 @@ impl Coordinator {
     }
 }
 
+/// Shard calls one request keeps in flight at once. A request naming a
+/// million groups then holds a few hundred calls' state, not a million, and
+/// a shard's mailbox is shared fairly with other connections' requests.
+const FAN_OUT: usize = 256;
+
+/// Runs `calls` with at most [`FAN_OUT`] in flight, answers in call order;
+/// stops at the first failure (the coordinator is shutting down).
+async fn fan_out<T, F: Future<Output = Result<T>>>(calls: impl Iterator<Item = F>) -> Result<Vec<T>> {
+    futures_util::stream::iter(calls).buffered(FAN_OUT).try_collect().await
+}
+
 fn unexpected(r: Response) -> Unavailable {
     tracing::error!(response = ?r, "shard answered with the wrong response type");
     Unavailable
@@ -468,9 +502,23 @@ fn distinct_names(partitions: &[(String, i32)]) -> Vec<String> {
     names
 }
 
+/// The partitions of `partitions`, as a set to look up in constant time.
+fn partition_set(partitions: &[(String, i32)]) -> HashSet<(&str, i32)> {
+    partitions.iter().map(|(n, p)| (n.as_str(), *p)).collect()
+}
+
 /// Rebuilds per-topic errors in request order from the shard's answers and
-/// the partitions rejected before the shard.
+/// the partitions rejected before the shard. Linear in the partitions named:
+/// both sides are indexed by (topic, partition) first.
 fn merge_errors(order: &[(String, Vec<i32>)], answered: &[TopicErrors], unknown: &[(String, i32)]) -> Vec<TopicErrors> {
+    let rejected = partition_set(unknown);
+    let mut errors: HashMap<(&str, i32), ErrorCode> = HashMap::new();
+    for t in answered {
+        for x in &t.partitions {
+            // The first answer for a partition wins, as the search it replaces did.
+            errors.entry((t.name.as_str(), x.partition)).or_insert(x.error);
+        }
+    }
     order
         .iter()
         .map(|(name, partitions)| TopicErrors {
@@ -478,16 +526,10 @@ fn merge_errors(order: &[(String, Vec<i32>)], answered: &[TopicErrors], unknown:
             partitions: partitions
                 .iter()
                 .map(|&p| {
-                    let error = if unknown.iter().any(|(n, u)| n == name && *u == p) {
+                    let error = if rejected.contains(&(name.as_str(), p)) {
                         ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
                     } else {
-                        answered
-                            .iter()
-                            .filter(|t| t.name == *name)
-                            .flat_map(|t| t.partitions.iter())
-                            .find(|x| x.partition == p)
-                            .map(|x| x.error)
-                            .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
+                        errors.get(&(name.as_str(), p)).copied().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
                     };
                     PartitionError { partition: p, error }
                 })
@@ -531,6 +573,40 @@ mod tests {
 
     fn list() -> ListGroupsRequest {
         ListGroupsRequest { states_filter: vec![], types_filter: vec![] }
+    }
+
+    #[test]
+    fn merging_errors_of_a_hundred_thousand_partitions_keeps_request_order() {
+        let n = 100_000;
+        let order = vec![("t".to_string(), (0..n).collect::<Vec<i32>>()), ("u".to_string(), vec![5, 1])];
+        // Odd partitions of t were unknown; the shard answered the rest, and u.
+        let unknown: Vec<(String, i32)> = (0..n).filter(|p| p % 2 == 1).map(|p| ("t".to_string(), p)).collect();
+        let answered = vec![
+            TopicErrors {
+                name: "t".into(),
+                partitions: (0..n)
+                    .filter(|p| p % 2 == 0)
+                    .rev()
+                    .map(|p| PartitionError { partition: p, error: ErrorCode::NONE })
+                    .collect(),
+            },
+            TopicErrors {
+                name: "u".into(),
+                partitions: vec![PartitionError { partition: 1, error: ErrorCode::ILLEGAL_GENERATION }],
+            },
+        ];
+        let merged = merge_errors(&order, &answered, &unknown);
+        assert_eq!(merged.len(), 2);
+        assert!(merged[0].partitions.iter().enumerate().all(|(i, p)| p.partition == i as i32
+            && p.error == if i % 2 == 1 { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION } else { ErrorCode::NONE }));
+        // A partition the shard did not answer is an internal error, never silence.
+        assert_eq!(
+            merged[1].partitions,
+            [
+                PartitionError { partition: 5, error: ErrorCode::UNKNOWN_SERVER_ERROR },
+                PartitionError { partition: 1, error: ErrorCode::ILLEGAL_GENERATION },
+            ]
+        );
     }
 
     #[tokio::test]

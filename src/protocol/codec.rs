@@ -40,8 +40,41 @@ pub fn decode<T: Decodable>(api: &'static str, body: &mut Bytes, version: i16) -
 pub fn encode<T: Encodable>(api: &'static str, msg: &T, version: i16, out: &mut BytesMut) -> Result<(), EncodeError> {
     let err = |e: anyhow_like::Error| EncodeError { api, version, reason: e.0 };
     let size = msg.compute_size(version).map_err(|e| err(anyhow_like::Error(e.to_string())))?;
+    check_size(api, version, out.len().saturating_add(size))?;
     out.reserve(size);
     msg.encode(out, version).map_err(|e| err(anyhow_like::Error(e.to_string())))
+}
+
+tokio::task_local! {
+    /// The largest response frame (length prefix included) the request being
+    /// served may produce: `server.max_response_bytes`. Set by the dispatcher
+    /// around each request; encoders check it before they allocate.
+    pub static RESPONSE_LIMIT: usize;
+}
+
+/// The largest frame a Kafka length prefix (an i32) can describe.
+pub const MAX_FRAME_BYTES: usize = 4 + i32::MAX as usize;
+
+/// The response limit of the request being served (the i32 limit outside a
+/// dispatcher, e.g. in unit tests).
+pub fn response_limit() -> usize {
+    RESPONSE_LIMIT.try_with(|l| *l).unwrap_or(MAX_FRAME_BYTES).min(MAX_FRAME_BYTES)
+}
+
+/// Refuses a response that would grow to `total` bytes (length prefix and
+/// header included) past the response limit, before it is encoded.
+pub fn check_size(api: &'static str, version: i16, total: usize) -> Result<(), EncodeError> {
+    let limit = response_limit();
+    if total > limit {
+        return Err(EncodeError {
+            api,
+            version,
+            reason: format!(
+                "the response would take {total} bytes, over the limit of {limit} (server.max_response_bytes)"
+            ),
+        });
+    }
+    Ok(())
 }
 
 mod anyhow_like {

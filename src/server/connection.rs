@@ -17,6 +17,13 @@
 //! at the earliest moment one of them can be due, so serving requests never
 //! touches it.
 //!
+//! Request memory is bounded twice. Each local request holds permits of the
+//! daemon's `server.max_inflight_request_bytes` budget for its frame's
+//! length until it is answered; while the budget is spent, the connection
+//! stops reading (but keeps writing its answers, so budgets held by finished
+//! requests are always given back). And one connection stops reading while
+//! its own requests in flight hold `server.max_request_bytes` or more.
+//!
 //! In sidecar mode, requests kcoord does not serve go over this
 //! connection's own link to the upstream broker its listener fronts. They
 //! are written upstream as they are read, so the upstream sees them in the
@@ -29,11 +36,12 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use futures_util::FutureExt;
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{watch, AcquireError, OwnedSemaphorePermit};
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 
@@ -45,6 +53,9 @@ use crate::sidecar::link::{Answer, Link};
 use crate::sidecar::{Forward, Route, Sidecar};
 
 type Pending = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+/// A request's outcome and the frame bytes it held.
+type Served = Pin<Box<dyn Future<Output = (Outcome, usize)> + Send>>;
+type Permit = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
 
 /// Per-connection write buffer.
 const WRITE_BUFFER_BYTES: usize = 8 * 1024;
@@ -64,8 +75,13 @@ pub async fn serve(
     // Coalesces pipelined small responses into few writes; larger responses
     // bypass it. Kept small because every idle connection holds one.
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, wr);
-    let mut inflight: FuturesOrdered<Pending> = FuturesOrdered::new();
+    let mut inflight: FuturesOrdered<Served> = FuturesOrdered::new();
     let max_inflight = svc.config.server.max_inflight_per_connection as usize;
+    // This connection's request bytes in flight, and its limit.
+    let mut inflight_bytes = 0usize;
+    let max_inflight_bytes = svc.config.server.max_request_bytes as usize;
+    // A frame read while the daemon's budget was spent, waiting for permits.
+    let mut parked: Option<(Bytes, Permit)> = None;
     let mut reading = !*shutdown.borrow();
     let mut link: Option<Link> = None;
     let mut clock = Timeouts::new(&svc.config.server, Instant::now());
@@ -76,18 +92,21 @@ pub async fn serve(
         if !reading && inflight.is_empty() {
             break;
         }
-        let can_read = reading && inflight.len() < max_inflight;
+        let can_read =
+            reading && parked.is_none() && inflight.len() < max_inflight && inflight_bytes < max_inflight_bytes;
         if !can_read && frames.decoder().activity().partial_since.is_some() {
             frames.decoder_mut().restart_partial_clock(Instant::now());
         }
         tokio::select! {
             biased;
-            Some(outcome) = inflight.next(), if !inflight.is_empty() => {
+            Some((outcome, bytes)) = inflight.next(), if !inflight.is_empty() => {
+                inflight_bytes = inflight_bytes.saturating_sub(bytes);
                 if !write_outcome(&mut writer, outcome, peer).await {
                     return;
                 }
                 // Write every response that is already done, then flush once.
-                while let Some(Some(outcome)) = inflight.next().now_or_never() {
+                while let Some(Some((outcome, bytes))) = inflight.next().now_or_never() {
+                    inflight_bytes = inflight_bytes.saturating_sub(bytes);
                     if !write_outcome(&mut writer, outcome, peer).await {
                         return;
                     }
@@ -98,20 +117,37 @@ pub async fn serve(
                 }
                 clock.last_write = Instant::now();
             }
-            frame = frames.next(), if reading && inflight.len() < max_inflight => {
+            permit = wait_for_permit(&mut parked), if parked.is_some() => {
+                let Some((frame, _)) = parked.take() else { continue };
+                let Ok(permit) = permit else { return };
+                inflight_bytes += frame.len();
+                inflight.push_back(local(&svc, peer, listener, frame, permit));
+            }
+            frame = frames.next(), if can_read => {
                 match frame {
                     Some(Ok(frame)) => {
                         clock.first_request_seen = true;
                         let route = if svc.sidecar.is_some() { crate::sidecar::route(&frame) } else { Route::Local };
                         match route {
                             Route::Local => {
-                                let svc = svc.clone();
-                                inflight.push_back(Box::pin(dispatch::handle_frame(svc, peer, listener, frame)));
+                                let n = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+                                match svc.request_budget.clone().try_acquire_many_owned(n) {
+                                    Ok(permit) => {
+                                        inflight_bytes += frame.len();
+                                        inflight.push_back(local(&svc, peer, listener, frame, permit));
+                                    }
+                                    Err(tokio::sync::TryAcquireError::NoPermits) => {
+                                        tracing::debug!(%peer, bytes = n, "request budget spent; waiting before serving");
+                                        let wait = Box::pin(svc.request_budget.clone().acquire_many_owned(n));
+                                        parked = Some((frame, wait));
+                                    }
+                                    Err(tokio::sync::TryAcquireError::Closed) => return,
+                                }
                             }
                             Route::Forward(fwd) => {
                                 let Some(sidecar) = svc.sidecar.clone() else { return };
                                 match forward(&sidecar, &mut link, listener, &frame, fwd).await {
-                                    Ok(pending) => inflight.push_back(pending),
+                                    Ok(pending) => inflight.push_back(Box::pin(pending.map(|o| (o, 0)))),
                                     Err(e) => {
                                         // As if the client's broker had gone away.
                                         tracing::info!(%peer, broker = listener.node_id, error = %e, "upstream unreachable; closing the client connection");
@@ -130,6 +166,8 @@ pub async fn serve(
             }
             _ = shutdown.changed(), if reading => {
                 reading = false;
+                // A request still waiting for the budget is dropped unserved.
+                parked = None;
             }
             () = &mut timer, if clock.enabled() => {
                 let now = Instant::now();
@@ -145,6 +183,32 @@ pub async fn serve(
         }
     }
     let _ = writer.shutdown().await;
+}
+
+/// Serves a local request, holding its share of the daemon's request budget
+/// until it is answered.
+fn local(
+    svc: &Arc<Services>,
+    peer: SocketAddr,
+    listener: ListenerInfo,
+    frame: Bytes,
+    permit: OwnedSemaphorePermit,
+) -> Served {
+    let svc = svc.clone();
+    let len = frame.len();
+    Box::pin(async move {
+        let outcome = dispatch::handle_frame(svc, peer, listener, frame).await;
+        drop(permit);
+        (outcome, len)
+    })
+}
+
+/// Completes when the parked frame's permits are granted (never if none is parked).
+async fn wait_for_permit(parked: &mut Option<(Bytes, Permit)>) -> Result<OwnedSemaphorePermit, AcquireError> {
+    match parked {
+        Some((_, wait)) => wait.await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Sends a frame over the connection's upstream link (opened on first use);

@@ -101,11 +101,27 @@ fn start_response(correlation_id: i32, flexible: bool) -> BytesMut {
     out
 }
 
-/// Fills in the length prefix written by [`start_response`].
-fn finish_response(mut out: BytesMut) -> Bytes {
-    let len = (out.len() - 4) as i32;
-    out[..4].copy_from_slice(&len.to_be_bytes());
-    out.freeze()
+/// Fills in the length prefix written by [`start_response`]. A response
+/// longer than `limit` (or than an i32 length prefix can describe) is never
+/// sent: the connection is closed instead, with a log line.
+fn finish_response(mut out: BytesMut, limit: usize) -> Outcome {
+    let len = out.len().saturating_sub(4);
+    match i32::try_from(len) {
+        Ok(n) if out.len() <= limit => {
+            out[..4].copy_from_slice(&n.to_be_bytes());
+            Outcome::Respond(out.freeze())
+        }
+        _ => Outcome::Close(format!(
+            "the response would take {} bytes, over the limit of {limit} (server.max_response_bytes)",
+            out.len()
+        )),
+    }
+}
+
+/// The response limit for this daemon (`server.max_response_bytes`, at most
+/// what an i32 length prefix allows).
+fn response_limit(svc: &Services) -> usize {
+    (svc.config.server.max_response_bytes as usize).min(crate::protocol::codec::MAX_FRAME_BYTES)
 }
 
 /// Serves one request frame.
@@ -122,7 +138,7 @@ pub async fn handle_frame(svc: Arc<Services>, peer: SocketAddr, listener: Listen
         };
         let mut out = start_response(prefix.correlation_id, false);
         return match api_versions::unsupported_version(&mut out, &table) {
-            Ok(()) => Outcome::Respond(finish_response(out)),
+            Ok(()) => finish_response(out, response_limit(&svc)),
             Err(e) => Outcome::Close(e.to_string()),
         };
     }
@@ -153,10 +169,11 @@ pub async fn handle_frame(svc: Arc<Services>, peer: SocketAddr, listener: Listen
     };
     let ctx = RequestContext { header, peer, listener };
     let mut out = start_response(prefix.correlation_id, support.flexible_response_header(prefix.api_version));
-    let routed = route(&svc, &ctx, &mut frame, &mut out).await;
+    let limit = response_limit(&svc);
+    let routed = crate::protocol::codec::RESPONSE_LIMIT.scope(limit, route(&svc, &ctx, &mut frame, &mut out)).await;
     observe::request(support.name, prefix.api_version, started.elapsed());
     match routed {
-        Ok(true) => Outcome::Respond(finish_response(out)),
+        Ok(true) => finish_response(out, limit),
         Ok(false) => Outcome::NoResponse,
         Err(e) => {
             observe::closed(support.name, e.close_reason());

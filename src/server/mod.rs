@@ -27,6 +27,18 @@ pub struct Services {
     pub data_plane: Option<Arc<DataPlane>>,
     /// Sidecar mode: the upstream cluster and how requests reach it.
     pub sidecar: Option<Arc<crate::sidecar::Sidecar>>,
+    /// The daemon's budget of request bytes in flight
+    /// (`server.max_inflight_request_bytes`): a request holds permits for
+    /// its frame's length until it is answered.
+    pub request_budget: Arc<tokio::sync::Semaphore>,
+}
+
+impl Services {
+    /// A fresh budget of `server.max_inflight_request_bytes` permits.
+    pub fn request_budget(config: &Config) -> Arc<tokio::sync::Semaphore> {
+        let bytes = usize::try_from(config.server.max_inflight_request_bytes).unwrap_or(usize::MAX);
+        Arc::new(tokio::sync::Semaphore::new(bytes.min(tokio::sync::Semaphore::MAX_PERMITS)))
+    }
 }
 
 impl crate::sidecar::mirror::AsCoordinator for Services {

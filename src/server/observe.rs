@@ -73,6 +73,12 @@ impl<T: ErrorCodes> ErrorCodes for Vec<T> {
     }
 }
 
+impl<T: ErrorCodes> ErrorCodes for std::sync::Arc<T> {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        T::each_error(self, f);
+    }
+}
+
 impl<T: ErrorCodes> ErrorCodes for Option<T> {
     fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
         if let Some(x) = self {

@@ -437,9 +437,7 @@ impl DataPlane {
     ) -> Vec<DeletedTopic> {
         let mut out = Vec::with_capacity(req.len());
         let mut names: Vec<String> = Vec::new();
-        let mut dup_names: Vec<String> = Vec::new();
         let mut ids: Vec<Uuid> = Vec::new();
-        let mut dup_ids: Vec<Uuid> = Vec::new();
         for t in &req {
             match (&t.name, t.id.is_nil()) {
                 (None, true) => out.push(DeletedTopic::error(
@@ -454,10 +452,12 @@ impl DataPlane {
                     ErrorCode::INVALID_REQUEST,
                     "You may not specify both topic name and topic id.",
                 )),
-                (Some(n), true) => note(n.clone(), &mut names, &mut dup_names),
-                (None, false) => note(t.id, &mut ids, &mut dup_ids),
+                (Some(n), true) => names.push(n.clone()),
+                (None, false) => ids.push(t.id),
             }
         }
+        let (names, dup_names) = split_duplicates(names);
+        let (ids, dup_ids) = split_duplicates(ids);
         for n in dup_names {
             out.push(DeletedTopic::error(Some(n), Uuid::nil(), ErrorCode::INVALID_REQUEST, "Duplicate topic name."));
         }
@@ -631,17 +631,20 @@ impl DataPlane {
     }
 }
 
-/// Adds `v` to `seen`, or moves it to `dups` if it is there already.
-fn note<T: PartialEq>(v: T, seen: &mut Vec<T>, dups: &mut Vec<T>) {
-    if dups.contains(&v) {
-        return;
+/// The values named once, in request order, and those named more than once,
+/// in the order of their second mention. Linear: counts first, then one pass.
+fn split_duplicates<T: Eq + std::hash::Hash + Clone>(values: Vec<T>) -> (Vec<T>, Vec<T>) {
+    let mut counts: HashMap<T, u32> = HashMap::with_capacity(values.len());
+    let mut dups = Vec::new();
+    for v in &values {
+        let c = counts.entry(v.clone()).or_insert(0);
+        *c += 1;
+        if *c == 2 {
+            dups.push(v.clone());
+        }
     }
-    if let Some(i) = seen.iter().position(|x| *x == v) {
-        seen.remove(i);
-        dups.push(v);
-    } else {
-        seen.push(v);
-    }
+    let once = values.into_iter().filter(|v| counts.get(v) == Some(&1)).collect();
+    (once, dups)
 }
 
 #[cfg(test)]
@@ -680,10 +683,17 @@ mod tests {
 
     #[test]
     fn duplicates_are_noted_once() {
-        let (mut seen, mut dups) = (Vec::new(), Vec::new());
-        for v in ["a", "b", "a", "a"] {
-            note(v, &mut seen, &mut dups);
-        }
-        assert_eq!((seen, dups), (vec!["b"], vec!["a"]));
+        assert_eq!(split_duplicates(vec!["a", "b", "a", "a", "c"]), (vec!["b", "c"], vec!["a"]));
+    }
+
+    #[test]
+    fn duplicate_split_of_many_names_keeps_request_order() {
+        let mut names: Vec<String> = (0..100_000).map(|i| format!("t{i}")).collect();
+        names.push("t7".into());
+        names.push("t3".into());
+        let (once, dups) = split_duplicates(names);
+        assert_eq!(once.len(), 99_998);
+        assert_eq!(&once[..3], ["t0", "t1", "t2"]);
+        assert_eq!(dups, ["t7", "t3"]);
     }
 }
