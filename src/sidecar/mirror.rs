@@ -16,7 +16,7 @@
 //!   upstream too. Lag tools pointed at the brokers keep working, and going
 //!   back to the brokers' own coordinator loses nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -84,9 +84,9 @@ struct Pending {
     /// Latest acknowledged offset per group and partition.
     offsets: BTreeMap<String, BTreeMap<(String, i32), Committed>>,
     /// Groups deleted here.
-    deleted_groups: Vec<String>,
+    deleted_groups: BTreeSet<String>,
     /// Offsets deleted here, per group.
-    deleted_offsets: BTreeMap<String, BTreeMap<String, Vec<i32>>>,
+    deleted_offsets: BTreeMap<String, BTreeMap<String, BTreeSet<i32>>>,
     /// When the oldest entry was queued.
     since: Option<Instant>,
 }
@@ -456,13 +456,19 @@ impl Mirror {
         let result = self.upstream.call_coordinator(group, &req, 0, 2).await;
         let code = match &result {
             Ok((_, r)) => r.results.first().map_or(0, |x| x.error_code),
-            Err(e) => return self.deletion_failed(group, e, || self.pending().deleted_groups.push(group.to_string())),
+            Err(e) => {
+                return self.deletion_failed(group, e, || {
+                    self.pending().deleted_groups.insert(group.to_string());
+                })
+            }
         };
         // Not found upstream: nothing to delete.
-        self.deletion_answered(group, code, || self.pending().deleted_groups.push(group.to_string()))
+        self.deletion_answered(group, code, || {
+            self.pending().deleted_groups.insert(group.to_string());
+        })
     }
 
-    async fn delete_offsets_upstream(&self, group: &str, topics: &BTreeMap<String, Vec<i32>>) -> bool {
+    async fn delete_offsets_upstream(&self, group: &str, topics: &BTreeMap<String, BTreeSet<i32>>) -> bool {
         let req = OffsetDeleteRequest::default().with_group_id(GroupId(s(group))).with_topics(
             topics
                 .iter()
@@ -554,9 +560,7 @@ impl GroupHooks for Mirror {
         let mut p = self.pending();
         p.offsets.remove(group_id);
         p.deleted_offsets.remove(group_id);
-        if !p.deleted_groups.iter().any(|g| g == group_id) {
-            p.deleted_groups.push(group_id.to_string());
-        }
+        p.deleted_groups.insert(group_id.to_string());
         p.since.get_or_insert_with(Instant::now);
         drop(p);
         self.wake.notify_one();
@@ -568,16 +572,15 @@ impl GroupHooks for Mirror {
         }
         let mut p = self.pending();
         if let Some(pending) = p.offsets.get_mut(group_id) {
-            pending.retain(|(t, part), _| !topics.iter().any(|(n, ps)| n == t && ps.contains(part)));
+            for (t, parts) in topics {
+                for part in parts {
+                    pending.remove(&(t.clone(), *part));
+                }
+            }
         }
         let entry = p.deleted_offsets.entry(group_id.to_string()).or_default();
         for (t, parts) in topics {
-            let e = entry.entry(t.clone()).or_default();
-            for part in parts {
-                if !e.contains(part) {
-                    e.push(*part);
-                }
-            }
+            entry.entry(t.clone()).or_default().extend(parts.iter().copied());
         }
         p.since.get_or_insert_with(Instant::now);
         drop(p);
