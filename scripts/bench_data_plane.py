@@ -4,6 +4,11 @@ produce and fetch throughput for a message size, and end-to-end latency.
 
     bench_data_plane.py BOOTSTRAP TOPIC PARTITIONS LABEL [--size N] [--count N]
         [--compression none|gzip|snappy|lz4|zstd] [--produce-only]
+        [--cpu-of NAME=PID,...]
+
+--cpu-of adds each named process's CPU time (user + system, from /proc)
+during each phase to its metrics, as cpu_ms_NAME: CPU per message moved is
+steadier than throughput on a shared machine.
 
 Prints one JSON object per result, like kcoord-bench --json. Bounded: a fixed
 message count for throughput, a fixed duration for latency. The Python loop
@@ -18,6 +23,30 @@ import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+
+
+class CpuMeter:
+    """CPU time (ms) used by named processes since the last reading."""
+
+    def __init__(self, spec):
+        self.pids = dict(item.split("=", 1) for item in spec.split(",")) if spec else {}
+        self.tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
+        self.last = self.read()
+
+    def read(self):
+        out = {}
+        for name, pid in self.pids.items():
+            with open(f"/proc/{pid}/stat") as f:
+                # Fields after the parenthesised command; utime and stime are 14 and 15.
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[name] = (int(fields[11]) + int(fields[12])) * self.tick_ms
+        return out
+
+    def lap(self):
+        now = self.read()
+        used = {f"cpu_ms_{n}": round(now[n] - self.last[n]) for n in now}
+        self.last = now
+        return used
 
 
 def report(scenario, params, metrics):
@@ -124,15 +153,19 @@ def main():
     ap.add_argument("--latency-secs", type=float, default=5)
     ap.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
     ap.add_argument("--produce-only", action="store_true")
+    ap.add_argument("--cpu-of", default="", help="NAME=PID,...: report these processes' CPU time per phase")
     a = ap.parse_args()
+    cpu = CpuMeter(a.cpu_of)
     params = {"size": a.size, "count": a.count, "partitions": a.partitions, "fsync": a.label,
               "compression": a.compression}
     took = produce(a.bootstrap, a.topic, a.size, a.count, a.compression)
-    report("produce", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6})
+    report("produce", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6,
+                               **cpu.lap()})
     if a.produce_only:
         return
     took = consume(a.bootstrap, a.topic, a.partitions, a.count)
-    report("fetch", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6})
+    report("fetch", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6,
+                             **cpu.lap()})
     n, p50, p99 = latency(a.bootstrap, a.topic, a.partitions, a.size, a.latency_rate, a.latency_secs)
     report("end-to-end", dict(params, rate=a.latency_rate), {"samples": n, "latency_p50_ms": p50, "latency_p99_ms": p99})
 

@@ -4,6 +4,8 @@
 //! tests/interop/test_sidecar.py.
 
 mod common;
+#[path = "data_plane/support.rs"]
+mod support;
 
 use common::consumer::join_alone;
 use common::{eventually, sb, Client, TestServer};
@@ -278,4 +280,58 @@ async fn pipelined_forwarded_requests_are_answered_in_order_within_a_small_respo
         got.push(i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]));
     }
     assert_eq!(got, sent);
+}
+
+#[tokio::test]
+async fn large_fetches_through_a_sidecar_arrive_byte_for_byte_as_the_upstream_sent_them() {
+    let up = upstream().await;
+    let sc = sidecar(&up, &["sidecar.write_through=false"]).await;
+    let mut direct = Client::connect(up.addr).await;
+    // 4 MiB in partition 0: 64 batches of 64 records of 1 KiB.
+    let value = "v".repeat(1024);
+    let records: Vec<(&str, &str)> = (0..64).map(|_| ("k", value.as_str())).collect();
+    for i in 0..64 {
+        let (err, _) = support::produce(&mut direct, 9, "t", 0, support::batch(&records, 1000 + i, None)).await;
+        assert_eq!(err, 0);
+    }
+    let id = support::topic_id(&mut direct, "t").await;
+    let fetch_from = |offset: i64| {
+        let mut req = support::fetch_request(13, "t", id, 0, offset, 0);
+        req.topics[0].partitions[0].partition_max_bytes = 8 << 20;
+        req
+    };
+    let offsets = [0, 1000, 4000, 0];
+    // What the upstream answers directly, without the correlation id.
+    let mut expected = Vec::new();
+    for &offset in &offsets {
+        let (_, frame) = direct.frame(&fetch_from(offset), 13);
+        direct.send_raw(&frame).await.unwrap();
+        expected.push(direct.read_frame().await.unwrap().slice(4..));
+    }
+    assert!(expected[0].len() > 4 << 20, "the first fetch answers every record");
+    // Through the sidecar, pipelined and interleaved with local and
+    // rewritten answers.
+    let mut c = sc.client().await;
+    let mut frames = Vec::new();
+    let mut fetches = Vec::new();
+    for &offset in &offsets {
+        let (corr, frame) = c.frame(&fetch_from(offset), 13);
+        fetches.push(corr);
+        frames.extend_from_slice(&frame);
+        frames.extend_from_slice(&c.frame(&MetadataRequest::default().with_topics(None), 9).1);
+        frames.extend_from_slice(&c.frame(&FindCoordinatorRequest::default().with_key(sb("g")), 2).1);
+    }
+    c.send_raw(&frames).await.unwrap();
+    let mut got = Vec::new();
+    for _ in 0..offsets.len() * 3 {
+        let frame = c.read_frame().await.expect("every request is answered");
+        let corr = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+        if fetches.contains(&corr) {
+            got.push(frame.slice(4..));
+        }
+    }
+    assert_eq!(got.len(), expected.len());
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        assert!(g == e, "fetch {i}: {} bytes through the sidecar, {} direct", g.len(), e.len());
+    }
 }

@@ -40,6 +40,7 @@ use bytes::Bytes;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use futures_util::FutureExt;
 use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{watch, AcquireError, OwnedSemaphorePermit};
 use tokio::time::Instant;
@@ -249,7 +250,7 @@ async fn forward(
 }
 
 /// Writes one outcome; returns false if the connection must close.
-async fn write_outcome<W: tokio::io::AsyncWrite + Unpin>(writer: &mut W, outcome: Outcome, peer: SocketAddr) -> bool {
+async fn write_outcome(writer: &mut BufWriter<OwnedWriteHalf>, outcome: Outcome, peer: SocketAddr) -> bool {
     match outcome {
         // The budget share is released once the bytes are handed to the socket.
         Outcome::Respond(bytes) | Outcome::RespondHolding(bytes, _) => match writer.write_all(&bytes).await {
@@ -259,27 +260,20 @@ async fn write_outcome<W: tokio::io::AsyncWrite + Unpin>(writer: &mut W, outcome
                 false
             }
         },
-        Outcome::Stream(mut s) => {
+        Outcome::Stream(s) => {
             // Written as it arrives; a frame cut short cannot be repaired,
             // so the client connection closes.
-            let mut written = s.head.len();
-            if let Err(e) = writer.write_all(&s.head).await {
-                tracing::debug!(%peer, error = %e, "write failed; closing connection");
-                return false;
-            }
-            while let Some(chunk) = s.rest.recv().await {
-                written += chunk.len();
-                if let Err(e) = writer.write_all(&chunk).await {
-                    tracing::debug!(%peer, error = %e, "write failed; closing connection");
-                    return false;
+            let moved = match writer.write_all(&s.head).await {
+                Ok(()) => s.body.forward(writer).await,
+                Err(e) => Err(e),
+            };
+            match moved {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::info!(%peer, error = %e, "forwarding an upstream answer failed; closing connection");
+                    false
                 }
             }
-            if written != s.len {
-                tracing::info!(%peer, "the upstream connection closed in the middle of a response; closing connection");
-                let _ = writer.flush().await;
-                return false;
-            }
-            true
         }
         Outcome::NoResponse => true,
         Outcome::Close(reason) => {

@@ -10,10 +10,12 @@
 //!   written to the client hold a share of a per-link budget
 //!   (`sidecar.max_buffered_response_bytes`), past which the link stops
 //!   reading;
-//! - every other response is *streamed*: its bytes go to the client in
-//!   chunks as they arrive, through a small bounded channel, so a 50 MB
-//!   fetch costs neither 50 MB of memory nor the time to read it all before
-//!   its first byte goes out.
+//! - every other response is *streamed*: its length prefix and correlation
+//!   id are read, then the client connection takes over the upstream
+//!   reader and moves the body to the client as it arrives (`body`, with
+//!   splice(2) on Linux), so a 50 MB fetch costs neither 50 MB of memory
+//!   nor the time to read it all before its first byte goes out, nor a
+//!   copy through kcoord.
 //!
 //! Backpressure runs both ways: the client connection stops reading while a
 //! write upstream waits, and the link stops reading while the client does
@@ -25,19 +27,17 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+
+use super::body::{BodyLease, Upstream};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-/// Bytes of a streamed response read from the upstream at a time: large
-/// enough that the syscalls and task wake-ups per byte stay small (64 KiB
-/// chunks left fetches of 1 KiB messages at ~0.65 of direct, 512 KiB at
-/// ~0.95 on the 2-core benchmark machine), small enough that four in
-/// flight per connection stay a few MiB.
-const CHUNK_BYTES: usize = 512 * 1024;
-/// Chunks of a streamed response waiting for the client at most.
-const CHUNKS_IN_FLIGHT: usize = 4;
+/// Read buffer of a link: large enough that pipelined small answers take
+/// few reads, small enough that little of a streamed body (which is
+/// spliced, not copied, past what is buffered) passes through it.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 /// An upstream response, as the client connection receives it.
 pub enum Answer {
@@ -48,15 +48,14 @@ pub enum Answer {
     Stream(Streamed),
 }
 
-/// A response whose bytes are written to the client as they arrive.
+/// A response whose body is moved to the client as it arrives.
 #[derive(Debug)]
 pub struct Streamed {
-    /// Length of the whole frame, prefix included.
-    pub len: usize,
     /// The first bytes (length prefix and correlation id).
     pub head: Bytes,
-    /// The rest, in order; ends early only if the upstream went away.
-    pub rest: mpsc::Receiver<Bytes>,
+    /// The rest of the frame, still in the upstream socket (or the link's
+    /// read buffer).
+    pub body: BodyLease,
 }
 
 /// A request waiting for its upstream response.
@@ -181,12 +180,12 @@ async fn read_more(rd: &mut BufReader<OwnedReadHalf>, buf: &mut BytesMut, n: usi
 /// Reads response frames and hands them to waiters in order. Returning
 /// drops every remaining waiter, which fails their requests.
 async fn read_responses(rd: OwnedReadHalf, mut waiters: mpsc::UnboundedReceiver<Waiter>, limits: ReadLimits) {
-    let mut rd = BufReader::with_capacity(CHUNK_BYTES, rd);
+    let mut up = Upstream { rd: BufReader::with_capacity(READ_BUFFER_BYTES, rd), pipe: None };
     let received = metrics::counter!("kcoord_sidecar_forwarded_bytes_total", "direction" => "downstream");
     loop {
         // Length prefix and correlation id.
         let mut head = BytesMut::with_capacity(8);
-        if !read_more(&mut rd, &mut head, 8).await {
+        if !read_more(&mut up.rd, &mut head, 8).await {
             return;
         }
         let len = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
@@ -206,31 +205,28 @@ async fn read_responses(rd: OwnedReadHalf, mut waiters: mpsc::UnboundedReceiver<
             return;
         }
         received.increment(4 + len as u64);
-        let mut remaining = len - 4;
+        let remaining = len - 4;
         if waiter.whole {
             let share = (4 + len).min(limits.budget_size) as u32;
             let Ok(held) = limits.budget.clone().acquire_many_owned(share).await else { return };
             let mut frame = BytesMut::with_capacity(4 + len);
             frame.put_slice(&head);
-            if !read_more(&mut rd, &mut frame, remaining).await {
+            if !read_more(&mut up.rd, &mut frame, remaining).await {
                 return;
             }
             let _ = waiter.reply.send(Answer::Whole(frame.freeze(), held));
             continue;
         }
-        let (tx, rest) = mpsc::channel(CHUNKS_IN_FLIGHT);
-        let _ = waiter.reply.send(Answer::Stream(Streamed { len: 4 + len, head: head.freeze(), rest }));
-        while remaining > 0 {
-            let n = remaining.min(CHUNK_BYTES);
-            let mut chunk = BytesMut::with_capacity(n);
-            if !read_more(&mut rd, &mut chunk, n).await {
-                return;
-            }
-            remaining -= n;
-            if tx.send(chunk.freeze()).await.is_err() {
-                // The client connection is gone; so is this link's purpose.
-                return;
-            }
+        // The client connection moves the body and gives the reader back;
+        // if it cannot (it went away), neither can this link go on.
+        let (back, returned) = oneshot::channel();
+        let body = BodyLease::new(remaining, up, back);
+        if waiter.reply.send(Answer::Stream(Streamed { head: head.freeze(), body })).is_err() {
+            return;
+        }
+        match returned.await {
+            Ok(reader) => up = reader,
+            Err(_) => return,
         }
     }
 }

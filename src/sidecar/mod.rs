@@ -14,6 +14,7 @@
 //!   Metadata, refreshed periodically, on an unknown topic, and from every
 //!   Metadata response a client receives.
 
+pub mod body;
 pub mod link;
 pub mod mirror;
 pub mod rewrite;
