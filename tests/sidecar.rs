@@ -335,3 +335,53 @@ async fn large_fetches_through_a_sidecar_arrive_byte_for_byte_as_the_upstream_se
         assert!(g == e, "fetch {i}: {} bytes through the sidecar, {} direct", g.len(), e.len());
     }
 }
+
+#[tokio::test]
+async fn large_produces_through_a_sidecar_reach_the_upstream_intact_in_order_with_other_requests() {
+    let up = upstream().await;
+    let sc = sidecar(&up, &["sidecar.write_through=false"]).await;
+    let mut c = sc.client().await;
+    // Batches of 1 MiB (relayed from the socket) and of one record (read
+    // whole), acks=-1 and acks=0, pipelined with local and rewritten requests.
+    let value = "v".repeat(1024);
+    let big: Vec<(&str, &str)> = (0..1024).map(|_| ("k", value.as_str())).collect();
+    let mut frames = Vec::new();
+    let mut answered = Vec::new();
+    for i in 0..6 {
+        let records: &[(&str, &str)] = if i % 2 == 0 { &big } else { &[("k", "small")] };
+        let acks = if i == 4 { 0 } else { -1 };
+        let (corr, frame) =
+            c.frame(&support::produce_request("t", 1, Some(support::batch(records, 1000, None)), acks), 9);
+        if acks != 0 {
+            answered.push(corr);
+        }
+        frames.extend_from_slice(&frame);
+        let (corr, frame) = c.frame(&MetadataRequest::default().with_topics(None), 9);
+        answered.push(corr);
+        frames.extend_from_slice(&frame);
+        let (corr, frame) = c.frame(&FindCoordinatorRequest::default().with_key(sb("g")), 2);
+        answered.push(corr);
+        frames.extend_from_slice(&frame);
+    }
+    c.send_raw(&frames).await.unwrap();
+    let mut got = Vec::new();
+    for _ in 0..answered.len() {
+        let frame = c.read_frame().await.expect("every request that expects an answer gets one");
+        got.push(i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]));
+    }
+    assert_eq!(got, answered);
+    // Every batch is in the upstream's log, in order: 3 × 1024 + 3 records.
+    let mut direct = Client::connect(up.addr).await;
+    let id = support::topic_id(&mut direct, "t").await;
+    let mut offset = 0;
+    let mut values = Vec::new();
+    while offset < 3 * 1024 + 3 {
+        let p = support::fetch(&mut direct, 13, "t", id, 1, offset).await;
+        let recs = support::decode_records(&p.records.expect("records"));
+        assert!(!recs.is_empty(), "stuck at offset {offset}");
+        offset = recs.last().unwrap().0 + 1;
+        values.extend(recs.into_iter().map(|r| r.2.len()));
+    }
+    let expected: Vec<usize> = (0..6).flat_map(|i| if i % 2 == 0 { vec![1024; 1024] } else { vec![5] }).collect();
+    assert_eq!(values, expected);
+}

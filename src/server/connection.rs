@@ -40,14 +40,14 @@ use bytes::Bytes;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use futures_util::FutureExt;
 use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, AcquireError, OwnedSemaphorePermit};
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 
 use super::dispatch::{self, Outcome};
-use super::frame::FrameCodec;
+use super::frame::{Frame, FrameCodec, StreamLarge};
 use super::limits::RateLimitedLog;
 use super::{ListenerInfo, Services};
 use crate::sidecar::link::{Answer, Link};
@@ -72,7 +72,20 @@ pub async fn serve(
 ) {
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
-    let mut frames = FramedRead::new(rd, FrameCodec::new(svc.config.server.max_request_bytes));
+    let max_request = svc.config.server.max_request_bytes;
+    // A sidecar relays the bodies of large forwarded requests (Produce) from
+    // the client socket to the upstream instead of reading them into memory.
+    let codec = match svc.sidecar {
+        Some(_) => FrameCodec::streaming(
+            max_request,
+            StreamLarge {
+                min_len: crate::sidecar::STREAM_REQUESTS_FROM,
+                accept: |head| crate::sidecar::route_head(head).is_some(),
+            },
+        ),
+        None => FrameCodec::new(max_request),
+    };
+    let mut frames = FramedRead::new(rd, codec);
     // Coalesces pipelined small responses into few writes; larger responses
     // bypass it. Kept small because every idle connection holds one.
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, wr);
@@ -126,7 +139,28 @@ pub async fn serve(
             }
             frame = frames.next(), if can_read => {
                 match frame {
-                    Some(Ok(frame)) => {
+                    Some(Ok(Frame::Head { len, head })) => {
+                        clock.first_request_seen = true;
+                        // The codec hands over only heads that route_head accepted.
+                        let (Some(sidecar), Some(Route::Forward(fwd))) = (svc.sidecar.clone(), crate::sidecar::route_head(&head)) else { return };
+                        let send = Outgoing { head: &head, len, rest_from: Some(frames.get_ref()) };
+                        let sent = forward(&sidecar, &mut link, listener, send, fwd);
+                        // The rest of the frame must arrive as a partial frame would have to.
+                        let sent = match partial_limit(&svc.config.server) {
+                            Some(limit) => tokio::time::timeout(limit, sent).await.unwrap_or_else(|_| {
+                                Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the rest of a request did not arrive in time"))
+                            }),
+                            None => sent.await,
+                        };
+                        match sent {
+                            Ok(pending) => inflight.push_back(Box::pin(pending.map(|o| (o, 0)))),
+                            Err(e) => {
+                                tracing::info!(%peer, broker = listener.node_id, error = %e, "forwarding a request failed; closing the client connection");
+                                return;
+                            }
+                        }
+                    }
+                    Some(Ok(Frame::Whole(frame))) => {
                         clock.first_request_seen = true;
                         let route = if svc.sidecar.is_some() { crate::sidecar::route(&frame) } else { Route::Local };
                         match route {
@@ -147,7 +181,8 @@ pub async fn serve(
                             }
                             Route::Forward(fwd) => {
                                 let Some(sidecar) = svc.sidecar.clone() else { return };
-                                match forward(&sidecar, &mut link, listener, &frame, fwd).await {
+                                let send = Outgoing { head: &frame, len: frame.len(), rest_from: None };
+                                match forward(&sidecar, &mut link, listener, send, fwd).await {
                                     Ok(pending) => inflight.push_back(Box::pin(pending.map(|o| (o, 0)))),
                                     Err(e) => {
                                         // As if the client's broker had gone away.
@@ -212,20 +247,35 @@ async fn wait_for_permit(parked: &mut Option<(Bytes, Permit)>) -> Result<OwnedSe
     }
 }
 
+/// A request frame going upstream: `head` is all of it, or (for a large
+/// forwarded request) its first bytes, the rest of its `len` bytes still to
+/// be read from the client socket `rest_from`.
+struct Outgoing<'a> {
+    head: &'a [u8],
+    len: usize,
+    rest_from: Option<&'a OwnedReadHalf>,
+}
+
+/// The partial-request timeout, unless turned off.
+fn partial_limit(server: &crate::config::ServerConfig) -> Option<Duration> {
+    u64::try_from(server.partial_request_timeout_ms).ok().filter(|&ms| ms > 0).map(Duration::from_millis)
+}
+
 /// Sends a frame over the connection's upstream link (opened on first use);
 /// returns the future of its answer.
 async fn forward(
     sidecar: &Arc<Sidecar>,
     link: &mut Option<Link>,
     listener: ListenerInfo,
-    frame: &[u8],
+    out: Outgoing<'_>,
     fwd: Forward,
 ) -> std::io::Result<Pending> {
     if link.is_none() {
         *link = Some(sidecar.connect(listener.node_id).await?);
     }
     let Some(l) = link.as_mut() else { return Err(std::io::ErrorKind::NotConnected.into()) };
-    let answer = match l.send(frame, fwd.correlation, fwd.expects_response, fwd.rewrite.is_some()).await {
+    let sent = l.send(out.head, out.len, out.rest_from, fwd.correlation, fwd.expects_response, fwd.rewrite.is_some());
+    let answer = match sent.await {
         Ok(a) => a,
         Err(e) => {
             *link = None;

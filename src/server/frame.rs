@@ -26,6 +26,10 @@ pub enum FrameError {
 #[derive(Debug, Clone)]
 pub struct FrameCodec {
     max: u32,
+    /// Large frames this codec may hand over before they are complete.
+    stream: Option<StreamLarge>,
+    /// The frame being buffered was refused for streaming: buffer it whole.
+    buffering_whole: bool,
     /// Bytes buffered when the previous `decode` returned: more now means
     /// bytes arrived.
     seen: usize,
@@ -42,12 +46,46 @@ pub struct Activity {
     pub partial_since: Option<Instant>,
 }
 
+/// A request frame, whole or (when streaming is on) only its first bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    Whole(Bytes),
+    /// The first bytes of a large frame of `len` bytes; the rest are the
+    /// next bytes on the connection, and the codec's caller must consume
+    /// them from the socket before reading the next frame.
+    Head {
+        len: usize,
+        head: Bytes,
+    },
+}
+
+/// Which large frames are handed over early (sidecar mode: forwarded
+/// requests, whose bodies are relayed to the upstream without being read
+/// into memory).
+#[derive(Debug, Clone, Copy)]
+pub struct StreamLarge {
+    /// Frames shorter than this are always buffered whole.
+    pub min_len: usize,
+    /// Decides from a frame's first [`HEAD_PROBE_BYTES`] (fewer if the frame
+    /// is shorter) whether it may be streamed.
+    pub accept: fn(&Bytes) -> bool,
+}
+
+/// Bytes of a large frame given to [`StreamLarge::accept`].
+pub const HEAD_PROBE_BYTES: usize = 1024;
+
 /// api key (2) + api version (2) + correlation id (4) + client id length (2).
 pub const MIN_REQUEST_LEN: i32 = 10;
 
 impl FrameCodec {
     pub fn new(max: u32) -> Self {
-        FrameCodec { max, seen: 0, activity: Activity::default() }
+        FrameCodec { max, stream: None, buffering_whole: false, seen: 0, activity: Activity::default() }
+    }
+
+    /// A codec that hands over the head of large frames that `stream`
+    /// accepts instead of buffering them whole.
+    pub fn streaming(max: u32, stream: StreamLarge) -> Self {
+        FrameCodec { stream: Some(stream), ..Self::new(max) }
     }
 
     pub fn activity(&self) -> Activity {
@@ -63,7 +101,7 @@ impl FrameCodec {
         }
     }
 
-    fn split(&self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+    fn split(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         if src.len() < 4 {
             return Ok(None);
         }
@@ -79,20 +117,33 @@ impl FrameCodec {
         }
         let total = 4 + len as usize;
         if src.len() < total {
+            if let Some(s) = self.stream.filter(|s| len as usize >= s.min_len && !self.buffering_whole) {
+                let probe = 4 + HEAD_PROBE_BYTES.min(len as usize);
+                if src.len() < probe {
+                    src.reserve(probe - src.len());
+                    return Ok(None);
+                }
+                if (s.accept)(&Bytes::copy_from_slice(&src[4..probe])) {
+                    src.advance(4);
+                    return Ok(Some(Frame::Head { len: len as usize, head: src.split().freeze() }));
+                }
+                self.buffering_whole = true;
+            }
             // Reserve only what this frame still needs (bounded by max).
             src.reserve(total - src.len());
             return Ok(None);
         }
+        self.buffering_whole = false;
         src.advance(4);
-        Ok(Some(src.split_to(len as usize).freeze()))
+        Ok(Some(Frame::Whole(src.split_to(len as usize).freeze())))
     }
 }
 
 impl Decoder for FrameCodec {
-    type Item = Bytes;
+    type Item = Frame;
     type Error = FrameError;
 
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         let arrived = (src.len() > self.seen).then(Instant::now);
         if arrived.is_some() {
             self.activity.last_read = arrived;
@@ -119,7 +170,7 @@ mod tests {
     fn splits_frames_and_rejects_bad_lengths() {
         let mut c = FrameCodec::new(100);
         let mut b = BytesMut::from(&[0, 0, 0, 10, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 0][..]);
-        assert_eq!(c.decode(&mut b).unwrap().unwrap().len(), 10);
+        assert!(matches!(c.decode(&mut b).unwrap(), Some(Frame::Whole(f)) if f.len() == 10));
         assert!(c.decode(&mut b).unwrap().is_none());
         assert!(matches!(c.decode(&mut BytesMut::from(&[0xff, 0xff, 0xff, 0xff][..])), Err(FrameError::Negative(-1))));
         assert!(matches!(c.decode(&mut BytesMut::from(&[0, 0, 1, 0][..])), Err(FrameError::TooLarge { .. })));
@@ -148,5 +199,42 @@ mod tests {
         b.clear();
         assert!(c.decode(&mut b).unwrap().is_none());
         assert_eq!(c.activity().partial_since, None);
+    }
+
+    fn frame_of(len: usize, fill: u8) -> BytesMut {
+        let mut b = BytesMut::new();
+        b.extend_from_slice(&(len as i32).to_be_bytes());
+        b.extend_from_slice(&vec![fill; len]);
+        b
+    }
+
+    #[test]
+    fn a_large_accepted_frame_is_handed_over_by_its_head_and_the_rest_left_on_the_socket() {
+        let stream = StreamLarge { min_len: 2000, accept: |head| head[0] == 1 };
+        let mut c = FrameCodec::streaming(1 << 20, stream);
+        let mut b = frame_of(5000, 1);
+        b.truncate(4 + 1500);
+        match c.decode(&mut b).unwrap() {
+            Some(Frame::Head { len, head }) => assert_eq!((len, head.len()), (5000, 1500)),
+            other => panic!("{other:?}"),
+        }
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn a_large_refused_or_small_frame_is_buffered_whole() {
+        let stream = StreamLarge { min_len: 2000, accept: |head| head[0] == 1 };
+        let mut c = FrameCodec::streaming(1 << 20, stream);
+        let whole = frame_of(5000, 2);
+        let mut b = BytesMut::from(&whole[..1500]);
+        assert_eq!(c.decode(&mut b).unwrap(), None, "refused: waits for the whole frame");
+        b.extend_from_slice(&whole[1500..]);
+        assert!(matches!(c.decode(&mut b).unwrap(), Some(Frame::Whole(f)) if f.len() == 5000));
+        let mut small = frame_of(100, 1);
+        assert!(matches!(c.decode(&mut small).unwrap(), Some(Frame::Whole(f)) if f.len() == 100));
+        // Fewer bytes than the probe: wait, even for an accepted frame.
+        let mut b = frame_of(5000, 1);
+        b.truncate(500);
+        assert_eq!(c.decode(&mut b).unwrap(), None);
     }
 }

@@ -1,38 +1,100 @@
-//! Moving the body of a streamed upstream response to the client.
+//! Moving large frame bodies between the client and the upstream.
 //!
-//! Fetch responses are most of what a sidecar forwards, by bytes. Copying
-//! them through kcoord (read into a buffer, write out of it) costs two
-//! memory copies per byte on the same cores as the client and the broker;
-//! on the 2-core benchmark machine that held 1 KiB-message fetches at
-//! 0.65–0.9 of direct access. On Linux the body is instead moved with
-//! splice(2): from the upstream socket into a pipe, and from the pipe into
-//! the client socket, so the payload's pages pass between the sockets
-//! without being copied through user space. Elsewhere, or when no pipe can
-//! be had (descriptor limit), the body is copied through a buffer.
+//! Fetch answers and Produce requests are most of what a sidecar forwards,
+//! by bytes. Copying them through kcoord (read into a buffer, write out of
+//! it) costs two memory copies per byte on the same cores as the client and
+//! the broker; on the 2-core benchmark machine that held 1 KiB-message
+//! fetches at 0.65–0.9 of direct access. On Linux a body is instead moved
+//! with splice(2): from one socket into a pipe, and from the pipe into the
+//! other socket, so the payload's pages pass between the sockets without
+//! being copied through user space. Elsewhere, or when no pipe can be had,
+//! the body is copied through a buffer.
 //!
-//! While the client connection moves a body it holds the link's upstream
-//! reader (a [`BodyLease`]) and gives it back when the body is complete.
-//! A lease dropped before that (the client went away, a write failed)
-//! closes the link: the upstream stream is then at an unknown position.
+//! Answers: while the client connection moves an answer's body it holds the
+//! link's upstream reader (a [`BodyLease`]) and gives it back when the body
+//! is complete. A lease dropped before that (the client went away, a write
+//! failed) closes the link: the upstream stream is then at an unknown
+//! position. Requests: the client connection's framing hands over the head
+//! of a large forwarded request, and the rest is relayed from the client
+//! socket before the next frame is read (`link::Link::send`).
 
 use std::io;
+use std::sync::Mutex;
 
-use tokio::io::{AsyncBufRead, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncBufRead, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
-/// What a link's reader hands out and gets back: the upstream reader and
-/// the link's pipe (none until the first streamed body, or if none could be
-/// created).
-pub struct Upstream {
-    pub rd: BufReader<OwnedReadHalf>,
-    pub pipe: Option<pipe::Pipe>,
+/// The sidecar's pipes for splice(2), shared by all connections: a pipe is
+/// needed only while a body moves, and is empty again after, so a small pool
+/// bounds the descriptors and kernel memory pipes take however many clients
+/// are connected. When every pipe is busy, a body is copied instead.
+pub struct Pipes {
+    idle: Mutex<Vec<pipe::Pipe>>,
+    /// Pipes that exist (idle or moving a body).
+    made: Mutex<usize>,
+    max: usize,
 }
+
+impl Pipes {
+    pub fn new(max: usize) -> Pipes {
+        Pipes { idle: Mutex::new(Vec::new()), made: Mutex::new(0), max }
+    }
+
+    fn take(&self) -> Option<pipe::Pipe> {
+        if let Some(p) = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+            return Some(p);
+        }
+        let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+        if *made >= self.max {
+            return None;
+        }
+        let p = pipe::Pipe::new()?;
+        *made += 1;
+        Some(p)
+    }
+
+    /// Returns an empty pipe to the pool.
+    fn give(&self, p: pipe::Pipe) {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(p);
+    }
+
+    /// Drops a pipe that may still hold bytes of a failed transfer.
+    fn discard(&self, p: pipe::Pipe) {
+        drop(p);
+        let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+        *made = made.saturating_sub(1);
+    }
+
+    /// Moves the next `n` bytes read from `from` to `to`, spliced through a
+    /// pipe if one is free, copied otherwise.
+    pub async fn relay(&self, from: &TcpStream, to: &TcpStream, n: usize) -> io::Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let Some(p) = self.take() else { return copy(from, to, n).await };
+        match pipe::splice(&p, from, to, n).await {
+            Ok(()) => {
+                self.give(p);
+                Ok(())
+            }
+            Err(e) => {
+                self.discard(p);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// What a link's reader hands out and gets back.
+pub type Upstream = BufReader<OwnedReadHalf>;
 
 /// The right to read the next `remaining` bytes of the upstream stream.
 pub struct BodyLease {
     remaining: usize,
     upstream: Upstream,
+    pipes: std::sync::Arc<Pipes>,
     back: oneshot::Sender<Upstream>,
 }
 
@@ -46,8 +108,13 @@ impl std::fmt::Debug for BodyLease {
 const COPY_BYTES: usize = 256 * 1024;
 
 impl BodyLease {
-    pub fn new(remaining: usize, upstream: Upstream, back: oneshot::Sender<Upstream>) -> BodyLease {
-        BodyLease { remaining, upstream, back }
+    pub fn new(
+        remaining: usize,
+        upstream: Upstream,
+        pipes: std::sync::Arc<Pipes>,
+        back: oneshot::Sender<Upstream>,
+    ) -> BodyLease {
+        BodyLease { remaining, upstream, pipes, back }
     }
 
     /// Writes the body to the client and returns the upstream reader to the
@@ -55,37 +122,40 @@ impl BodyLease {
     /// the client connection (and dropping the lease closes the link).
     pub async fn forward(mut self, out: &mut BufWriter<OwnedWriteHalf>) -> io::Result<()> {
         // Bytes the reader had already buffered go through user space.
-        let buffered = self.upstream.rd.buffer();
+        let buffered = self.upstream.buffer();
         let n = buffered.len().min(self.remaining);
         out.write_all(&buffered[..n]).await?;
-        std::pin::Pin::new(&mut self.upstream.rd).consume(n);
+        std::pin::Pin::new(&mut self.upstream).consume(n);
         self.remaining -= n;
         out.flush().await?;
-        if self.remaining > 0 {
-            if self.upstream.pipe.is_none() {
-                self.upstream.pipe = pipe::Pipe::new();
-            }
-            match &self.upstream.pipe {
-                Some(p) => pipe::splice_body(p, self.upstream.rd.get_ref(), out.get_ref(), self.remaining).await?,
-                None => copy_body(&mut self.upstream.rd, out, self.remaining).await?,
-            }
-        }
+        self.pipes.relay(self.upstream.get_ref().as_ref(), out.get_ref().as_ref(), self.remaining).await?;
         let _ = self.back.send(self.upstream);
         Ok(())
     }
 }
 
-/// Copies `n` bytes from the upstream to the client through a buffer.
-async fn copy_body(rd: &mut BufReader<OwnedReadHalf>, out: &mut BufWriter<OwnedWriteHalf>, n: usize) -> io::Result<()> {
+/// Copies `n` bytes from one socket to another through a buffer.
+async fn copy(from: &TcpStream, to: &TcpStream, n: usize) -> io::Result<()> {
     let mut buf = vec![0u8; n.min(COPY_BYTES)];
     let mut left = n;
     while left > 0 {
         let want = left.min(buf.len());
-        let got = rd.read(&mut buf[..want]).await?;
-        if got == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
+        from.readable().await?;
+        let got = match from.try_read(&mut buf[..want]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(got) => got,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        };
+        let mut put = 0;
+        while put < got {
+            to.writable().await?;
+            match to.try_write(&buf[put..got]) {
+                Ok(k) => put += k,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
         }
-        out.get_mut().write_all(&buf[..got]).await?;
         left -= got;
     }
     Ok(())
@@ -99,12 +169,14 @@ pub mod pipe {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
     use tokio::io::Interest;
-    use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+    use tokio::net::TcpStream;
 
     /// Pipe capacity asked for: a fetch answer's worth of pages per
     /// round trip through the pipe. The kernel may grant less (it caps
     /// unprivileged pipes at `/proc/sys/fs/pipe-max-size`).
     const WANTED_CAPACITY: libc::c_int = 1024 * 1024;
+    /// Smaller pipes are not used.
+    const MIN_CAPACITY: usize = 64 * 1024;
 
     pub struct Pipe {
         read: OwnedFd,
@@ -129,13 +201,15 @@ pub mod pipe {
                 libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, WANTED_CAPACITY);
                 libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ)
             };
-            let capacity = usize::try_from(granted).ok().filter(|&c| c > 0).unwrap_or(64 * 1024);
+            // Past the per-user pipe memory limit the kernel grants tiny
+            // pipes, through which splicing costs more than copying.
+            let capacity = usize::try_from(granted).ok().filter(|&c| c >= MIN_CAPACITY)?;
             Some(Pipe { read, write, capacity })
         }
     }
 
     /// One splice(2) call; `Ok(0)` is end of input.
-    fn splice(from: RawFd, to: RawFd, len: usize, more: bool) -> io::Result<usize> {
+    fn splice_once(from: RawFd, to: RawFd, len: usize, more: bool) -> io::Result<usize> {
         let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK | if more { libc::SPLICE_F_MORE } else { 0 };
         // SAFETY: both descriptors are open for the duration of the call; null
         // offsets are required for pipes and sockets.
@@ -143,14 +217,13 @@ pub mod pipe {
         usize::try_from(n).map_err(|_| io::Error::last_os_error())
     }
 
-    /// Moves `n` bytes from the upstream socket to the client socket.
+    /// Moves `n` bytes from socket `up` to socket `down` through `pipe`.
     ///
     /// The pipe is filled only when empty, so a would-block while filling
     /// always means the upstream socket has nothing to read (never that the
     /// pipe is full), and tokio's readiness for it can be cleared safely.
     /// The sockets' own buffers keep both sides busy meanwhile.
-    pub async fn splice_body(pipe: &Pipe, up: &OwnedReadHalf, down: &OwnedWriteHalf, n: usize) -> io::Result<()> {
-        let (up, down): (&tokio::net::TcpStream, &tokio::net::TcpStream) = (up.as_ref(), down.as_ref());
+    pub async fn splice(pipe: &Pipe, up: &TcpStream, down: &TcpStream, n: usize) -> io::Result<()> {
         let (up_fd, down_fd) = (up.as_raw_fd(), down.as_raw_fd());
         let (pipe_r, pipe_w) = (pipe.read.as_raw_fd(), pipe.write.as_raw_fd());
         let mut remaining = n;
@@ -159,7 +232,7 @@ pub mod pipe {
             if in_pipe == 0 {
                 let want = remaining.min(pipe.capacity);
                 up.readable().await?;
-                match up.try_io(Interest::READABLE, || splice(up_fd, pipe_w, want, false)) {
+                match up.try_io(Interest::READABLE, || splice_once(up_fd, pipe_w, want, false)) {
                     Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
                     Ok(got) => {
                         remaining -= got.min(remaining);
@@ -170,7 +243,7 @@ pub mod pipe {
                 }
             }
             down.writable().await?;
-            match down.try_io(Interest::WRITABLE, || splice(pipe_r, down_fd, in_pipe, remaining > 0)) {
+            match down.try_io(Interest::WRITABLE, || splice_once(pipe_r, down_fd, in_pipe, remaining > 0)) {
                 Ok(put) => in_pipe -= put.min(in_pipe),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(e),
@@ -186,7 +259,7 @@ pub mod pipe {
 
     use std::io;
 
-    use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+    use tokio::net::TcpStream;
 
     pub enum Pipe {}
 
@@ -196,7 +269,7 @@ pub mod pipe {
         }
     }
 
-    pub async fn splice_body(pipe: &Pipe, _: &OwnedReadHalf, _: &OwnedWriteHalf, _: usize) -> io::Result<()> {
+    pub async fn splice(pipe: &Pipe, _: &TcpStream, _: &TcpStream, _: usize) -> io::Result<()> {
         match *pipe {}
     }
 }

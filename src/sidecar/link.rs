@@ -28,7 +28,7 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 
-use super::body::{BodyLease, Upstream};
+use super::body::{BodyLease, Pipes, Upstream};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
@@ -68,6 +68,7 @@ struct Waiter {
 
 pub struct Link {
     writer: OwnedWriteHalf,
+    pipes: Arc<Pipes>,
     waiters: mpsc::UnboundedSender<Waiter>,
     reader: JoinHandle<()>,
     sent_bytes: metrics::Counter,
@@ -85,18 +86,24 @@ impl Link {
     /// Connects to the upstream broker at `addr`. Whole responses read but
     /// not yet written to the client may hold at most `max_buffered_bytes`
     /// (one larger response at a time is let through alone).
-    pub async fn connect(addr: &str, max_response_bytes: usize, max_buffered_bytes: usize) -> std::io::Result<Link> {
+    pub async fn connect(
+        addr: &str,
+        max_response_bytes: usize,
+        max_buffered_bytes: usize,
+        pipes: Arc<Pipes>,
+    ) -> std::io::Result<Link> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let (rd, writer) = stream.into_split();
         let (waiters, rx) = mpsc::unbounded_channel();
         let budget_size = max_buffered_bytes.clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
         let limits = ReadLimits { max_response_bytes, budget: Arc::new(Semaphore::new(budget_size)), budget_size };
-        let reader = tokio::spawn(read_responses(rd, rx, limits));
+        let reader = tokio::spawn(read_responses(rd, rx, limits, pipes.clone()));
         metrics::counter!("kcoord_sidecar_upstream_connects_total", "use" => "client").increment(1);
         metrics::gauge!("kcoord_sidecar_upstream_connections").increment(1.0);
         Ok(Link {
             writer,
+            pipes,
             waiters,
             reader,
             sent_bytes: metrics::counter!("kcoord_sidecar_forwarded_bytes_total", "direction" => "upstream"),
@@ -104,13 +111,19 @@ impl Link {
         })
     }
 
-    /// Writes one request frame (without its length prefix, as the client
-    /// connection's framing hands it over) upstream. Returns the receiver of
-    /// its response (`whole` when the response will be rewritten), or `None`
-    /// for a request the broker does not answer (Produce with acks=0).
+    /// Writes one request frame of `len` bytes upstream (the client
+    /// connection's framing hands it over without its length prefix).
+    /// `head` is the whole frame, or its first bytes when `client` is given:
+    /// the rest is then relayed from the client's socket (where it must be
+    /// the next bytes) without passing through kcoord's memory. Returns the
+    /// receiver of its response (`whole` when the response will be
+    /// rewritten), or `None` for a request the broker does not answer
+    /// (Produce with acks=0).
     pub async fn send(
         &mut self,
-        frame: &[u8],
+        head: &[u8],
+        len: usize,
+        client: Option<&OwnedReadHalf>,
         correlation: i32,
         expects_response: bool,
         whole: bool,
@@ -123,9 +136,12 @@ impl Link {
         } else {
             None
         };
-        let len = u32::try_from(frame.len()).map_err(|_| std::io::Error::other("request frame too large"))?;
-        write_frame(&mut self.writer, &len.to_be_bytes(), frame).await?;
-        self.sent_bytes.increment(4 + frame.len() as u64);
+        let prefix = u32::try_from(len).map_err(|_| std::io::Error::other("request frame too large"))?;
+        write_frame(&mut self.writer, &prefix.to_be_bytes(), head).await?;
+        if let Some(client) = client {
+            self.pipes.relay(client.as_ref(), self.writer.as_ref(), len.saturating_sub(head.len())).await?;
+        }
+        self.sent_bytes.increment(4 + len as u64);
         self.sent_requests.increment(1);
         Ok(rx)
     }
@@ -179,13 +195,18 @@ async fn read_more(rd: &mut BufReader<OwnedReadHalf>, buf: &mut BytesMut, n: usi
 
 /// Reads response frames and hands them to waiters in order. Returning
 /// drops every remaining waiter, which fails their requests.
-async fn read_responses(rd: OwnedReadHalf, mut waiters: mpsc::UnboundedReceiver<Waiter>, limits: ReadLimits) {
-    let mut up = Upstream { rd: BufReader::with_capacity(READ_BUFFER_BYTES, rd), pipe: None };
+async fn read_responses(
+    rd: OwnedReadHalf,
+    mut waiters: mpsc::UnboundedReceiver<Waiter>,
+    limits: ReadLimits,
+    pipes: Arc<Pipes>,
+) {
+    let mut up: Upstream = BufReader::with_capacity(READ_BUFFER_BYTES, rd);
     let received = metrics::counter!("kcoord_sidecar_forwarded_bytes_total", "direction" => "downstream");
     loop {
         // Length prefix and correlation id.
         let mut head = BytesMut::with_capacity(8);
-        if !read_more(&mut up.rd, &mut head, 8).await {
+        if !read_more(&mut up, &mut head, 8).await {
             return;
         }
         let len = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
@@ -211,7 +232,7 @@ async fn read_responses(rd: OwnedReadHalf, mut waiters: mpsc::UnboundedReceiver<
             let Ok(held) = limits.budget.clone().acquire_many_owned(share).await else { return };
             let mut frame = BytesMut::with_capacity(4 + len);
             frame.put_slice(&head);
-            if !read_more(&mut up.rd, &mut frame, remaining).await {
+            if !read_more(&mut up, &mut frame, remaining).await {
                 return;
             }
             let _ = waiter.reply.send(Answer::Whole(frame.freeze(), held));
@@ -220,7 +241,7 @@ async fn read_responses(rd: OwnedReadHalf, mut waiters: mpsc::UnboundedReceiver<
         // The client connection moves the body and gives the reader back;
         // if it cannot (it went away), neither can this link go on.
         let (back, returned) = oneshot::channel();
-        let body = BodyLease::new(remaining, up, back);
+        let body = BodyLease::new(remaining, up, pipes.clone(), back);
         if waiter.reply.send(Answer::Stream(Streamed { head: head.freeze(), body })).is_err() {
             return;
         }

@@ -65,7 +65,18 @@ pub struct Sidecar {
     max_response_bytes: usize,
     max_buffered_bytes: usize,
     metadata_refresh: Duration,
+    /// Pipes for splicing bodies between sockets, shared by all links.
+    pipes: Arc<body::Pipes>,
 }
+
+/// Pipes in the splice pool at most: bodies moving at the same time beyond
+/// this are copied. 32 pipes of 1 MiB stay within Linux's default per-user
+/// pipe memory (`/proc/sys/fs/pipe-user-pages-soft`, 64 MiB).
+const PIPE_POOL: usize = 32;
+
+/// Forwarded requests at least this large have their body relayed from the
+/// client socket to the upstream rather than read into memory first.
+pub const STREAM_REQUESTS_FROM: usize = 64 * 1024;
 
 impl Sidecar {
     pub fn new(
@@ -84,6 +95,7 @@ impl Sidecar {
             max_response_bytes: config.max_response_bytes as usize,
             max_buffered_bytes: config.max_buffered_response_bytes as usize,
             metadata_refresh: Duration::from_millis(config.metadata_refresh_ms),
+            pipes: Arc::new(body::Pipes::new(PIPE_POOL)),
         }
     }
 
@@ -114,7 +126,7 @@ impl Sidecar {
                 })?
             }
         };
-        let connect = link::Link::connect(&addr, self.max_response_bytes, self.max_buffered_bytes);
+        let connect = link::Link::connect(&addr, self.max_response_bytes, self.max_buffered_bytes, self.pipes.clone());
         tokio::time::timeout(self.upstream.timeout(), connect)
             .await
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connecting to {addr}")))?
@@ -168,6 +180,21 @@ pub fn route(frame: &Bytes) -> Route {
     }
     let expects_response = !(key == produce::SUPPORT.key && produce_acks(frame, version) == Some(0));
     Route::Forward(Forward { version, correlation, rewrite: Rewrite::for_request(key, version), expects_response })
+}
+
+/// Where a request goes, decided from the first bytes of its frame only:
+/// `Some` only for a request that is forwarded whatever its remaining bytes
+/// are, so that the rest can be relayed without being read into memory.
+pub fn route_head(head: &Bytes) -> Option<Route> {
+    let prefix = header::peek_prefix(head).ok()?;
+    let key = prefix.api_key;
+    if versions::is_local(key) || versions::is_withheld(key) {
+        return None;
+    }
+    if key == produce::SUPPORT.key && produce_acks(head, prefix.api_version).is_none() {
+        return None;
+    }
+    Some(route(head))
 }
 
 /// Whether a FindCoordinator request asks for transaction coordinators
