@@ -306,8 +306,9 @@ async fn start_sidecar(
     tracing::info!(upstream = ?sc.upstream, fronted = ?listeners.iter().map(|(_, i)| i.node_id).collect::<Vec<_>>(),
         "sidecar mode: serving groups, forwarding the rest upstream");
     let writer_services: Arc<dyn AsCoordinator> = services.clone();
+    let refresh_services: Arc<dyn AsCoordinator> = services.clone();
     let background: Vec<BackgroundTask> = vec![
-        Box::new(move |rx| Box::pin(sidecar.run_metadata_refresh(rx))),
+        Box::new(move |rx| Box::pin(sidecar.run_metadata_refresh(refresh_services, rx))),
         Box::new(move |rx| Box::pin(mirror.run_write_through(writer_services, rx))),
     ];
     launch(services, listeners, node, lock, fatal, background).await

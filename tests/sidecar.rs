@@ -385,3 +385,43 @@ async fn large_produces_through_a_sidecar_reach_the_upstream_intact_in_order_wit
     let expected: Vec<usize> = (0..6).flat_map(|i| if i % 2 == 0 { vec![1024; 1024] } else { vec![5] }).collect();
     assert_eq!(values, expected);
 }
+
+/// The committed offset of `topic`/0 for `group`, as `c`'s node answers it.
+async fn committed_in(c: &mut Client, group: &str, topic: &str) -> i64 {
+    let req = OffsetFetchRequest::default().with_group_id(GroupId(sb(group))).with_topics(Some(vec![
+        OffsetFetchRequestTopic::default().with_name(TopicName(sb(topic))).with_partition_indexes(vec![0]),
+    ]));
+    let r = c.send(&req, 7).await;
+    r.topics[0].partitions[0].committed_offset
+}
+
+#[tokio::test]
+async fn offsets_of_a_topic_deleted_upstream_are_dropped_and_others_kept() {
+    let up = upstream().await;
+    let mut direct = Client::connect(up.addr).await;
+    let created = support::create_topics(&mut direct, 5, vec![support::new_topic("doomed", 1, 1, &[])], false).await;
+    assert_eq!(created[0].error_code, 0);
+    let sc = sidecar(&up, &["sidecar.metadata_refresh_ms=100", "sidecar.write_through=false"]).await;
+    let mut c = sc.client().await;
+    let commit_to = |topic: &str, offset: i64| {
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb(topic))).with_partitions(
+                vec![OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(offset)],
+            )])
+    };
+    for (topic, offset) in [("doomed", 7), ("t", 9)] {
+        let r = c.send(&commit_to(topic, offset), 8).await;
+        assert_eq!(r.topics[0].partitions[0].error_code, 0, "{topic}");
+    }
+    assert_eq!(committed_in(&mut c, "g", "doomed").await, 7);
+    assert_eq!(support::delete_topics(&mut direct, 6, &["doomed"]).await[0].error_code, 0);
+    let addr = sc.addr;
+    eventually("the deleted topic's offset is dropped", || async move {
+        let mut c = Client::connect(addr).await;
+        (committed_in(&mut c, "g", "doomed").await == -1).then_some(())
+    })
+    .await;
+    assert_eq!(committed_in(&mut c, "g", "t").await, 9, "other topics keep their offsets");
+}

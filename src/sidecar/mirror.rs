@@ -30,6 +30,7 @@ use kafka_protocol::messages::{
 };
 use tokio::sync::{watch, Notify, Semaphore};
 
+use super::deleted_topics::DeletedTopics;
 use super::upstream::{ClusterView, Upstream, UpstreamError};
 use crate::coordinator::core::ImportOutcome;
 use crate::coordinator::messages::{CommitPartition, CommitTopic, OffsetCommitRequest};
@@ -112,6 +113,10 @@ pub struct Mirror {
     /// When the last on-demand topic refresh finished.
     topics_refreshed: tokio::sync::Mutex<Option<Instant>>,
     last_warning: Mutex<Option<Instant>>,
+    /// Topics missing from the last complete listing of the upstream.
+    deleted: Mutex<DeletedTopics>,
+    /// Topics deleted upstream whose offsets are still to be dropped here.
+    to_forget: Mutex<BTreeSet<String>>,
 }
 
 impl Mirror {
@@ -126,6 +131,8 @@ impl Mirror {
             wake: Notify::new(),
             topics_refreshed: tokio::sync::Mutex::new(None),
             last_warning: Mutex::new(None),
+            deleted: Mutex::new(DeletedTopics::default()),
+            to_forget: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -140,12 +147,51 @@ impl Mirror {
     }
 
     /// Reads the upstream's brokers and topics; the catalog then holds
-    /// exactly the upstream's topics.
+    /// exactly the upstream's topics. Topics found deleted upstream are
+    /// queued for [`Mirror::take_deleted_topics`].
     pub async fn refresh_catalog(&self) -> Result<ClusterView, UpstreamError> {
         let view = self.upstream.refresh().await?;
+        let before: Vec<_> = self.catalog.list().into_iter().map(|t| (t.name, t.id)).collect();
+        let after: Vec<_> = view.topics.iter().map(|t| (t.name.clone(), t.id)).collect();
         let topics: Vec<_> = view.topics.iter().map(|t| (t.name.clone(), t.id, t.partitions)).collect();
         self.catalog.mirror(&topics, true);
+        let gone = self.deleted.lock().unwrap_or_else(|p| p.into_inner()).observe(&before, &after);
+        if !gone.is_empty() {
+            // Their offsets must not be written through to a re-created topic.
+            let mut p = self.pending();
+            for offsets in p.offsets.values_mut() {
+                offsets.retain(|(topic, _), _| !gone.contains(topic));
+            }
+            for topics in p.deleted_offsets.values_mut() {
+                topics.retain(|topic, _| !gone.contains(topic));
+            }
+            drop(p);
+            self.to_forget.lock().unwrap_or_else(|p| p.into_inner()).extend(gone);
+        }
         Ok(view)
+    }
+
+    /// Topics deleted upstream whose committed offsets kcoord must drop.
+    pub fn take_deleted_topics(&self) -> Vec<String> {
+        std::mem::take(&mut *self.to_forget.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect()
+    }
+
+    /// Drops every group's offsets for topics deleted upstream (as Kafka's
+    /// coordinator does when a topic is deleted); a failed drop is retried
+    /// after the next refresh.
+    pub async fn forget_deleted_topics(&self, coordinator: &Coordinator) {
+        for topic in self.take_deleted_topics() {
+            match coordinator.delete_topic_offsets(&topic).await {
+                Ok(e) if e.is_none() => {
+                    tracing::info!(%topic, "topic deleted upstream; its committed offsets were dropped");
+                    metrics::counter!("kcoord_sidecar_deleted_topics_total").increment(1);
+                }
+                result => {
+                    tracing::warn!(%topic, ?result, "cannot drop the offsets of a topic deleted upstream; will retry");
+                    self.to_forget.lock().unwrap_or_else(|p| p.into_inner()).insert(topic);
+                }
+            }
+        }
     }
 
     fn is_known(&self, group: &str) -> bool {

@@ -15,6 +15,7 @@
 //!   Metadata response a client receives.
 
 pub mod body;
+pub mod deleted_topics;
 pub mod link;
 pub mod mirror;
 pub mod rewrite;
@@ -149,8 +150,12 @@ impl Sidecar {
     }
 
     /// Refreshes the upstream's metadata every `sidecar.metadata_refresh_ms`
-    /// until shutdown.
-    pub async fn run_metadata_refresh(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+    /// until shutdown, and drops the offsets of topics deleted upstream.
+    pub async fn run_metadata_refresh(
+        self: Arc<Self>,
+        coordinator: Arc<dyn mirror::AsCoordinator>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(self.metadata_refresh) => {}
@@ -159,6 +164,7 @@ impl Sidecar {
             if let Err(e) = self.refresh().await {
                 tracing::warn!(error = %e, "upstream metadata refresh failed");
             }
+            self.mirror.forget_deleted_topics(coordinator.coordinator()).await;
         }
     }
 }
