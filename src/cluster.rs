@@ -316,7 +316,7 @@ impl Cluster {
                     metrics::counter!("kcoord_topic_creations_deferred_total").increment(creations.deferred);
                     tracing::warn!(
                         deferred = creations.deferred,
-                        created = self.max_auto_create,
+                        max_auto_create_per_request = self.max_auto_create,
                         "a Metadata request named more unknown topics than topics.max_auto_create_per_request; \
                          the others were answered LEADER_NOT_AVAILABLE and are created when the client asks again"
                     );
