@@ -75,8 +75,10 @@ pub fn raise_open_file_limit() -> (u64, u64) {
     (as_u64(soft), as_u64(hard))
 }
 
+/// rlim_t is u64 on Linux (RLIM_INFINITY is u64::MAX); this keeps the
+/// conversion in one place should another target differ.
+#[allow(clippy::useless_conversion)]
 fn as_u64(v: libc::rlim_t) -> u64 {
-    // rlim_t is u64 on Linux; RLIM_INFINITY is u64::MAX.
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
