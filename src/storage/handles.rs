@@ -112,10 +112,8 @@ impl FileCache {
         (FileRef::Cached { cache: Arc::clone(self), key, path }, file)
     }
 
-    /// The open file of `key`, opening `path` (read and write) if it is not
-    /// cached. On EMFILE/ENFILE the cache gives up half of its files and
-    /// tries once more, so that descriptor pressure from elsewhere in the
-    /// process (a burst of connections) costs cached files, not failures.
+    /// The open file of `key`, opening `path` (see [`FileCache::open`]) if
+    /// it is not cached.
     fn get(&self, key: u64, path: &Path) -> io::Result<Arc<File>> {
         {
             let mut st = self.lock();
@@ -130,19 +128,7 @@ impl FileCache {
             }
         }
         metrics::counter!("kcoord_segment_file_opens_total").increment(1);
-        let file = match open_segment_file(path) {
-            Err(e) if is_descriptor_exhaustion(&e) => {
-                self.note_exhaustion(path, &e);
-                self.shrink(self.capacity / 2);
-                open_segment_file(path).inspect_err(|e| {
-                    if is_descriptor_exhaustion(e) {
-                        self.note_exhaustion(path, e);
-                    }
-                })?
-            }
-            other => other?,
-        };
-        let file = Arc::new(file);
+        let file = Arc::new(self.open(path, false)?);
         let mut evicted = Vec::new();
         {
             let mut st = self.lock();
@@ -157,6 +143,33 @@ impl FileCache {
         }
         drop(evicted);
         Ok(file)
+    }
+
+    /// Opens (with `create`: creates or truncates) a segment file for
+    /// reading and writing. On EMFILE/ENFILE the cache gives up half of its
+    /// files and tries once more, so that descriptor pressure from elsewhere
+    /// in the process (a burst of connections) costs cached files rather
+    /// than failures; each exhaustion is counted and logged (rate-limited).
+    pub fn open(&self, path: &Path, create: bool) -> io::Result<File> {
+        let attempt = || {
+            let mut options = OpenOptions::new();
+            options.read(true).write(true);
+            if create {
+                options.create(true).truncate(true);
+            }
+            options.open(path).inspect_err(|e| {
+                if is_descriptor_exhaustion(e) {
+                    self.note_exhaustion(path, e);
+                }
+            })
+        };
+        match attempt() {
+            Err(e) if is_descriptor_exhaustion(&e) => {
+                self.shrink(self.capacity / 2);
+                attempt()
+            }
+            other => other,
+        }
     }
 
     /// Caches `file` under `key`, moving the evicted files to `evicted` so
@@ -216,14 +229,10 @@ impl FileCache {
                 error = %err,
                 failures,
                 cached_files = self.capacity,
-                "out of file descriptors opening a segment file; closing half of the cached segment files and retrying (raise the open-files limit, or lower topics.max_open_segment_files; failures counts every failure since the previous line)"
+                "out of file descriptors opening a segment file; the cache closes half of its files and tries once more (raise the open-files limit, or lower topics.max_open_segment_files; failures counts every failure since the previous line)"
             );
         }
     }
-}
-
-fn open_segment_file(path: &Path) -> io::Result<File> {
-    OpenOptions::new().read(true).write(true).open(path)
 }
 
 /// How a segment reaches its file: held open, or through a [`FileCache`].
@@ -268,7 +277,7 @@ mod tests {
     }
 
     fn adopt(cache: &Arc<FileCache>, path: &Path) -> FileRef {
-        cache.adopt(path.to_path_buf(), open_segment_file(path).unwrap()).0
+        cache.adopt(path.to_path_buf(), cache.open(path, false).unwrap()).0
     }
 
     #[test]

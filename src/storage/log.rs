@@ -127,6 +127,10 @@ pub struct SegmentInfo {
 #[derive(Debug, Clone)]
 pub struct SyncJob {
     file: FileRef,
+    /// The file as it was open when the job was made (the append just
+    /// used it, so it is open unless the cache failed to reopen it): holding
+    /// it means the fsync itself never needs a descriptor.
+    open: Option<Arc<File>>,
     end: u64,
 }
 
@@ -141,7 +145,10 @@ impl SyncJob {
     /// dropped the unwritten pages, so the records must not be treated as
     /// durable (and retrying the fsync does not prove they are).
     pub fn run(self) -> io::Result<u64> {
-        self.file.file()?.sync_data()?;
+        match self.open {
+            Some(file) => file.sync_data()?,
+            None => self.file.file()?.sync_data()?,
+        }
         Ok(self.end)
     }
 }
@@ -374,7 +381,7 @@ impl Log {
             return None;
         }
         let active = self.segments.last()?;
-        Some(SyncJob { file: active.handle.clone(), end: self.end })
+        Some(SyncJob { file: active.handle.clone(), open: active.file().ok(), end: self.end })
     }
 
     /// Records that a [`SyncJob`] succeeded. Jobs may finish out of order, so

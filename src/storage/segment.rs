@@ -71,7 +71,10 @@ impl Segment {
     /// `files` if given.
     pub fn open(dir: &Path, base: u64, files: Option<&Arc<FileCache>>) -> io::Result<Segment> {
         let path = dir.join(segment_file_name(base));
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let file = match files {
+            Some(cache) => cache.open(&path, false)?,
+            None => OpenOptions::new().read(true).write(true).open(&path)?,
+        };
         let meta = file.metadata()?;
         let modified_ms = meta.modified().map(millis_since_epoch).unwrap_or(0);
         let handle = Self::handle(&path, file, files);
@@ -83,7 +86,10 @@ impl Segment {
     /// caller fsyncs the directory.
     pub fn create(dir: &Path, base: u64, files: Option<&Arc<FileCache>>) -> io::Result<Segment> {
         let path = dir.join(segment_file_name(base));
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
+        let file = match files {
+            Some(cache) => cache.open(&path, true)?,
+            None => OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?,
+        };
         let handle = Self::handle(&path, file, files);
         Ok(Segment { base, path, handle, bytes: 0, modified_ms: millis_since_epoch(SystemTime::now()) })
     }
