@@ -352,7 +352,7 @@ impl Default for TopicsConfig {
             retention_check_interval_ms: 300_000,
             max_topics: 10_000,
             max_partitions: 10_000,
-            max_auto_create_per_request: 100,
+            max_auto_create_per_request: crate::cluster::DEFAULT_MAX_AUTO_CREATE,
             max_open_segment_files: 0,
         }
     }
