@@ -134,8 +134,7 @@ fn bench_commit(c: &mut Criterion) {
 
 fn bench_log(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let mut log =
-        Log::open(dir.path(), LogOptions { segment_bytes: 64 << 20, repair: false }, &mut |_, _| Ok(())).unwrap();
+    let mut log = Log::open(dir.path(), LogOptions::new(64 << 20, false), &mut |_, _| Ok(())).unwrap();
     let payload = records::encode(
         &Record::offset(
             "group",

@@ -207,7 +207,18 @@ pub struct Cluster {
     pub node: NodeInfo,
     auto_create: bool,
     default_partitions: i32,
+    /// Topics one Metadata request may auto-create (`topics.max_auto_create_per_request`).
+    max_auto_create: u32,
     owners: GroupOwners,
+}
+
+/// The default of `topics.max_auto_create_per_request`.
+pub const DEFAULT_MAX_AUTO_CREATE: u32 = 100;
+
+/// What is left of one Metadata request's auto-creations.
+struct CreationBudget {
+    left: u32,
+    deferred: u64,
 }
 
 /// Creates topics on behalf of Metadata auto-creation (implemented by the
@@ -237,7 +248,17 @@ impl Cluster {
 
     /// A node among others that share the groups by `owners`.
     pub fn with_owners(node: NodeInfo, auto_create: bool, default_partitions: i32, owners: GroupOwners) -> Self {
-        Cluster { node, auto_create, default_partitions, owners }
+        Cluster { node, auto_create, default_partitions, max_auto_create: DEFAULT_MAX_AUTO_CREATE, owners }
+    }
+
+    /// Bounds the topics one Metadata request may auto-create: the work
+    /// (directories, files, fsyncs) of one small request must stay small.
+    /// Topics past it get LEADER_NOT_AVAILABLE, Kafka's answer for a topic
+    /// whose creation has not completed: clients retry Metadata, and each
+    /// retry creates the next ones.
+    pub fn with_max_auto_create(mut self, max: u32) -> Self {
+        self.max_auto_create = max;
+        self
     }
 
     pub fn owners(&self) -> &GroupOwners {
@@ -284,10 +305,21 @@ impl Cluster {
                 // in request order.
                 let mut seen: HashSet<(Option<&str>, Uuid)> = HashSet::with_capacity(refs.len().min(1024));
                 let mut out = Vec::new();
+                let mut creations = CreationBudget { left: self.max_auto_create, deferred: 0 };
                 for r in refs {
                     if seen.insert((r.name.as_deref(), r.id)) {
-                        out.push(self.lookup_topic(r, req.allow_auto_topic_creation, ops, catalog, creator));
+                        let allow = req.allow_auto_topic_creation.then_some(&mut creations);
+                        out.push(self.lookup_topic(r, allow, ops, catalog, creator));
                     }
+                }
+                if creations.deferred > 0 {
+                    metrics::counter!("kcoord_topic_creations_deferred_total").increment(creations.deferred);
+                    tracing::warn!(
+                        deferred = creations.deferred,
+                        max_auto_create_per_request = self.max_auto_create,
+                        "a Metadata request named more unknown topics than topics.max_auto_create_per_request; \
+                         the others were answered LEADER_NOT_AVAILABLE and are created when the client asks again"
+                    );
                 }
                 out
             }
@@ -301,10 +333,11 @@ impl Cluster {
         }
     }
 
+    /// `creations` is None when the request does not allow auto-creation.
     fn lookup_topic(
         &self,
         r: &TopicRef,
-        allow_auto_create: bool,
+        creations: Option<&mut CreationBudget>,
         ops: bool,
         catalog: &Catalog,
         creator: &dyn TopicCreator,
@@ -321,7 +354,12 @@ impl Cluster {
                 if crate::config::validate_topic_name(name).is_err() {
                     return Self::error_topic(ErrorCode::INVALID_TOPIC_EXCEPTION, Some(name.clone()), Uuid::nil());
                 }
-                if allow_auto_create && self.auto_create {
+                if let Some(budget) = creations.filter(|_| self.auto_create) {
+                    if budget.left == 0 {
+                        budget.deferred += 1;
+                        return Self::error_topic(ErrorCode::LEADER_NOT_AVAILABLE, Some(name.clone()), Uuid::nil());
+                    }
+                    budget.left -= 1;
                     match creator.create_topic(name, self.default_partitions) {
                         Ok(t) => return self.topic_metadata(&t, ops),
                         // Raced with another creator: answer with what exists.

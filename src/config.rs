@@ -175,6 +175,17 @@ pub struct TopicsConfig {
     pub segment_ms: i64,
     /// How often retention runs (Kafka: log.retention.check.interval.ms).
     pub retention_check_interval_ms: u64,
+    /// Topics this node holds at most; creations past it get POLICY_VIOLATION.
+    pub max_topics: u32,
+    /// Partitions of all topics together at most; creations past it get
+    /// POLICY_VIOLATION.
+    pub max_partitions: u32,
+    /// Topics one Metadata request may auto-create; the others it names are
+    /// answered LEADER_NOT_AVAILABLE and created by the client's retry.
+    pub max_auto_create_per_request: u32,
+    /// Segment files of partition logs kept open at once (a bounded cache,
+    /// least recently used closed first); 0 derives it from RLIMIT_NOFILE.
+    pub max_open_segment_files: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -339,6 +350,10 @@ impl Default for TopicsConfig {
             segment_bytes: 1_073_741_824,
             segment_ms: 604_800_000,
             retention_check_interval_ms: 300_000,
+            max_topics: 10_000,
+            max_partitions: 10_000,
+            max_auto_create_per_request: crate::cluster::DEFAULT_MAX_AUTO_CREATE,
+            max_open_segment_files: 0,
         }
     }
 }
@@ -636,6 +651,15 @@ impl Config {
         }
         if self.topics.default_partitions < 1 {
             return bad("topics.default_partitions must be >= 1".into());
+        }
+        if self.topics.max_topics < 1 || self.topics.max_partitions < 1 || self.topics.max_auto_create_per_request < 1 {
+            return bad(
+                "topics.max_topics, topics.max_partitions and topics.max_auto_create_per_request must be >= 1".into()
+            );
+        }
+        let min_files = crate::storage::handles::MIN_CAPACITY as u32;
+        if self.topics.max_open_segment_files != 0 && self.topics.max_open_segment_files < min_files {
+            return bad(format!("topics.max_open_segment_files must be 0 (automatic) or at least {min_files}"));
         }
         for spec in &self.topics.define {
             TopicSpec::parse(spec).map_err(|e| ConfigError::Invalid(format!("topics.define: {e}")))?;

@@ -20,6 +20,7 @@ use crate::sidecar::rewrite::NodeEndpoints;
 use crate::sidecar::upstream::{format_addr, ClusterView, Upstream};
 use crate::sidecar::Sidecar;
 use crate::storage::fsutil::DirLock;
+use crate::storage::FileCache;
 use crate::topics::{Catalog, DataPlane, DataPlaneSettings};
 
 /// Why the daemon could not start.
@@ -39,6 +40,8 @@ pub enum StartError {
     Sidecar(String),
     #[error("invalid configuration: {0}")]
     Config(String),
+    #[error("{0}")]
+    OpenFileLimit(String),
 }
 
 /// Options that are not configuration (one-off operator decisions).
@@ -84,6 +87,7 @@ impl Daemon {
             options.repair,
         )?;
         warn_about_allocation_limits();
+        let descriptors = crate::descriptors::check_at_startup(&config).map_err(StartError::OpenFileLimit)?;
         if config.sidecar.enabled() {
             return start_sidecar(config, options, lock, cluster_id).await;
         }
@@ -118,16 +122,21 @@ impl Daemon {
         };
 
         let (fatal_tx, fatal) = mpsc::unbounded_channel();
+        let files = FileCache::new(descriptors.segment_files);
         // Partition logs are open before anything is served, so every topic
         // Metadata lists can be produced to and fetched from at once.
-        let data_plane =
-            DataPlane::open(DataPlaneSettings::from_config(&config, options.repair), catalog.clone(), fatal_tx.clone())
-                .await
-                .map_err(|e| StartError::Topic { name: e.topic, message: e.message })?;
+        let data_plane = DataPlane::open(
+            DataPlaneSettings::from_config(&config, options.repair, files),
+            catalog.clone(),
+            fatal_tx.clone(),
+        )
+        .await
+        .map_err(|e| StartError::Topic { name: e.topic, message: e.message })?;
         let coordinator = Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx, &|_| true, None);
         let config = Arc::new(config);
         let services = Arc::new(Services {
-            cluster: Cluster::new(node.clone(), config.topics.auto_create, config.topics.default_partitions),
+            cluster: Cluster::new(node.clone(), config.topics.auto_create, config.topics.default_partitions)
+                .with_max_auto_create(config.topics.max_auto_create_per_request),
             topic_creator: data_plane.clone(),
             catalog,
             coordinator,

@@ -34,7 +34,7 @@ pub fn log_recovery(data: &[u8]) {
         return;
     }
     let mut count = 0u64;
-    let opened = Log::open(&dir, LogOptions { segment_bytes: 1 << 20, repair: false }, &mut |loc, payload| {
+    let opened = Log::open(&dir, LogOptions::new(1 << 20, false), &mut |loc, payload| {
         assert_eq!(loc.index, count);
         assert_eq!(loc.payload_len as usize, payload.len());
         count += 1;
@@ -60,7 +60,7 @@ fn closed_segment_headers(data: &[u8], active_base: u64) {
     }
     let mut next = (0u64, 0u64);
     let replay = crate::storage::Replay::TrustClosed { prefix: PREFIX };
-    let opened = Log::open_with(&dir, LogOptions { segment_bytes: 1 << 20, repair: false }, replay, &mut |loc, p| {
+    let opened = Log::open_with(&dir, LogOptions::new(1 << 20, false), replay, &mut |loc, p| {
         assert_eq!((loc.index, loc.position), next);
         assert_eq!(p.len(), (loc.payload_len as usize).min(PREFIX));
         next = (next.0 + 1, loc.position + crate::storage::frame::HEADER_BYTES as u64 + u64::from(loc.payload_len));

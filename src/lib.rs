@@ -9,6 +9,7 @@ pub mod alloc_guard;
 pub mod cluster;
 pub mod config;
 pub mod coordinator;
+pub mod descriptors;
 pub mod error_code;
 pub mod fuzzing;
 pub mod observability;

@@ -134,6 +134,9 @@ impl RecordSink for LogSink<'_> {
                 Ok(())
             }
             Err(e) => {
+                if crate::storage::handles::is_descriptor_exhaustion(&e) {
+                    metrics::counter!("kcoord_descriptor_errors_total", "operation" => "coordinator_log").increment(1);
+                }
                 tracing::error!(shard = self.shard, error = %e, "coordinator log write failed");
                 Err(ErrorCode::KAFKA_STORAGE_ERROR)
             }
@@ -146,7 +149,7 @@ fn load(settings: &ShardSettings) -> Result<(ShardCore, Log), String> {
     let started = std::time::Instant::now();
     let mut core = ShardCore::new(settings.core.clone(), Box::new(RandomIds));
     let mut records_loaded: u64 = 0;
-    let options = LogOptions { segment_bytes: settings.segment_bytes, repair: settings.repair };
+    let options = LogOptions::new(settings.segment_bytes, settings.repair);
     let log = Log::open(&settings.dir, options, &mut |loc, payload| match core.load_payload(payload) {
         Ok(()) => {
             records_loaded += 1;

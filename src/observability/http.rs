@@ -42,7 +42,13 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, mut shutdown: w
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        crate::server::listener::accept_failed(&e, "metrics").await;
+                        continue;
+                    }
+                };
                 let Ok(permit) = permits.clone().try_acquire_owned() else {
                     drop(stream);
                     continue;

@@ -4,6 +4,7 @@
 pub mod consumer_protocol;
 pub mod http;
 pub mod metrics;
+pub mod rate_log;
 pub mod state_gauges;
 
 /// Log end offsets of partitions, for consumer lag (standalone mode).

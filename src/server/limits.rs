@@ -14,6 +14,8 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use crate::observability::rate_log::RateLimitedLog;
+
 /// Why a connection was refused (the `reason` label of
 /// `kcoord_connections_refused_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,35 +167,6 @@ impl Drop for Slot {
     }
 }
 
-/// Lets one line through per period, and counts the events in between.
-#[derive(Debug)]
-pub struct RateLimitedLog {
-    period: Duration,
-    last: Option<Instant>,
-    pending: u64,
-}
-
-impl RateLimitedLog {
-    pub fn new(period: Duration) -> Self {
-        RateLimitedLog { period, last: None, pending: 0 }
-    }
-
-    /// Records an event at `now`. Returns `Some(n)` when a line is due: `n`
-    /// events happened since the previous line (this one included).
-    pub fn note(&mut self, now: Instant) -> Option<u64> {
-        self.pending += 1;
-        let due = match self.last {
-            None => true,
-            Some(last) => now.saturating_duration_since(last) >= self.period,
-        };
-        if !due {
-            return None;
-        }
-        self.last = Some(now);
-        Some(std::mem::take(&mut self.pending))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,17 +233,5 @@ mod tests {
         let m = resolve_overrides("::ffff:10.0.0.1:4,localhost:2").await.unwrap();
         assert_eq!(m.get(&ip("10.0.0.1")), Some(&4));
         assert_eq!(m.get(&ip("127.0.0.1")), Some(&2));
-    }
-
-    #[test]
-    fn a_rate_limited_log_lets_one_line_per_period_through_with_the_count_in_between() {
-        let t0 = Instant::now();
-        let mut log = RateLimitedLog::new(Duration::from_secs(1));
-        assert_eq!(log.note(t0), Some(1));
-        assert_eq!(log.note(t0 + Duration::from_millis(10)), None);
-        assert_eq!(log.note(t0 + Duration::from_millis(500)), None);
-        assert_eq!(log.note(t0 + Duration::from_millis(1000)), Some(3));
-        assert_eq!(log.note(t0 + Duration::from_millis(1001)), None);
-        assert_eq!(log.note(t0 + Duration::from_millis(5000)), Some(2));
     }
 }

@@ -20,24 +20,37 @@ use std::time::SystemTime;
 use super::error::LogError;
 use super::frame::{check_payload_len, encode_frame};
 use super::fsutil::fsync_dir;
+use super::handles::{FileCache, FileRef};
 use super::manifest::{self, Manifest};
 use super::recovery::recover;
 use super::segment::{frame_bytes, millis_since_epoch, Segment};
 use super::snapshot::{parse_snapshot_file_name, SnapshotDone, SnapshotPlan};
 
 /// How a [`Log`] is run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct LogOptions {
     /// Once the active segment holds this many bytes, the next append starts
     /// a new one. A single batch is never split, so a segment can exceed it.
     pub segment_bytes: u64,
     /// Truncate at corruption instead of refusing to open (`--repair`).
     pub repair: bool,
+    /// Where segment files are kept open: None holds every segment's file
+    /// open (a fixed number of logs, such as the coordinator's shards); a
+    /// cache shared by many logs (partition logs) bounds the descriptors
+    /// they use together, see `handles`.
+    pub files: Option<Arc<FileCache>>,
+}
+
+impl LogOptions {
+    /// Options with every segment file held open.
+    pub fn new(segment_bytes: u64, repair: bool) -> LogOptions {
+        LogOptions { segment_bytes, repair, files: None }
+    }
 }
 
 impl Default for LogOptions {
     fn default() -> LogOptions {
-        LogOptions { segment_bytes: 64 * 1024 * 1024, repair: false }
+        LogOptions::new(64 * 1024 * 1024, false)
     }
 }
 
@@ -113,7 +126,11 @@ pub struct SegmentInfo {
 /// it can run on a blocking thread while appends continue (group commit).
 #[derive(Debug, Clone)]
 pub struct SyncJob {
-    file: Arc<File>,
+    file: FileRef,
+    /// The file as it was open when the job was made (the append just
+    /// used it, so it is open unless the cache failed to reopen it): holding
+    /// it means the fsync itself never needs a descriptor.
+    open: Option<Arc<File>>,
     end: u64,
 }
 
@@ -128,7 +145,10 @@ impl SyncJob {
     /// dropped the unwritten pages, so the records must not be treated as
     /// durable (and retrying the fsync does not prove they are).
     pub fn run(self) -> io::Result<u64> {
-        self.file.sync_data()?;
+        match self.open {
+            Some(file) => file.sync_data()?,
+            None => self.file.file()?.sync_data()?,
+        }
         Ok(self.end)
     }
 }
@@ -259,6 +279,7 @@ impl Log {
         }
         let first_index = self.end;
         let active = active_mut(&mut self.segments)?;
+        let file = active.file()?;
         let before = active.bytes;
         let mut framed = Vec::with_capacity(total);
         let mut locations = Vec::with_capacity(payloads.len());
@@ -272,10 +293,10 @@ impl Log {
             });
             encode_frame(&mut framed, payload)?;
         }
-        if let Err(err) = write(&active.file, &framed, before) {
+        if let Err(err) = write(&file, &framed, before) {
             // Cut off whatever part of the batch reached the file, durably, so
             // that a failed batch can never reappear after a crash.
-            let undo = active.file.set_len(before).and_then(|()| active.file.sync_data());
+            let undo = file.set_len(before).and_then(|()| file.sync_data());
             if let Err(undo_err) = undo {
                 let reason = format!(
                     "appending to {} failed ({err}) and truncating it back to {before} bytes also failed ({undo_err})",
@@ -297,10 +318,10 @@ impl Log {
     /// is fsynced (with the directory) first, so that a closed segment is
     /// always durable and never needs syncing again.
     fn roll(&mut self) -> io::Result<()> {
-        self.active()?.file.sync_data()?;
+        self.active()?.file()?.sync_data()?;
         fsync_dir(&self.dir)?;
         self.synced = self.end;
-        let segment = Segment::create(&self.dir, self.end)?;
+        let segment = Segment::create(&self.dir, self.end, self.options.files.as_ref())?;
         fsync_dir(&self.dir)?;
         self.segments.push(segment);
         // Before anything is appended to it, so that its loss is noticed.
@@ -360,7 +381,7 @@ impl Log {
             return None;
         }
         let active = self.segments.last()?;
-        Some(SyncJob { file: Arc::clone(&active.file), end: self.end })
+        Some(SyncJob { file: active.handle.clone(), open: active.file().ok(), end: self.end })
     }
 
     /// Records that a [`SyncJob`] succeeded. Jobs may finish out of order, so
@@ -401,7 +422,7 @@ impl Log {
 
     /// fsyncs everything appended so far, on the calling thread.
     pub fn sync(&mut self) -> io::Result<()> {
-        self.active()?.file.sync_data()?;
+        self.active()?.file()?.sync_data()?;
         self.synced = self.end;
         Ok(())
     }
@@ -426,7 +447,7 @@ impl Log {
                     format!("segment {segment_base} of {} no longer exists", self.dir.display()),
                 )
             })?;
-        Ok(SegmentReader { file: Arc::clone(&segment.file), path: segment.path.clone(), bytes: segment.bytes })
+        Ok(SegmentReader { file: segment.file()?, path: segment.path.clone(), bytes: segment.bytes })
     }
 
     /// The segments, oldest first, for retention decisions.
@@ -569,7 +590,7 @@ impl Log {
     /// that the truncation undoing a failed write fails for real.
     pub(crate) fn make_active_read_only(&mut self) -> io::Result<()> {
         let active = active_mut(&mut self.segments)?;
-        active.file = Arc::new(File::open(&active.path)?);
+        active.handle = FileRef::Pinned(Arc::new(File::open(&active.path)?));
         Ok(())
     }
 }

@@ -273,3 +273,39 @@ fn opening_a_file_as_a_log_is_an_io_error_naming_it() {
     assert!(matches!(err, super::error::LogError::Io { .. }), "{err}");
     assert!(err.to_string().contains(&*path.to_string_lossy()), "{err}");
 }
+
+/// Many logs sharing a cache of a few open files (partition logs): every
+/// append, roll, fsync, read and reopen works although each log's files are
+/// closed and reopened in between, and the cache never holds more files
+/// than its capacity.
+#[test]
+fn logs_sharing_a_small_file_cache_work_with_their_files_closed_in_between() {
+    use super::handles::{FileCache, MIN_CAPACITY};
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = FileCache::new(MIN_CAPACITY);
+    let mut options = options(4 * FRAME);
+    options.files = Some(cache.clone());
+    let dirs: Vec<_> = (0..3 * MIN_CAPACITY).map(|i| tmp.path().join(format!("p{i}"))).collect();
+    let mut logs: Vec<Log> = dirs.iter().map(|d| open(d, options.clone()).0).collect();
+    for round in 0..10u64 {
+        for log in &mut logs {
+            log.append(&[&record(round)]).unwrap();
+            let job = log.sync_job().unwrap();
+            log.mark_synced(job.run().unwrap());
+            assert!(cache.open_files() <= MIN_CAPACITY);
+        }
+    }
+    for log in &logs {
+        assert!(log.segments().len() > 1, "rolled");
+        // The first record, in a closed segment whose file was closed.
+        let frame = log.read_at(0, 0, FRAME as usize).unwrap();
+        assert!(frame.ends_with(&record(0)));
+    }
+    drop(logs);
+    assert_eq!(cache.open_files(), 0, "closed logs give their files back");
+    for dir in &dirs {
+        let (log, seen) = open(dir, options.clone());
+        assert_eq!(payloads(&seen), (0..10).map(record).collect::<Vec<_>>());
+        assert_eq!(log.end(), 10);
+    }
+}

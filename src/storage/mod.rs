@@ -8,10 +8,12 @@
 //! - `snapshot`: writing and validating `snapshot-{base:020}.snap` files.
 //! - `recovery`: what `Log::open` repairs, and what it refuses to guess about.
 //! - `manifest`: the files and end index a log directory must have.
+//! - `handles`: the bounded cache of open segment files partition logs share.
 
 pub mod error;
 pub mod frame;
 pub mod fsutil;
+pub mod handles;
 pub mod log;
 mod manifest;
 mod recovery;
@@ -19,6 +21,7 @@ mod segment;
 pub mod snapshot;
 
 pub use error::LogError;
+pub use handles::FileCache;
 pub use log::{Location, Log, LogOptions, Replay, SegmentInfo, SegmentReader, SyncJob, Visitor};
 pub use snapshot::{SnapshotDone, SnapshotPlan};
 

@@ -85,10 +85,10 @@ pub(crate) fn recover(
     }
 
     let clean = take_clean_marker(dir, replay);
-    let mut replayed = replay_segments(dir, &listing.segments, first_index, options.repair, replay, clean, visit)?;
+    let mut replayed = replay_segments(dir, &listing.segments, first_index, options, replay, clean, visit)?;
     dir_changed |= replayed.dir_changed;
     if replayed.segments.is_empty() {
-        let segment = Segment::create(dir, replayed.end).map_err(LogError::io(dir))?;
+        let segment = Segment::create(dir, replayed.end, options.files.as_ref()).map_err(LogError::io(dir))?;
         replayed.segments.push(segment);
         dir_changed = true;
     }
@@ -108,7 +108,7 @@ pub(crate) fn recover(
     // After a process crash the replayed records may still be only in the
     // page cache; syncing once here lets the log start with synced() == end().
     if let Some(active) = replayed.segments.last() {
-        active.file.sync_data().map_err(LogError::io(&active.path))?;
+        active.file().and_then(|f| f.sync_data()).map_err(LogError::io(&active.path))?;
     }
     if dir_changed {
         fsync_dir(dir).map_err(LogError::io(dir))?;
@@ -325,11 +325,12 @@ fn replay_segments(
     dir: &Path,
     bases: &[u64],
     first_index: u64,
-    repair: bool,
+    options: &LogOptions,
     replay: Replay,
     clean: Option<(u64, u64)>,
     visit: &mut Visitor<'_>,
 ) -> Result<Replayed, LogError> {
+    let repair = options.repair;
     let mut replayed = Replayed { segments: Vec::with_capacity(bases.len()), end: first_index, dir_changed: false };
     for (i, &base) in bases.iter().enumerate() {
         let later = bases.get(i + 1..).unwrap_or_default();
@@ -345,7 +346,7 @@ fn replay_segments(
             replayed.dir_changed = true;
             break;
         }
-        let mut segment = Segment::open(dir, base).map_err(LogError::io(&path))?;
+        let mut segment = Segment::open(dir, base, options.files.as_ref()).map_err(LogError::io(&path))?;
         if let Replay::TrustClosed { prefix } = replay {
             // Closed, so fsynced at its roll; or active and unchanged since
             // its fsync at a clean shutdown: only its headers are read.

@@ -13,6 +13,7 @@ use std::time::SystemTime;
 
 use super::error::LogError;
 use super::frame::{FrameScanner, Scanned, Stop, HEADER_BYTES, MAX_RECORD_BYTES};
+use super::handles::{FileCache, FileRef};
 use super::log::{Location, Visitor};
 
 const SEGMENT_SUFFIX: &str = ".log";
@@ -48,14 +49,16 @@ pub(crate) fn millis_since_epoch(time: SystemTime) -> u64 {
     time.duration_since(SystemTime::UNIX_EPOCH).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).unwrap_or(0)
 }
 
-/// An open segment file and what we know about it.
+/// A segment file and what we know about it.
 #[derive(Debug)]
 pub(crate) struct Segment {
     pub base: u64,
     pub path: PathBuf,
-    /// Shared so that a [`SyncJob`](super::log::SyncJob) can fsync the file on
-    /// another thread while appends continue.
-    pub file: Arc<File>,
+    /// The file, held open or reached through a bounded cache (partition
+    /// logs, see `handles`). Cloned into a [`SyncJob`](super::log::SyncJob)
+    /// so that the file can be fsynced on another thread while appends
+    /// continue.
+    pub handle: FileRef,
     /// Bytes of complete records; appends write at this offset.
     pub bytes: u64,
     /// Kept in memory (set from the file at open, bumped on append) so that
@@ -64,29 +67,51 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    /// Opens an existing segment file for reading and appending.
-    pub fn open(dir: &Path, base: u64) -> io::Result<Segment> {
+    /// Opens an existing segment file for reading and appending, through
+    /// `files` if given.
+    pub fn open(dir: &Path, base: u64, files: Option<&Arc<FileCache>>) -> io::Result<Segment> {
         let path = dir.join(segment_file_name(base));
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let file = match files {
+            Some(cache) => cache.open(&path, false)?,
+            None => OpenOptions::new().read(true).write(true).open(&path)?,
+        };
         let meta = file.metadata()?;
         let modified_ms = meta.modified().map(millis_since_epoch).unwrap_or(0);
-        Ok(Segment { base, path, file: Arc::new(file), bytes: meta.len(), modified_ms })
+        let handle = Self::handle(&path, file, files);
+        Ok(Segment { base, path, handle, bytes: meta.len(), modified_ms })
     }
 
     /// Creates an empty segment file, replacing any leftover file of the same
     /// name (only ever an empty one from a roll that failed half-way). The
     /// caller fsyncs the directory.
-    pub fn create(dir: &Path, base: u64) -> io::Result<Segment> {
+    pub fn create(dir: &Path, base: u64, files: Option<&Arc<FileCache>>) -> io::Result<Segment> {
         let path = dir.join(segment_file_name(base));
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
-        Ok(Segment { base, path, file: Arc::new(file), bytes: 0, modified_ms: millis_since_epoch(SystemTime::now()) })
+        let file = match files {
+            Some(cache) => cache.open(&path, true)?,
+            None => OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?,
+        };
+        let handle = Self::handle(&path, file, files);
+        Ok(Segment { base, path, handle, bytes: 0, modified_ms: millis_since_epoch(SystemTime::now()) })
+    }
+
+    fn handle(path: &Path, file: File, files: Option<&Arc<FileCache>>) -> FileRef {
+        match files {
+            Some(cache) => cache.adopt(path.to_path_buf(), file).0,
+            None => FileRef::Pinned(Arc::new(file)),
+        }
+    }
+
+    /// The open file (reopened if the cache had closed it).
+    pub fn file(&self) -> io::Result<Arc<File>> {
+        self.handle.file()
     }
 
     /// Cuts the file at `len` and makes the cut durable before anything is
     /// appended after it.
     pub fn truncate(&mut self, len: u64) -> io::Result<()> {
-        self.file.set_len(len)?;
-        self.file.sync_all()?;
+        let file = self.file()?;
+        file.set_len(len)?;
+        file.sync_all()?;
         self.bytes = len;
         Ok(())
     }
@@ -96,7 +121,8 @@ impl Segment {
     /// caller decides whether a stop other than [`Stop::End`] is a torn tail
     /// or corruption, because that depends on where the segment sits.
     pub fn replay(&self, visit: &mut Visitor<'_>) -> Result<SegmentScan, LogError> {
-        let reader = BufReader::with_capacity(REPLAY_BUFFER, PositionalReader::new(&self.file));
+        let file = self.file().map_err(LogError::io(&self.path))?;
+        let reader = BufReader::with_capacity(REPLAY_BUFFER, PositionalReader::new(&file));
         let mut scanner = FrameScanner::new(reader, self.bytes);
         let mut records = 0u64;
         loop {
@@ -132,7 +158,8 @@ impl Segment {
     /// [`LogError::Corrupt`] without judging it further; the caller then
     /// rescans with [`Segment::replay`], which classifies the damage.
     pub fn replay_headers(&self, prefix: usize, visit: &mut Visitor<'_>) -> Result<u64, LogError> {
-        let mut reader = BufReader::with_capacity(REPLAY_BUFFER, PositionalReader::new(&self.file));
+        let file = self.file().map_err(LogError::io(&self.path))?;
+        let mut reader = BufReader::with_capacity(REPLAY_BUFFER, PositionalReader::new(&file));
         let mut head = vec![0u8; prefix];
         let mut position = 0u64;
         let mut records = 0u64;
@@ -164,6 +191,14 @@ impl Segment {
             position += HEADER_BYTES as u64 + u64::from(len);
         }
         Ok(records)
+    }
+}
+
+/// A segment that goes away (deleted, or its log closed) gives its cache
+/// slot back.
+impl Drop for Segment {
+    fn drop(&mut self) {
+        self.handle.release();
     }
 }
 

@@ -11,11 +11,11 @@ use super::snapshot::snapshot_file_name;
 pub(crate) type Replayed = Vec<(Location, Vec<u8>)>;
 
 pub(crate) fn options(segment_bytes: u64) -> LogOptions {
-    LogOptions { segment_bytes, repair: false }
+    LogOptions::new(segment_bytes, false)
 }
 
 pub(crate) fn repairing(segment_bytes: u64) -> LogOptions {
-    LogOptions { segment_bytes, repair: true }
+    LogOptions::new(segment_bytes, true)
 }
 
 /// Opens the log and collects everything replayed.

@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 use super::catalog::{CatalogError, TopicConfig, TopicInfo, MAX_PARTITIONS};
+use super::limits::{records_for_topic, EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP};
 use super::service::{trash_name, DataPlane, TopicLogs};
 use crate::coordinator::Coordinator;
 use crate::error_code::ErrorCode;
@@ -319,19 +320,51 @@ impl DataPlane {
         for t in &req.topics {
             *counts.entry(t.name.as_str()).or_default() += 1;
         }
+        let excessive = self.is_excessive_batch(&req.topics, &counts);
         let mut out = Vec::with_capacity(req.topics.len());
-        let mut reported_duplicates = Vec::new();
+        let mut reported_duplicates = std::collections::HashSet::new();
         for t in &req.topics {
             if counts.get(t.name.as_str()).copied().unwrap_or(0) > 1 {
-                if !reported_duplicates.contains(&t.name) {
-                    reported_duplicates.push(t.name.clone());
+                if reported_duplicates.insert(t.name.as_str()) {
                     out.push(CreatedTopic::error(&t.name, ErrorCode::INVALID_REQUEST, "Duplicate topic name."));
                 }
+                continue;
+            }
+            if excessive {
+                out.push(CreatedTopic::error(&t.name, ErrorCode::POLICY_VIOLATION, EXCESSIVE_BATCH_MESSAGE));
                 continue;
             }
             out.push(self.create_one(t, req.validate_only).await);
         }
         CreateTopicsResponse { topics: out }
+    }
+
+    /// Whether the topics a CreateTopics would create need more metadata
+    /// records than Kafka's controller writes for one operation: then, as in
+    /// Kafka, none is created and each gets POLICY_VIOLATION (duplicates
+    /// still get INVALID_REQUEST, which Kafka's broker answers before the
+    /// controller sees the request; existing topics write no records).
+    fn is_excessive_batch(&self, topics: &[NewTopic], counts: &HashMap<&str, usize>) -> bool {
+        let records: u64 = topics
+            .iter()
+            .filter(|t| counts.get(t.name.as_str()).copied().unwrap_or(0) == 1 && self.catalog.get(&t.name).is_none())
+            .map(|t| {
+                let partitions = match (t.assignments.len(), t.num_partitions) {
+                    (0, -1) => self.settings.default_partitions,
+                    (0, n) => n,
+                    (n, _) => i32::try_from(n).unwrap_or(i32::MAX),
+                };
+                records_for_topic(partitions, t.configs.len())
+            })
+            .sum();
+        if records <= MAX_RECORDS_PER_USER_OP {
+            return false;
+        }
+        self.limits.note_refusal(
+            &format!("{} topics", topics.len()),
+            &format!("a CreateTopics needs {records} metadata records, more than Kafka's {MAX_RECORDS_PER_USER_OP} per operation"),
+        );
+        true
     }
 
     async fn create_one(self: &Arc<Self>, t: &NewTopic, validate_only: bool) -> CreatedTopic {
@@ -390,6 +423,7 @@ impl DataPlane {
     ) -> Result<TopicInfo, CatalogError> {
         let _admin = self.admin_lock();
         let probe = self.catalog.create_with(name, partitions, config.clone(), true)?;
+        self.limits.check(&self.catalog, name, partitions)?;
         if validate_only {
             return Ok(probe);
         }

@@ -182,6 +182,13 @@ impl Catalog {
         self.read().by_name.values().cloned().collect()
     }
 
+    /// Topics and partitions held (topics being deleted not counted).
+    pub fn totals(&self) -> (u64, u64) {
+        let s = self.read();
+        let partitions = s.by_name.values().map(|t| u64::try_from(t.partitions.max(0)).unwrap_or(0)).sum();
+        (s.by_name.len() as u64, partitions)
+    }
+
     /// Number of partitions of `name`, if it exists.
     pub fn partitions(&self, name: &str) -> Option<i32> {
         self.read().by_name.get(name).map(|t| t.partitions)

@@ -137,7 +137,7 @@ mod tests {
     #[tokio::test]
     async fn under_fsync_always_appends_become_visible_only_once_durable() {
         let dir = tempfile::tempdir().unwrap();
-        let options = LogOptions { segment_bytes: 1 << 20, repair: false };
+        let options = LogOptions::new(1 << 20, false);
         let p = Arc::new(Partition::open("t", 0, dir.path(), options, FsyncPolicy::Always, 604_800_000, 0).unwrap());
         let (fatal, _rx) = mpsc::unbounded_channel();
         let produce =

@@ -12,6 +12,7 @@
 //! - `producer_state`, `producer_ids`: idempotent producers.
 //! - `durability`: group-commit fsync of partition logs.
 //! - `retention`: deleting old segments by time and size.
+//! - `limits`: the topic and partition totals and Kafka's per-request bound.
 //! - `produce`, `fetch`, `list_offsets`, `admin` (CreateTopics,
 //!   DeleteTopics): the request handlers.
 
@@ -20,6 +21,7 @@ pub mod batch;
 pub mod catalog;
 pub mod durability;
 pub mod fetch;
+pub mod limits;
 pub mod list_offsets;
 pub mod partition;
 pub mod produce;

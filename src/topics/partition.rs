@@ -327,8 +327,9 @@ impl Partition {
         // batch headers is enough (see `Replay::TrustClosed`). If they do not
         // add up, or the operator asked for a repair, every byte is checked.
         let trusted = Replay::TrustClosed { prefix: batch::HEADER_BYTES };
-        let replayed = match Replayed::open(dir, options, if options.repair { Replay::Full } else { trusted }) {
-            Err(e @ (LogError::Corrupt { .. } | LogError::Visit(_))) if !options.repair => {
+        let repair = options.repair;
+        let replayed = match Replayed::open(dir, options.clone(), if repair { Replay::Full } else { trusted }) {
+            Err(e @ (LogError::Corrupt { .. } | LogError::Visit(_))) if !repair => {
                 tracing::warn!(topic, partition = index, error = %e, "closed segments do not add up; checking every byte");
                 Replayed::open(dir, options, Replay::Full)
             }
@@ -553,7 +554,7 @@ mod tests {
     }
 
     fn open_with(dir: &Path, segment_ms: i64, repair: bool) -> Result<Partition, String> {
-        let options = LogOptions { segment_bytes: 1024, repair };
+        let options = LogOptions::new(1024, repair);
         Partition::open("t", 0, dir, options, FsyncPolicy::Never, segment_ms, 0)
     }
 
@@ -645,7 +646,7 @@ mod tests {
             }
             assert!(p.lock().log.segments().len() > 2);
         }
-        let options = LogOptions { segment_bytes: 1024, repair: false };
+        let options = LogOptions::new(1024, false);
         let full = Replayed::open(dir.path(), options, Replay::Full).unwrap();
         drop(full.log);
         let p = open(dir.path());

@@ -159,7 +159,7 @@ mod tests {
     const DAY: i64 = 86_400_000;
 
     fn open(dir: &std::path::Path, fsync: FsyncPolicy, segment_ms: i64) -> Partition {
-        let options = LogOptions { segment_bytes: 1 << 20, repair: false };
+        let options = LogOptions::new(1 << 20, false);
         Partition::open("t", 0, dir, options, fsync, segment_ms, 0).unwrap()
     }
 

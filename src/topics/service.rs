@@ -22,12 +22,13 @@ use uuid::Uuid;
 
 use super::catalog::{Catalog, CatalogError, TopicConfig, TopicInfo};
 use super::durability::FatalSender;
+use super::limits::TopicLimits;
 use super::partition::Partition;
 use super::producer_ids::ProducerIdAllocator;
 use super::retention::RetentionPolicy;
 use crate::cluster::TopicCreator;
 use crate::config::{Config, FsyncPolicy};
-use crate::storage::{fsutil, LogOptions};
+use crate::storage::{fsutil, FileCache, LogOptions};
 
 /// Wall-clock milliseconds since the epoch (record timestamps and
 /// retention use wall-clock time, as Kafka does).
@@ -64,10 +65,17 @@ pub struct DataPlaneSettings {
     /// its compressed batches: `server.max_request_bytes`, what the request
     /// could have carried uncompressed.
     pub decompress_budget: usize,
+    /// The open segment files every partition log shares (bounded).
+    pub files: Arc<FileCache>,
+    /// `topics.max_topics` / `topics.max_partitions`.
+    pub max_topics: u32,
+    pub max_partitions: u32,
 }
 
 impl DataPlaneSettings {
-    pub fn from_config(config: &Config, repair: bool) -> Self {
+    /// `files` is the partition logs' segment-file cache, sized by the
+    /// start-up check of the open-file limit (`descriptors`).
+    pub fn from_config(config: &Config, repair: bool, files: Arc<FileCache>) -> Self {
         DataPlaneSettings {
             root: config.storage.data_dir.join("topics"),
             fsync: config.storage.fsync,
@@ -83,6 +91,9 @@ impl DataPlaneSettings {
             default_partitions: config.topics.default_partitions,
             repair,
             decompress_budget: config.server.max_request_bytes as usize,
+            files,
+            max_topics: config.topics.max_topics,
+            max_partitions: config.topics.max_partitions,
         }
     }
 }
@@ -114,6 +125,8 @@ pub struct DataPlane {
     pub(super) topics: RwLock<HashMap<String, Arc<TopicLogs>>>,
     /// Serialises topic creation and deletion.
     admin: Mutex<()>,
+    /// Topic and partition totals, checked under `admin`.
+    pub(super) limits: TopicLimits,
     pub(super) producer_ids: ProducerIdAllocator,
     pub(super) fatal: FatalSender,
     pub(super) closing: watch::Sender<bool>,
@@ -148,7 +161,9 @@ impl DataPlane {
             OpenError { topic: String::new(), message: format!("opening partition logs panicked: {e}") }
         })??;
         let (closing, _) = watch::channel(false);
+        let limits = TopicLimits::new(settings.max_topics, settings.max_partitions);
         let plane = Arc::new(DataPlane {
+            limits,
             settings,
             catalog,
             topics: RwLock::new(topics),
@@ -284,6 +299,7 @@ fn open_partitions(settings: &DataPlaneSettings, info: &TopicInfo, fresh: bool) 
     let options = LogOptions {
         segment_bytes: info.config.segment_bytes.unwrap_or(settings.segment_bytes),
         repair: settings.repair,
+        files: Some(Arc::clone(&settings.files)),
     };
     let segment_ms = info.config.segment_ms.unwrap_or(settings.segment_ms);
     let now = now_ms();
@@ -297,7 +313,7 @@ fn open_partitions(settings: &DataPlaneSettings, info: &TopicInfo, fresh: bool) 
             tracing::warn!(dir = %dir.display(), moved_to = %stray.display(), "a new topic's partition directory already existed");
             std::fs::rename(&dir, &stray).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        out.push(Arc::new(Partition::open(&info.name, p, &dir, options, settings.fsync, segment_ms, now)?));
+        out.push(Arc::new(Partition::open(&info.name, p, &dir, options.clone(), settings.fsync, segment_ms, now)?));
     }
     Ok(out)
 }

@@ -90,12 +90,8 @@ fn write_offsets(dir: &Path, n: u64, shards: u32) -> std::io::Result<()> {
     let root = dir.join("coordinator");
     let mut logs: Vec<Log> = (0..shards)
         .map(|i| {
-            Log::open(
-                &root.join(format!("shard-{i:04}")),
-                LogOptions { segment_bytes: 104_857_600, repair: false },
-                &mut |_, _| Ok(()),
-            )
-            .map_err(std::io::Error::other)
+            Log::open(&root.join(format!("shard-{i:04}")), LogOptions::new(104_857_600, false), &mut |_, _| Ok(()))
+                .map_err(std::io::Error::other)
         })
         .collect::<Result<_, _>>()?;
     let mut batch: Vec<Vec<Bytes>> = vec![Vec::new(); shards as usize];
