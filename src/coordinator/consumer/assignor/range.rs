@@ -1,0 +1,135 @@
+//! `range` (Kafka's server-side `RangeAssignor`): co-partitioning.
+//!
+//! Members are put in a fixed order: static members first, by instance id,
+//! then dynamic members, by member id (both compared as Java strings). Each
+//! topic is then cut into contiguous ranges over its subscribers in that
+//! order: `P / N` partitions each, and the first `P % N` subscribers one more.
+//! When topics have the same partition count and the same subscribers,
+//! partition `i` of every topic lands on the same member, which is what
+//! joins across co-partitioned topics need.
+//!
+//! Kafka's current `RangeAssignor` does not read the current assignment: its
+//! only stickiness is that order. A static member that restarts under a new
+//! member id keeps its place, and so its ranges; a member joining or leaving
+//! shifts the ranges of the members after it. Homogeneous and heterogeneous
+//! groups differ only in counting subscribers per topic rather than taking
+//! the group size. Unlike `uniform`, every member gets an entry, even when
+//! nobody subscribes to anything.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{
+    java_string_cmp, AssignorError, GroupAssignment, GroupSpec, MemberAssignment, MemberSubscriptionAndAssignment,
+    PartitionAssignor, SubscribedTopicDescriber, SubscriptionType, TopicId, RANGE_ASSIGNOR_NAME,
+};
+
+/// Kafka's server-side `RangeAssignor`; see the module documentation.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RangeAssignor;
+
+/// A topic being cut into ranges.
+struct TopicRanges {
+    partitions: u32,
+    subscribers: u32,
+    next: u32,
+    extra_left: u32,
+}
+
+impl TopicRanges {
+    /// The next subscriber's range: `P / N` partitions, one more while the
+    /// `P % N` extras last.
+    fn next_range(&mut self) -> std::ops::Range<u32> {
+        let mut quota = self.partitions.checked_div(self.subscribers).unwrap_or(0);
+        if self.extra_left > 0 {
+            quota += 1;
+            self.extra_left -= 1;
+        }
+        let start = self.next;
+        let end = start.saturating_add(quota).min(self.partitions);
+        self.next = end;
+        start..end
+    }
+}
+
+/// Static members first by instance id, then dynamic members by member id.
+fn member_order(
+    a: (&String, &MemberSubscriptionAndAssignment),
+    b: (&String, &MemberSubscriptionAndAssignment),
+) -> Ordering {
+    match (&a.1.instance_id, &b.1.instance_id) {
+        // Two static members never share an instance id in a valid group;
+        // the member id breaks the tie anyway, for determinism.
+        (Some(x), Some(y)) => java_string_cmp(x, y).then_with(|| java_string_cmp(a.0, b.0)),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => java_string_cmp(a.0, b.0),
+    }
+}
+
+impl PartitionAssignor for RangeAssignor {
+    fn name(&self) -> &'static str {
+        RANGE_ASSIGNOR_NAME
+    }
+
+    fn assign(
+        &self,
+        group: &GroupSpec,
+        topics: &dyn SubscribedTopicDescriber,
+    ) -> Result<GroupAssignment, AssignorError> {
+        let mut members: Vec<(&String, &MemberSubscriptionAndAssignment)> = group.members.iter().collect();
+        let Some(first) = members.first().copied() else { return Ok(GroupAssignment::default()) };
+        let member_count = u32::try_from(members.len()).map_err(|_| AssignorError::TooLarge("members"))?;
+        members.sort_by(|a, b| member_order(*a, *b));
+
+        // Topics with their partition count and subscriber count.
+        let mut ranges: BTreeMap<TopicId, TopicRanges> = BTreeMap::new();
+        let mut add_topic = |topic_id: &TopicId, subscribers: u32| -> Result<(), AssignorError> {
+            if let Some(r) = ranges.get_mut(topic_id) {
+                r.subscribers += subscribers;
+                return Ok(());
+            }
+            let partitions = topics.num_partitions(topic_id).ok_or(AssignorError::UnknownTopic(*topic_id))?;
+            let partitions = partitions.min(i32::MAX as u32);
+            ranges.insert(*topic_id, TopicRanges { partitions, subscribers, next: 0, extra_left: 0 });
+            Ok(())
+        };
+        match group.subscription_type {
+            SubscriptionType::Homogeneous => {
+                // Everyone subscribes to the first member's topics.
+                for topic_id in &first.1.subscribed_topic_ids {
+                    add_topic(topic_id, member_count)?;
+                }
+            }
+            SubscriptionType::Heterogeneous => {
+                for (_, member) in &members {
+                    for topic_id in &member.subscribed_topic_ids {
+                        add_topic(topic_id, 1)?;
+                    }
+                }
+            }
+        }
+        for r in ranges.values_mut() {
+            r.extra_left = r.partitions.checked_rem(r.subscribers).unwrap_or(0);
+        }
+
+        let homogeneous_topics = &first.1.subscribed_topic_ids;
+        let mut out = BTreeMap::new();
+        for (member_id, member) in members {
+            let subscribed = match group.subscription_type {
+                SubscriptionType::Homogeneous => homogeneous_topics,
+                SubscriptionType::Heterogeneous => &member.subscribed_topic_ids,
+            };
+            let mut partitions = BTreeMap::new();
+            for topic_id in subscribed {
+                let Some(r) = ranges.get_mut(topic_id) else { continue };
+                let range = r.next_range();
+                if !range.is_empty() {
+                    partitions.insert(*topic_id, range.map(|p| p as i32).collect::<BTreeSet<i32>>());
+                }
+            }
+            out.insert(member_id.clone(), MemberAssignment { partitions });
+        }
+        Ok(GroupAssignment { members: out })
+    }
+}
