@@ -17,6 +17,8 @@
 /// level starts one below the smallest count, which may be zero.
 pub(super) struct Balancer {
     sorted: Vec<u32>,
+    /// Scratch of the counting sort.
+    counts: Vec<usize>,
     least_end: usize,
     least_level: i64,
     next_least: usize,
@@ -31,6 +33,7 @@ impl Balancer {
     pub fn new() -> Balancer {
         Balancer {
             sorted: Vec::new(),
+            counts: Vec::new(),
             least_end: 0,
             least_level: -1,
             next_least: 0,
@@ -52,9 +55,7 @@ impl Balancer {
     /// Starts over with `members` (non-empty); returns the difference between
     /// the largest and the smallest partition count among them.
     pub fn initialize(&mut self, members: &[u32], sizes: &[u32]) -> i64 {
-        self.sorted.clear();
-        self.sorted.extend_from_slice(members);
-        self.sorted.sort_unstable_by_key(|m| (sizes.get(*m as usize).copied().unwrap_or(0), *m));
+        self.sort(members, sizes);
         let n = self.sorted.len();
         let smallest = self.sorted.first().map_or(0, |m| Self::size(sizes, *m));
         let largest = self.sorted.last().map_or(0, |m| Self::size(sizes, *m));
@@ -66,6 +67,45 @@ impl Balancer {
         self.most_level = largest + 1;
         self.next_most = n as i64 - 1;
         largest - smallest
+    }
+
+    /// Sorts `members` by (partition count, member index) into `sorted`.
+    /// Counts span a small range, so a counting sort over them (stable, and
+    /// the input is in ascending member index) replaces a comparison sort.
+    fn sort(&mut self, members: &[u32], sizes: &[u32]) {
+        let size = |m: &u32| sizes.get(*m as usize).copied().unwrap_or(0);
+        let least = members.iter().map(size).min().unwrap_or(0);
+        let most = members.iter().map(size).max().unwrap_or(0);
+        let span = (most - least) as usize + 1;
+        let ascending = members.windows(2).all(|w| w.first() < w.get(1));
+        self.sorted.clear();
+        if !ascending || span > members.len().saturating_mul(4).max(64) {
+            self.sorted.extend_from_slice(members);
+            self.sorted.sort_unstable_by_key(|m| (size(m), *m));
+            return;
+        }
+        self.counts.clear();
+        self.counts.resize(span + 1, 0);
+        for m in members {
+            if let Some(c) = self.counts.get_mut((size(m) - least) as usize + 1) {
+                *c += 1;
+            }
+        }
+        for i in 1..self.counts.len() {
+            let previous = self.counts.get(i - 1).copied().unwrap_or(0);
+            if let Some(c) = self.counts.get_mut(i) {
+                *c += previous;
+            }
+        }
+        self.sorted.resize(members.len(), 0);
+        for m in members {
+            if let Some(slot) = self.counts.get_mut((size(m) - least) as usize) {
+                if let Some(out) = self.sorted.get_mut(*slot) {
+                    *out = *m;
+                }
+                *slot += 1;
+            }
+        }
     }
 
     /// The member to give the next partition to; counts it as one partition

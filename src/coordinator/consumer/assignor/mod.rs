@@ -311,7 +311,9 @@ impl TopicIndex {
         ids: impl IntoIterator<Item = TopicId>,
         topics: &dyn SubscribedTopicDescriber,
     ) -> Result<TopicIndex, AssignorError> {
-        let ids: Vec<TopicId> = ids.into_iter().collect::<BTreeSet<_>>().into_iter().collect();
+        let mut ids: Vec<TopicId> = ids.into_iter().collect();
+        ids.sort_unstable();
+        ids.dedup();
         let mut counts = Vec::with_capacity(ids.len());
         for id in &ids {
             let n = topics.num_partitions(id).ok_or(AssignorError::UnknownTopic(*id))?;
@@ -336,15 +338,22 @@ impl TopicIndex {
 
 /// Builds the output from per-topic owner arrays: every member of `member_ids`
 /// gets an entry (Kafka's builders put every member in the target
-/// assignment), with its partitions in topic then partition order.
+/// assignment), with its partitions in topic then partition order. Owners
+/// come in runs (a member's partitions of a topic are mostly contiguous), so
+/// each run costs one map lookup.
 pub(crate) fn assignment_from_owners(member_ids: &[&str], index: &TopicIndex, owners: &[Vec<u32>]) -> GroupAssignment {
     let mut per_member: Vec<Assignment> = vec![Assignment::new(); member_ids.len()];
     for (topic, topic_owners) in owners.iter().enumerate() {
         let Some(topic_id) = index.ids.get(topic) else { continue };
-        for (partition, owner) in topic_owners.iter().enumerate() {
-            if let Some(member) = per_member.get_mut(*owner as usize) {
-                member.entry(*topic_id).or_default().insert(partition as i32);
+        let mut start = 0;
+        while start < topic_owners.len() {
+            let owner = topic_owners.get(start).copied().unwrap_or(NO_OWNER);
+            let run = topic_owners.get(start..).map_or(0, |rest| rest.iter().take_while(|o| **o == owner).count());
+            let end = start + run.max(1);
+            if let Some(member) = per_member.get_mut(owner as usize) {
+                member.entry(*topic_id).or_default().extend((start as i32)..(end as i32));
             }
+            start = end;
         }
     }
     let members = member_ids
@@ -353,4 +362,51 @@ pub(crate) fn assignment_from_owners(member_ids: &[&str], index: &TopicIndex, ow
         .map(|(id, partitions)| (id.to_string(), MemberAssignment { partitions }))
         .collect();
     GroupAssignment { members }
+}
+
+/// Maps a sorted run of topic ids to indices in a sorted id list. Members'
+/// subscriptions are sorted sets and usually walk the list in order, so
+/// checking the next slot before a binary search makes the lookup O(1) in
+/// the common case.
+pub(crate) struct TopicCursor<'a> {
+    ids: &'a [TopicId],
+    next: usize,
+}
+
+impl<'a> TopicCursor<'a> {
+    pub fn new(ids: &'a [TopicId]) -> Self {
+        TopicCursor { ids, next: 0 }
+    }
+
+    /// Starts a new ascending walk.
+    pub fn reset(&mut self) {
+        self.next = 0;
+    }
+
+    /// The index of `id`, if present.
+    pub fn find(&mut self, id: &TopicId) -> Option<usize> {
+        let found = if self.ids.get(self.next) == Some(id) { Some(self.next) } else { self.ids.binary_search(id).ok() };
+        if let Some(i) = found {
+            self.next = i + 1;
+        }
+        found
+    }
+}
+
+/// The union of the members' subscriptions, sorted. Consecutive members
+/// with the same subscription are added once, which makes the common cases
+/// (groups of identical subscribers) linear.
+pub(crate) fn subscribed_union<'a>(sets: impl Iterator<Item = &'a BTreeSet<TopicId>>) -> Vec<TopicId> {
+    let mut union: Vec<TopicId> = Vec::new();
+    let mut previous: Option<&BTreeSet<TopicId>> = None;
+    for set in sets {
+        if previous == Some(set) {
+            continue;
+        }
+        union.extend(set.iter().copied());
+        previous = Some(set);
+    }
+    union.sort_unstable();
+    union.dedup();
+    union
 }

@@ -20,8 +20,9 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    java_string_cmp, AssignorError, GroupAssignment, GroupSpec, MemberAssignment, MemberSubscriptionAndAssignment,
-    PartitionAssignor, SubscribedTopicDescriber, SubscriptionType, TopicId, RANGE_ASSIGNOR_NAME,
+    java_string_cmp, subscribed_union, Assignment, AssignorError, GroupAssignment, GroupSpec, MemberAssignment,
+    MemberSubscriptionAndAssignment, PartitionAssignor, SubscribedTopicDescriber, SubscriptionType, TopicCursor,
+    TopicIndex, RANGE_ASSIGNOR_NAME,
 };
 
 /// Kafka's server-side `RangeAssignor`; see the module documentation.
@@ -82,50 +83,66 @@ impl PartitionAssignor for RangeAssignor {
         let member_count = u32::try_from(members.len()).map_err(|_| AssignorError::TooLarge("members"))?;
         members.sort_by(|a, b| member_order(*a, *b));
 
-        // Topics with their partition count and subscriber count.
-        let mut ranges: BTreeMap<TopicId, TopicRanges> = BTreeMap::new();
-        let mut add_topic = |topic_id: &TopicId, subscribers: u32| -> Result<(), AssignorError> {
-            if let Some(r) = ranges.get_mut(topic_id) {
-                r.subscribers += subscribers;
-                return Ok(());
+        // Topics with their partition count and subscriber count, indexed
+        // in id order.
+        let index = match group.subscription_type {
+            SubscriptionType::Homogeneous => TopicIndex::new(first.1.subscribed_topic_ids.iter().copied(), topics)?,
+            SubscriptionType::Heterogeneous => {
+                TopicIndex::new(subscribed_union(members.iter().map(|(_, m)| &m.subscribed_topic_ids)), topics)?
             }
-            let partitions = topics.num_partitions(topic_id).ok_or(AssignorError::UnknownTopic(*topic_id))?;
-            let partitions = partitions.min(i32::MAX as u32);
-            ranges.insert(*topic_id, TopicRanges { partitions, subscribers, next: 0, extra_left: 0 });
-            Ok(())
         };
+        let mut ranges: Vec<TopicRanges> = index
+            .counts
+            .iter()
+            .map(|partitions| TopicRanges { partitions: *partitions, subscribers: 0, next: 0, extra_left: 0 })
+            .collect();
+        let mut cursor = TopicCursor::new(&index.ids);
         match group.subscription_type {
-            SubscriptionType::Homogeneous => {
-                // Everyone subscribes to the first member's topics.
-                for topic_id in &first.1.subscribed_topic_ids {
-                    add_topic(topic_id, member_count)?;
-                }
-            }
+            SubscriptionType::Homogeneous => ranges.iter_mut().for_each(|r| r.subscribers = member_count),
             SubscriptionType::Heterogeneous => {
                 for (_, member) in &members {
+                    cursor.reset();
                     for topic_id in &member.subscribed_topic_ids {
-                        add_topic(topic_id, 1)?;
+                        if let Some(r) = cursor.find(topic_id).and_then(|t| ranges.get_mut(t)) {
+                            r.subscribers += 1;
+                        }
                     }
                 }
             }
         }
-        for r in ranges.values_mut() {
+        for r in ranges.iter_mut() {
             r.extra_left = r.partitions.checked_rem(r.subscribers).unwrap_or(0);
         }
 
-        let homogeneous_topics = &first.1.subscribed_topic_ids;
+        // Homogeneous: every member takes the next range of every topic, so
+        // a topic whose partitions are all handed out can be skipped for the
+        // remaining members (with 10,000 members and fewer partitions, most
+        // members get nothing and cost nothing).
+        let mut live: Vec<usize> = (0..ranges.len()).collect();
         let mut out = BTreeMap::new();
         for (member_id, member) in members {
-            let subscribed = match group.subscription_type {
-                SubscriptionType::Homogeneous => homogeneous_topics,
-                SubscriptionType::Heterogeneous => &member.subscribed_topic_ids,
-            };
             let mut partitions = BTreeMap::new();
-            for topic_id in subscribed {
-                let Some(r) = ranges.get_mut(topic_id) else { continue };
+            let mut take = |t: usize, partitions: &mut Assignment| {
+                let (Some(r), Some(topic_id)) = (ranges.get_mut(t), index.ids.get(t)) else { return };
                 let range = r.next_range();
                 if !range.is_empty() {
                     partitions.insert(*topic_id, range.map(|p| p as i32).collect::<BTreeSet<i32>>());
+                }
+            };
+            match group.subscription_type {
+                SubscriptionType::Homogeneous => {
+                    for t in &live {
+                        take(*t, &mut partitions);
+                    }
+                    live.retain(|t| ranges.get(*t).is_some_and(|r| r.next < r.partitions));
+                }
+                SubscriptionType::Heterogeneous => {
+                    cursor.reset();
+                    for topic_id in &member.subscribed_topic_ids {
+                        if let Some(t) = cursor.find(topic_id) {
+                            take(t, &mut partitions);
+                        }
+                    }
                 }
             }
             out.insert(member_id.clone(), MemberAssignment { partitions });

@@ -22,11 +22,12 @@
 //! that the giving member held when the topic's pass began, as in Kafka.
 
 use std::cmp::Ordering;
+use std::collections::BTreeSet;
 
 use super::balancer::Balancer;
 use super::{
-    assignment_from_owners, kafka_uuid_cmp, AssignorError, GroupAssignment, GroupSpec, SubscribedTopicDescriber,
-    TopicIndex, NO_OWNER,
+    assignment_from_owners, kafka_uuid_cmp, subscribed_union, AssignorError, GroupAssignment, GroupSpec,
+    SubscribedTopicDescriber, TopicCursor, TopicId, TopicIndex, NO_OWNER,
 };
 
 /// Kafka's bound on the rounds of the balancing phase: each round roughly
@@ -52,16 +53,9 @@ pub(super) fn assign(
     if u32::try_from(member_count).map_or(true, |n| n == NO_OWNER) {
         return Err(AssignorError::TooLarge("members"));
     }
-    // Kafka checks the subscribed topics member by member and fails on the
-    // first unknown one.
-    for member in group.members.values() {
-        for topic_id in &member.subscribed_topic_ids {
-            if topics.num_partitions(topic_id).is_none() {
-                return Err(AssignorError::UnknownTopic(*topic_id));
-            }
-        }
-    }
-    let index = TopicIndex::new(group.members.values().flat_map(|m| m.subscribed_topic_ids.iter().copied()), topics)?;
+    // Every subscribed topic must exist (Kafka checks member by member; the
+    // first unknown topic in id order is reported here).
+    let index = TopicIndex::new(subscribed_union(group.members.values().map(|m| &m.subscribed_topic_ids)), topics)?;
     if index.ids.is_empty() {
         // Kafka answers an empty map here, not one empty entry per member.
         return Ok(GroupAssignment::default());
@@ -69,9 +63,18 @@ pub(super) fn assign(
     let member_ids: Vec<&str> = group.members.keys().map(String::as_str).collect();
 
     let mut subscribers: Vec<Vec<u32>> = vec![Vec::new(); index.ids.len()];
+    let mut cursor = TopicCursor::new(&index.ids);
+    let mut previous: Option<&BTreeSet<TopicId>> = None;
+    let mut topic_indices: Vec<usize> = Vec::new();
     for (m, member) in group.members.values().enumerate() {
-        for topic_id in &member.subscribed_topic_ids {
-            if let Some(list) = index.get(topic_id).and_then(|t| subscribers.get_mut(t)) {
+        if previous != Some(&member.subscribed_topic_ids) {
+            topic_indices.clear();
+            cursor.reset();
+            topic_indices.extend(member.subscribed_topic_ids.iter().filter_map(|t| cursor.find(t)));
+            previous = Some(&member.subscribed_topic_ids);
+        }
+        for t in &topic_indices {
+            if let Some(list) = subscribers.get_mut(*t) {
                 list.push(m as u32);
             }
         }
@@ -196,9 +199,13 @@ impl Builder {
     /// moved.
     fn balance_topic(&mut self, t: usize, s: &mut Scratch) -> usize {
         let Some(subscribers) = self.subscribers.get(t) else { return 0 };
-        if s.balancer.initialize(subscribers, &self.sizes) <= 1 {
+        // Most topics are balanced already: find out before sorting.
+        let loads = subscribers.iter().map(|m| self.sizes.get(*m as usize).copied().unwrap_or(0));
+        let (least, most) = loads.fold((u32::MAX, 0), |(lo, hi), n| (lo.min(n), hi.max(n)));
+        if most.saturating_sub(least) <= 1 {
             return 0;
         }
+        s.balancer.initialize(subscribers, &self.sizes);
         let Some(owners) = self.owners.get(t) else { return 0 };
         // The topic's partitions grouped by owner, ascending within an owner,
         // and each subscriber's range in that list.
