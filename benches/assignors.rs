@@ -8,7 +8,7 @@
 //! subscribed to its fifth of the topics. Run with
 //! `cargo bench --bench assignors`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -45,7 +45,7 @@ fn group(ids: &[Uuid], subscription_type: SubscriptionType) -> GroupSpec {
                 rack_id: None,
                 instance_id: None,
                 subscribed_topic_ids: subscribed,
-                assignment: BTreeMap::new(),
+                assignment: Default::default(),
             };
             (format!("member{m}"), member)
         })
@@ -88,7 +88,7 @@ fn bench_assignors(c: &mut Criterion) {
                 let newcomer = join
                     .members
                     .get("member4242")
-                    .map(|m| MemberSubscriptionAndAssignment { assignment: BTreeMap::new(), ..m.clone() });
+                    .map(|m| MemberSubscriptionAndAssignment { assignment: Default::default(), ..m.clone() });
                 if let Some(newcomer) = newcomer {
                     join.members.insert("newMember".to_string(), newcomer);
                 }

@@ -48,6 +48,7 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -69,6 +70,14 @@ pub type TopicId = Uuid;
 /// Partitions by topic: what a member is assigned. Sorted containers, so
 /// iterating an assignment is deterministic.
 pub type Assignment = BTreeMap<TopicId, BTreeSet<i32>>;
+
+/// An assignment shared between the group state, the assignor's input and
+/// its output. As in Kafka (which passes immutable maps and returns the same
+/// map for a member whose assignment did not change), the assignors hand an
+/// unchanged member's input `Arc` back: a rebalance of 10,000 members where
+/// one left copies only the assignments that changed, and the caller can
+/// tell unchanged members by `Arc::ptr_eq`.
+pub type SharedAssignment = Arc<Assignment>;
 
 /// Whether every member subscribes to the same topics (Kafka's
 /// `SubscriptionType`). The group computes it and the assignors trust it: it
@@ -109,7 +118,7 @@ pub struct MemberSubscriptionAndAssignment {
     /// `TargetAssignmentBuilder` does).
     pub subscribed_topic_ids: BTreeSet<TopicId>,
     /// The member's current target assignment; empty for a new member.
-    pub assignment: Assignment,
+    pub assignment: SharedAssignment,
 }
 
 /// The input of an assignment: every member, keyed by member id, and the
@@ -187,7 +196,8 @@ impl SubscribedTopicDescriber for TopicMetadata {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MemberAssignment {
     /// Assigned partitions by topic id. Topics with no partition are absent.
-    pub partitions: Assignment,
+    /// The input `Arc` itself when the member's assignment is unchanged.
+    pub partitions: SharedAssignment,
 }
 
 /// The assignor's answer: the new target assignment of each member (Kafka's
@@ -336,13 +346,19 @@ impl TopicIndex {
     }
 }
 
-/// Builds the output from per-topic owner arrays: every member of `member_ids`
-/// gets an entry (Kafka's builders put every member in the target
-/// assignment), with its partitions in topic then partition order. Owners
-/// come in runs (a member's partitions of a topic are mostly contiguous), so
-/// each run costs one map lookup.
-pub(crate) fn assignment_from_owners(member_ids: &[&str], index: &TopicIndex, owners: &[Vec<u32>]) -> GroupAssignment {
-    let mut per_member: Vec<Assignment> = vec![Assignment::new(); member_ids.len()];
+/// Builds the output from per-topic owner arrays: every member gets an entry
+/// (Kafka's builders put every member in the target assignment), with its
+/// partitions in topic then partition order. A member not marked `changed`
+/// gets its input `Arc` back, untouched. Owners come in runs (a member's
+/// partitions of a topic are mostly contiguous), so each run costs one map
+/// lookup.
+pub(crate) fn assignment_from_owners(
+    group: &GroupSpec,
+    changed: &[bool],
+    index: &TopicIndex,
+    owners: &[Vec<u32>],
+) -> GroupAssignment {
+    let mut built: Vec<Assignment> = vec![Assignment::new(); group.members.len()];
     for (topic, topic_owners) in owners.iter().enumerate() {
         let Some(topic_id) = index.ids.get(topic) else { continue };
         let mut start = 0;
@@ -350,16 +366,23 @@ pub(crate) fn assignment_from_owners(member_ids: &[&str], index: &TopicIndex, ow
             let owner = topic_owners.get(start).copied().unwrap_or(NO_OWNER);
             let run = topic_owners.get(start..).map_or(0, |rest| rest.iter().take_while(|o| **o == owner).count());
             let end = start + run.max(1);
-            if let Some(member) = per_member.get_mut(owner as usize) {
-                member.entry(*topic_id).or_default().extend((start as i32)..(end as i32));
+            if changed.get(owner as usize).copied().unwrap_or(false) {
+                if let Some(member) = built.get_mut(owner as usize) {
+                    member.entry(*topic_id).or_default().extend((start as i32)..(end as i32));
+                }
             }
             start = end;
         }
     }
-    let members = member_ids
+    let members = group
+        .members
         .iter()
-        .zip(per_member)
-        .map(|(id, partitions)| (id.to_string(), MemberAssignment { partitions }))
+        .zip(built)
+        .zip(changed)
+        .map(|(((id, member), partitions), changed)| {
+            let partitions = if *changed { Arc::new(partitions) } else { Arc::clone(&member.assignment) };
+            (id.clone(), MemberAssignment { partitions })
+        })
         .collect();
     GroupAssignment { members }
 }

@@ -5,6 +5,7 @@
 //! answer unchanged when fed it back.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use proptest::prelude::*;
 
@@ -48,7 +49,7 @@ fn case() -> impl Strategy<Value = Case> {
                     rack_id: None,
                     instance_id,
                     subscribed_topic_ids: subscribed,
-                    assignment: Assignment::new(),
+                    assignment: SharedAssignment::default(),
                 },
             );
         }
@@ -62,21 +63,21 @@ fn case() -> impl Strategy<Value = Case> {
                 }
                 let owner = &names[next(names.len() as u64) as usize];
                 if let Some(m) = group_members.get_mut(owner) {
-                    m.assignment.entry(*t).or_default().insert(p as i32);
+                    Arc::make_mut(&mut m.assignment).entry(*t).or_default().insert(p as i32);
                 }
             }
         }
         if next(4) == 0 {
             let owner = &names[next(names.len() as u64) as usize];
             if let (Some(m), Some(t)) = (group_members.get_mut(owner), ids.first()) {
-                m.assignment.entry(*t).or_default().extend([0, 1000, -3]);
+                Arc::make_mut(&mut m.assignment).entry(*t).or_default().extend([0, 1000, -3]);
             }
         }
         if next(4) == 0 {
             // A topic that no longer exists, still in an assignment.
             let owner = &names[next(names.len() as u64) as usize];
             if let Some(m) = group_members.get_mut(owner) {
-                m.assignment.entry(tid(200)).or_default().insert(0);
+                Arc::make_mut(&mut m.assignment).entry(tid(200)).or_default().insert(0);
             }
         }
         let subscription_type = GroupSpec::subscription_type_of(&group_members);
@@ -141,8 +142,14 @@ proptest! {
             check_valid(&c.group, &c.topics, &out);
             check_balance(a.name(), &c, &out);
             prop_assert_eq!(&a.assign(&c.group.clone(), &c.topics).expect("assigns"), &out);
-            let again = a.assign(&feed_back(&c.group, &out), &c.topics).expect("assigns");
+            let fed = feed_back(&c.group, &out);
+            let again = a.assign(&fed, &c.topics).expect("assigns");
             prop_assert_eq!(&again, &out, "{} does not keep its own answer", a.name());
+            for (id, m) in &fed.members {
+                // (uniform answers no entries at all when nothing is subscribed)
+                let same = again.members.get(id).map_or(again.members.is_empty(), |o| Arc::ptr_eq(&o.partitions, &m.assignment));
+                prop_assert!(same, "{} copied the unchanged assignment of {}", a.name(), id);
+            }
         }
     }
 
@@ -168,7 +175,7 @@ fn valid_held(c: &Case, id: &str) -> BTreeSet<(TopicId, i32)> {
     let mut claimed: BTreeSet<(TopicId, i32)> = BTreeSet::new();
     let mut result = BTreeSet::new();
     for (mid, m) in &c.group.members {
-        for (t, ps) in &m.assignment {
+        for (t, ps) in m.assignment.iter() {
             let Some(count) = c.topics.partitions.get(t) else { continue };
             for p in ps {
                 let exists = *p >= 0 && (*p as u32) < *count;

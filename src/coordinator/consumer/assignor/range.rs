@@ -18,6 +18,7 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::{
     java_string_cmp, subscribed_union, Assignment, AssignorError, GroupAssignment, GroupSpec, MemberAssignment,
@@ -51,6 +52,18 @@ impl TopicRanges {
         self.next = end;
         start..end
     }
+}
+
+/// Whether `current` is exactly these ranges (topic indices ascending, so in
+/// the same order as the map's topic ids).
+fn same_ranges(current: &Assignment, index: &TopicIndex, ranges: &[(usize, std::ops::Range<u32>)]) -> bool {
+    current.len() == ranges.len()
+        && current.iter().zip(ranges).all(|((id, set), (t, range))| {
+            index.ids.get(*t) == Some(id)
+                && set.len() == range.len()
+                && set.first().is_some_and(|p| i64::from(*p) == i64::from(range.start))
+                && set.last().is_some_and(|p| i64::from(*p) + 1 == i64::from(range.end))
+        })
 }
 
 /// Static members first by instance id, then dynamic members by member id.
@@ -120,19 +133,21 @@ impl PartitionAssignor for RangeAssignor {
         // members get nothing and cost nothing).
         let mut live: Vec<usize> = (0..ranges.len()).collect();
         let mut out = BTreeMap::new();
+        let mut mine: Vec<(usize, std::ops::Range<u32>)> = Vec::new();
         for (member_id, member) in members {
-            let mut partitions = BTreeMap::new();
-            let mut take = |t: usize, partitions: &mut Assignment| {
-                let (Some(r), Some(topic_id)) = (ranges.get_mut(t), index.ids.get(t)) else { return };
-                let range = r.next_range();
-                if !range.is_empty() {
-                    partitions.insert(*topic_id, range.map(|p| p as i32).collect::<BTreeSet<i32>>());
+            mine.clear();
+            let mut take = |t: usize, mine: &mut Vec<(usize, std::ops::Range<u32>)>| {
+                if let Some(r) = ranges.get_mut(t) {
+                    let range = r.next_range();
+                    if !range.is_empty() {
+                        mine.push((t, range));
+                    }
                 }
             };
             match group.subscription_type {
                 SubscriptionType::Homogeneous => {
                     for t in &live {
-                        take(*t, &mut partitions);
+                        take(*t, &mut mine);
                     }
                     live.retain(|t| ranges.get(*t).is_some_and(|r| r.next < r.partitions));
                 }
@@ -140,11 +155,25 @@ impl PartitionAssignor for RangeAssignor {
                     cursor.reset();
                     for topic_id in &member.subscribed_topic_ids {
                         if let Some(t) = cursor.find(topic_id) {
-                            take(t, &mut partitions);
+                            take(t, &mut mine);
                         }
                     }
                 }
             }
+            // Kafka builds every member's assignment anew; handing back the
+            // input map when it is the same saves copying it.
+            let partitions = if same_ranges(&member.assignment, &index, &mine) {
+                Arc::clone(&member.assignment)
+            } else {
+                let built: Assignment = mine
+                    .iter()
+                    .filter_map(|(t, range)| {
+                        let id = index.ids.get(*t)?;
+                        Some((*id, range.clone().map(|p| p as i32).collect::<BTreeSet<i32>>()))
+                    })
+                    .collect();
+                Arc::new(built)
+            };
             out.insert(member_id.clone(), MemberAssignment { partitions });
         }
         Ok(GroupAssignment { members: out })

@@ -3,6 +3,7 @@
 //! `CommonAssignorTests` (same situations, written for this module).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::*;
 
@@ -19,7 +20,7 @@ fn member(topics: &[TopicId], assignment: Assignment) -> MemberSubscriptionAndAs
         rack_id: None,
         instance_id: None,
         subscribed_topic_ids: topics.iter().copied().collect(),
-        assignment,
+        assignment: Arc::new(assignment),
     }
 }
 
@@ -35,7 +36,7 @@ fn meta(topics: &[(TopicId, u32)]) -> TopicMetadata {
 }
 
 fn of(out: &GroupAssignment, member: &str) -> Assignment {
-    out.members.get(member).map(|m| m.partitions.clone()).unwrap_or_default()
+    out.members.get(member).map(|m| (*m.partitions).clone()).unwrap_or_default()
 }
 
 fn size(a: &Assignment) -> usize {
@@ -81,7 +82,7 @@ pub(super) fn check_valid(group: &GroupSpec, topics: &TopicMetadata, out: &Group
             SubscriptionType::Homogeneous => &group.members.values().next().expect("non-empty").subscribed_topic_ids,
             SubscriptionType::Heterogeneous => &m.subscribed_topic_ids,
         };
-        for (t, ps) in &ma.partitions {
+        for (t, ps) in ma.partitions.iter() {
             assert!(subscribed.contains(t), "{id} got {t} without subscribing");
             assert!(!ps.is_empty(), "empty topic entry for {id}");
             for p in ps {
@@ -240,7 +241,7 @@ fn uniform_keeps_a_balanced_assignment_whoever_holds_the_extras() {
     ]);
     let out = UniformAssignor.assign(&g, &topics).expect("assigns");
     for (id, m) in &g.members {
-        assert_eq!(of(&out, id), m.assignment, "{id} keeps its partitions");
+        assert_eq!(of(&out, id), *m.assignment, "{id} keeps its partitions");
     }
 }
 
@@ -374,6 +375,36 @@ fn assignment_is_deterministic() {
             assert_eq!(a.assign(&feed_back(&g, &first), &topics).expect("assigns"), first, "{} {st:?}", a.name());
         }
     }
+}
+
+#[test]
+fn unchanged_assignments_are_handed_back_not_copied() {
+    // Kafka's testAssignmentReuse: fed its own answer, an assignor returns the
+    // very maps it was given.
+    let (t1, t2, t3) = (tid(1), tid(2), tid(3));
+    let topics = meta(&[(t1, 2), (t2, 5), (t3, 7)]);
+    for st in [SubscriptionType::Homogeneous, SubscriptionType::Heterogeneous] {
+        let mut g = spec(vec![
+            ("A", member(&[t1, t2, t3], mk(&[]))),
+            ("B", member(&[t1, t2, t3], mk(&[]))),
+            ("C", member(&[t1, t2, t3], mk(&[]))),
+        ]);
+        g.subscription_type = st;
+        for a in ASSIGNORS {
+            let first = a.assign(&g, &topics).expect("assigns");
+            let fed = feed_back(&g, &first);
+            let second = a.assign(&fed, &topics).expect("assigns");
+            for (id, m) in &fed.members {
+                let out = &second.members[id].partitions;
+                assert!(Arc::ptr_eq(out, &m.assignment), "{} {st:?}: {id} was copied", a.name());
+            }
+        }
+    }
+    // A member that loses a partition gets a new map; the others keep theirs.
+    let g = spec(vec![("A", member(&[t1], mk(&[(t1, &[0, 1])]))), ("B", member(&[t1], mk(&[])))]);
+    let out = UniformAssignor.assign(&g, &meta(&[(t1, 2)])).expect("assigns");
+    assert!(!Arc::ptr_eq(&out.members["A"].partitions, &g.members["A"].assignment));
+    assert_eq!(of(&out, "A"), mk(&[(t1, &[0])]));
 }
 
 // ---------------------------------------------------------------- uniform, heterogeneous

@@ -42,6 +42,8 @@ struct Builder {
     owners: Vec<Vec<u32>>,
     /// Partitions assigned to each member, all topics together.
     sizes: Vec<u32>,
+    /// Members whose assignment differs from their input.
+    changed: Vec<bool>,
 }
 
 /// Assigns a heterogeneous group (non-empty: the caller checks).
@@ -60,7 +62,6 @@ pub(super) fn assign(
         // Kafka answers an empty map here, not one empty entry per member.
         return Ok(GroupAssignment::default());
     }
-    let member_ids: Vec<&str> = group.members.keys().map(String::as_str).collect();
 
     let mut subscribers: Vec<Vec<u32>> = vec![Vec::new(); index.ids.len()];
     let mut cursor = TopicCursor::new(&index.ids);
@@ -80,34 +81,44 @@ pub(super) fn assign(
         }
     }
     let owners = index.counts.iter().map(|n| vec![NO_OWNER; *n as usize]).collect();
-    let mut b = Builder { index, subscribers, owners, sizes: vec![0; member_count] };
+    let mut b =
+        Builder { index, subscribers, owners, sizes: vec![0; member_count], changed: vec![false; member_count] };
 
     b.keep_subscribed(group);
     b.assign_unassigned();
     b.balance();
-    Ok(assignment_from_owners(&member_ids, &b.index, &b.owners))
+    Ok(assignment_from_owners(group, &b.changed, &b.index, &b.owners))
 }
 
 impl Builder {
     /// Step 1: each member keeps its partitions of the topics it subscribes to.
     fn keep_subscribed(&mut self, group: &GroupSpec) {
         for (m, member) in group.members.values().enumerate() {
-            for (topic_id, partitions) in &member.assignment {
-                if !member.subscribed_topic_ids.contains(topic_id) {
-                    continue;
-                }
-                let Some(t) = self.index.get(topic_id) else { continue };
+            let mut dropped = false;
+            for (topic_id, partitions) in member.assignment.iter() {
+                let t = match self.index.get(topic_id) {
+                    Some(t) if member.subscribed_topic_ids.contains(topic_id) => t,
+                    _ => {
+                        dropped = true;
+                        continue;
+                    }
+                };
+                dropped |= partitions.is_empty();
                 for p in partitions {
-                    let Some(i) = self.index.partition_index(t, *p) else { continue };
-                    if let Some(slot) = self.owners.get_mut(t).and_then(|o| o.get_mut(i)) {
-                        if *slot == NO_OWNER {
+                    let slot = self.index.partition_index(t, *p).and_then(|i| self.owners.get_mut(t)?.get_mut(i));
+                    match slot {
+                        Some(slot) if *slot == NO_OWNER => {
                             *slot = m as u32;
                             if let Some(size) = self.sizes.get_mut(m) {
                                 *size += 1;
                             }
                         }
+                        _ => dropped = true,
                     }
                 }
+            }
+            if let Some(c) = self.changed.get_mut(m) {
+                *c = dropped;
             }
         }
     }
@@ -140,6 +151,11 @@ impl Builder {
         }
         if let Some(size) = self.sizes.get_mut(to as usize) {
             *size += 1;
+        }
+        for m in [from, to] {
+            if let Some(c) = self.changed.get_mut(m as usize) {
+                *c = true;
+            }
         }
     }
 

@@ -41,24 +41,31 @@ pub(super) fn assign(
     if member_count == NO_OWNER {
         return Err(AssignorError::TooLarge("members"));
     }
-    let member_ids: Vec<&str> = group.members.keys().map(String::as_str).collect();
+    // Members whose assignment differs from their input: the others get
+    // their input map back.
+    let mut changed = vec![false; group.members.len()];
 
     // Who holds what now. The first holder in member order owns a partition;
     // a duplicate or a partition that does not exist is ignored (see the
     // module documentation of `assignor`).
     let mut owners: Vec<Vec<u32>> = index.counts.iter().map(|n| vec![NO_OWNER; *n as usize]).collect();
     for (m, member) in group.members.values().enumerate() {
-        for (topic_id, partitions) in &member.assignment {
-            let Some(t) = index.get(topic_id) else { continue };
+        let mut dropped = false;
+        for (topic_id, partitions) in member.assignment.iter() {
+            let Some(t) = index.get(topic_id) else {
+                dropped = true;
+                continue;
+            };
+            dropped |= partitions.is_empty();
             for p in partitions {
-                if let Some(i) = index.partition_index(t, *p) {
-                    if let Some(slot) = owners.get_mut(t).and_then(|o| o.get_mut(i)) {
-                        if *slot == NO_OWNER {
-                            *slot = m as u32;
-                        }
-                    }
+                match index.partition_index(t, *p).and_then(|i| owners.get_mut(t).and_then(|o| o.get_mut(i))) {
+                    Some(slot) if *slot == NO_OWNER => *slot = m as u32,
+                    _ => dropped = true,
                 }
             }
+        }
+        if let Some(c) = changed.get_mut(m) {
+            *c = dropped;
         }
     }
 
@@ -82,7 +89,7 @@ pub(super) fn assign(
         let m = m as u32;
         let has_extra_slot = extra_left > 0;
         let mut quota = min_quota + u32::from(has_extra_slot);
-        for (topic_id, partitions) in &member.assignment {
+        for (topic_id, partitions) in member.assignment.iter() {
             let Some(t) = index.get(topic_id) else { continue };
             let Some(topic_owners) = owners.get_mut(t) else { continue };
             for p in partitions {
@@ -96,6 +103,9 @@ pub(super) fn assign(
                 } else {
                     *slot = NO_OWNER;
                     unassigned.push((t as u32, i as u32));
+                    if let Some(c) = changed.get_mut(m as usize) {
+                        *c = true;
+                    }
                 }
             }
         }
@@ -120,10 +130,13 @@ pub(super) fn assign(
             if let Some(slot) = owners.get_mut(*t as usize).and_then(|o| o.get_mut(*p as usize)) {
                 *slot = m;
             }
+            if let Some(c) = changed.get_mut(m as usize) {
+                *c = true;
+            }
         }
     }
     if next.next().is_some() {
         return Err(AssignorError::PartitionsLeftUnassigned);
     }
-    Ok(assignment_from_owners(&member_ids, &index, &owners))
+    Ok(assignment_from_owners(group, &changed, &index, &owners))
 }
