@@ -314,16 +314,26 @@ impl ShardCore {
             (RecordKey::Group { group }, None) => {
                 self.groups.remove(group);
             }
-            (RecordKey::Offset { group, .. }, Some(_)) => {
-                // An offset for a group we have not seen creates a simple group.
-                if !self.groups.contains_key(group) {
-                    let mut g = ClassicGroup::new(group, stored.timestamp);
-                    g.state_timestamp = None;
-                    self.groups.insert(group.clone(), g);
+            (RecordKey::Offset { group, .. }, Some(_)) => self.offset_loaded(group, stored.timestamp),
+            (RecordKey::Offset { .. }, None) => {}
+            (RecordKey::Consumer { group, .. }, Some(_)) => {
+                // A consumer group replaces a simple (memberless) classic
+                // group of the same id, as Kafka's replay does.
+                if self.groups.get(group).is_some_and(|g| g.members.is_empty()) {
+                    self.groups.remove(group);
                 }
             }
-            (RecordKey::Offset { .. }, None) => {}
             _ => {}
+        }
+    }
+
+    /// An offset for a group we have not seen creates a simple group,
+    /// unless the id belongs to a consumer group.
+    fn offset_loaded(&mut self, group: &str, timestamp: i64) {
+        if !self.groups.contains_key(group) && self.store.consumer_group(group).is_none() {
+            let mut g = ClassicGroup::new(group, timestamp);
+            g.state_timestamp = None;
+            self.groups.insert(group.to_string(), g);
         }
     }
 
@@ -334,11 +344,7 @@ impl ShardCore {
             RecordView::Other(stored) => self.load(stored),
             view @ RecordView::Offset { timestamp, group, value: Some(_), .. } => {
                 self.store.replay_view(&view);
-                if !self.groups.contains_key(group) {
-                    let mut g = ClassicGroup::new(group, timestamp);
-                    g.state_timestamp = None;
-                    self.groups.insert(group.to_string(), g);
-                }
+                self.offset_loaded(group, timestamp);
             }
             view => self.store.replay_view(&view),
         }

@@ -6,6 +6,7 @@
 //! durable state (`store`) changes only by replaying log records (`records`).
 
 pub mod classic;
+pub mod consumer;
 pub mod core;
 #[cfg(test)]
 mod import_tests;

@@ -1,0 +1,11 @@
+//! KIP-848 consumer groups (ConsumerGroupHeartbeat), Kafka's "modern"
+//! rebalance protocol, in which the coordinator computes the assignment.
+//!
+//! One file per idea: `records` (Kafka's ConsumerGroup* record schemas),
+//! `group` (the group and its members as the fold of those records),
+//! `reconcile` (Kafka's CurrentAssignmentBuilder), `target` (the target
+//! assignment and the seam to the server-side assignors), `heartbeat` (the
+//! request: validation, join, heartbeat, leave, fencing and timers).
+
+pub mod group;
+pub mod records;
