@@ -5,7 +5,15 @@
 //! `group` (the group and its members as the fold of those records),
 //! `reconcile` (Kafka's CurrentAssignmentBuilder), `target` (the target
 //! assignment and the seam to the server-side assignors), `heartbeat` (the
-//! request: validation, join, heartbeat, leave, fencing and timers).
+//! request: validation, join, heartbeat, leave, fencing and timers),
+//! `offsets` (member-epoch checks of OffsetCommit and OffsetFetch).
 
 pub mod group;
+pub mod heartbeat;
+pub mod messages;
+pub mod offsets;
+pub mod reconcile;
 pub mod records;
+pub mod target;
+#[cfg(test)]
+mod tests;
