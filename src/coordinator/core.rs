@@ -508,7 +508,9 @@ impl ShardCore {
                 cx.reply(token, Response::Describe(resp));
             }
             Request::List(r) => {
-                let groups = classic::describe::list(groups, &r);
+                let mut groups = classic::describe::list(groups, &r);
+                groups.extend(super::consumer::describe::list(cx.store, &r));
+                groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
                 cx.reply(token, Response::List(ListGroupsResponse { error: ErrorCode::NONE, groups }));
             }
             Request::Delete { group_id } => {

@@ -6,8 +6,10 @@
 //! `reconcile` (Kafka's CurrentAssignmentBuilder), `target` (the target
 //! assignment and the seam to the server-side assignors), `heartbeat` (the
 //! request: validation, join, heartbeat, leave, fencing and timers),
-//! `offsets` (member-epoch checks of OffsetCommit and OffsetFetch).
+//! `offsets` (member-epoch checks of OffsetCommit and OffsetFetch),
+//! `describe` (ListGroups).
 
+pub mod describe;
 pub mod group;
 pub mod heartbeat;
 pub mod messages;

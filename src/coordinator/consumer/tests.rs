@@ -576,3 +576,29 @@ fn offsets_are_committed_and_fetched_with_the_member_epoch() {
     assert_eq!(commit(&mut h, "", -1, 9), ErrorCode::NONE);
     assert_replays(&h);
 }
+
+#[test]
+fn list_groups_shows_consumer_groups_with_their_type_and_state() {
+    let mut h = Harness::new();
+    ok(&mut h, joining("m1", &["foo"]));
+    h.commit("simple", "", -1, "foo", 0, 1);
+    let list = |h: &mut Harness, states: &[&str], types: &[&str]| {
+        let t = h.send(Request::List(crate::coordinator::messages::ListGroupsRequest {
+            states_filter: states.iter().map(|s| s.to_string()).collect(),
+            types_filter: types.iter().map(|s| s.to_string()).collect(),
+        }));
+        match h.take(t) {
+            Some(Response::List(r)) => {
+                r.groups.into_iter().map(|g| (g.group_id, g.state, g.group_type)).collect::<Vec<_>>()
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    let c = ("grp".to_string(), "Stable".to_string(), "consumer".to_string());
+    let s = ("simple".to_string(), "Empty".to_string(), "classic".to_string());
+    assert_eq!(list(&mut h, &[], &[]), vec![c.clone(), s.clone()]);
+    assert_eq!(list(&mut h, &[], &["consumer"]), vec![c.clone()]);
+    assert_eq!(list(&mut h, &[], &["classic"]), vec![s.clone()]);
+    assert_eq!(list(&mut h, &["stable"], &[]), vec![c]);
+    assert_eq!(list(&mut h, &["empty"], &["consumer"]), vec![]);
+}
