@@ -65,8 +65,8 @@ pub enum Request {
     /// and no offsets); otherwise nothing is written. With no topics it
     /// only asks whether the group is known.
     Import(OffsetCommitRequest),
-    /// KIP-848 ConsumerGroupHeartbeat.
-    ConsumerHeartbeat(ConsumerHeartbeatRequest),
+    /// KIP-848 ConsumerGroupHeartbeat (boxed: it is the largest request).
+    ConsumerHeartbeat(Box<ConsumerHeartbeatRequest>),
 }
 
 impl Request {
@@ -375,12 +375,12 @@ impl ShardCore {
             }
             (RecordKey::Offset { group, .. }, Some(_)) => self.offset_loaded(group, stored.timestamp),
             (RecordKey::Offset { .. }, None) => {}
-            (RecordKey::Consumer { group, .. }, Some(_)) => {
-                // A consumer group replaces a simple (memberless) classic
-                // group of the same id, as Kafka's replay does.
-                if self.groups.get(group).is_some_and(|g| g.members.is_empty()) {
-                    self.groups.remove(group);
-                }
+            // A consumer group replaces a simple (memberless) classic group
+            // of the same id, as Kafka's replay does.
+            (RecordKey::Consumer { group, .. }, Some(_))
+                if self.groups.get(group).is_some_and(|g| g.members.is_empty()) =>
+            {
+                self.groups.remove(group);
             }
             _ => {}
         }
@@ -478,7 +478,7 @@ impl ShardCore {
         let (groups, consumer, mut cx) = self.split_all(now, sink, out);
         match req {
             Request::ConsumerHeartbeat(r) => {
-                let resp = consumer_heartbeat::heartbeat(groups, consumer, r, &mut cx);
+                let resp = consumer_heartbeat::heartbeat(groups, consumer, *r, &mut cx);
                 cx.reply(token, Response::ConsumerHeartbeat(resp));
             }
             Request::Join(r) => classic::join::join_group(groups, r, token, &mut cx),

@@ -275,7 +275,7 @@ impl Sim {
     }
 
     fn send_consumer(&mut self, slot: usize, req: ConsumerHeartbeatRequest) {
-        let t = self.h.send(Request::ConsumerHeartbeat(req));
+        let t = self.h.send(Request::ConsumerHeartbeat(Box::new(req)));
         self.ctokens.insert(t, slot);
     }
 

@@ -183,6 +183,23 @@ impl Coordinator {
         }
     }
 
+    /// KIP-848 ConsumerGroupHeartbeat, with the catalog's topics as the
+    /// metadata the shard resolves subscriptions against. Not dispatched
+    /// yet (docs/consumer-groups.md).
+    pub async fn consumer_group_heartbeat(
+        &self,
+        mut req: crate::coordinator::consumer::messages::ConsumerHeartbeatRequest,
+    ) -> Result<crate::coordinator::consumer::messages::ConsumerHeartbeatResponse> {
+        // TODO(perf): rebuild the image only when the catalog changes.
+        let topics = self.catalog.list().into_iter().map(|t| (t.name, t.id, t.partitions));
+        req.topics = std::sync::Arc::new(crate::coordinator::consumer::target::TopicImage::new(topics));
+        let g = req.group_id.clone();
+        match self.call(&g, Request::ConsumerHeartbeat(Box::new(req))).await? {
+            Response::ConsumerHeartbeat(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
     pub async fn leave_group(&self, req: LeaveGroupRequest) -> Result<LeaveGroupResponse> {
         let g = req.group_id.clone();
         match self.call(&g, Request::Leave(req)).await? {

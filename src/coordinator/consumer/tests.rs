@@ -62,7 +62,7 @@ fn joining(member: &str, topics: &[&str]) -> ConsumerHeartbeatRequest {
 }
 
 fn send(h: &mut Harness, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse {
-    let t = h.send(Request::ConsumerHeartbeat(req));
+    let t = h.send(Request::ConsumerHeartbeat(Box::new(req)));
     match h.take(t) {
         Some(Response::ConsumerHeartbeat(r)) => r,
         other => panic!("expected a ConsumerGroupHeartbeat answer, got {other:?}"),
