@@ -13,7 +13,9 @@ use bytes::Bytes;
 
 use super::classic::{self, group::ClassicGroup, group::GroupState, history::Cause};
 use super::consumer::heartbeat::{self as consumer_heartbeat, ConsumerRuntime};
-use super::consumer::messages::{ConsumerHeartbeatRequest, ConsumerHeartbeatResponse};
+use super::consumer::messages::{
+    ConsumerDescribeRequest, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse, DescribedConsumerGroup,
+};
 use super::consumer::target::Assigners;
 use super::messages::*;
 use super::offsets;
@@ -67,6 +69,8 @@ pub enum Request {
     Import(OffsetCommitRequest),
     /// KIP-848 ConsumerGroupHeartbeat (boxed: it is the largest request).
     ConsumerHeartbeat(Box<ConsumerHeartbeatRequest>),
+    /// KIP-848 ConsumerGroupDescribe of one group.
+    ConsumerDescribe(ConsumerDescribeRequest),
 }
 
 impl Request {
@@ -84,6 +88,7 @@ impl Request {
             Request::Delete { group_id } => group_id,
             Request::Details { group_id } => group_id,
             Request::ConsumerHeartbeat(r) => &r.group_id,
+            Request::ConsumerDescribe(r) => &r.group_id,
             Request::List(_) | Request::DeleteTopicOffsets { .. } | Request::Summaries | Request::Stats => return None,
         })
     }
@@ -119,6 +124,9 @@ impl Request {
             Request::Details { .. } => Response::Details(None),
             Request::Summaries => Response::Summaries(Vec::new()),
             Request::Stats => Response::Stats(ShardStats::default()),
+            Request::ConsumerDescribe(r) => {
+                Response::ConsumerDescribe(DescribedConsumerGroup::error(&r.group_id, error, None))
+            }
             Request::ConsumerHeartbeat(_) => Response::ConsumerHeartbeat(ConsumerHeartbeatResponse {
                 error_message: None,
                 ..ConsumerHeartbeatResponse::error(error, "")
@@ -145,6 +153,7 @@ pub enum Response {
     Stats(ShardStats),
     Import(Result<ImportOutcome, ErrorCode>),
     ConsumerHeartbeat(ConsumerHeartbeatResponse),
+    ConsumerDescribe(DescribedConsumerGroup),
 }
 
 /// What an [`Request::Import`] found.
@@ -477,6 +486,10 @@ impl ShardCore {
         }
         let (groups, consumer, mut cx) = self.split_all(now, sink, out);
         match req {
+            Request::ConsumerDescribe(r) => {
+                let resp = super::consumer::describe::describe(cx.store, groups, &consumer.assigners, &r);
+                cx.reply(token, Response::ConsumerDescribe(resp));
+            }
             Request::ConsumerHeartbeat(r) => {
                 let resp = consumer_heartbeat::heartbeat(groups, consumer, *r, &mut cx);
                 cx.reply(token, Response::ConsumerHeartbeat(resp));

@@ -285,6 +285,21 @@ fn offset_tombstones(group_id: &str, cx: &Cx) -> Vec<Record> {
 /// Serves one group of DeleteGroups: only Empty groups may be deleted; their
 /// offsets and the group itself are tombstoned, so the deletion survives a restart.
 pub fn delete_group(groups: &mut Groups, group_id: &str, cx: &mut Cx) -> ErrorCode {
+    if let Some(g) = cx.store.consumer_group(group_id) {
+        // A consumer group can be deleted only once it has no members.
+        if !g.members.is_empty() {
+            return ErrorCode::NON_EMPTY_GROUP;
+        }
+        let mut records = offset_tombstones(group_id, cx);
+        records.extend(super::consumer::group::tombstones(g));
+        return match cx.append(records) {
+            Ok(()) => {
+                tracing::info!(group = group_id, "consumer group deleted");
+                ErrorCode::NONE
+            }
+            Err(e) => e,
+        };
+    }
     let Some(g) = groups.get(group_id) else { return ErrorCode::GROUP_ID_NOT_FOUND };
     match g.state {
         GroupState::Dead => return ErrorCode::GROUP_ID_NOT_FOUND,

@@ -408,6 +408,30 @@ pub fn snapshot_records(g: &ConsumerGroup) -> Vec<(ConsumerKey, RecordValue)> {
     out
 }
 
+/// The records that delete `g` (Kafka's `createGroupTombstoneRecords`):
+/// each member's current assignment, each target, the target epoch, the
+/// legacy partition metadata if any, then the group epoch.
+pub fn tombstones(g: &ConsumerGroup) -> Vec<crate::coordinator::records::Record> {
+    use crate::coordinator::records::Record;
+    let id = &g.group_id;
+    let mut out = Vec::with_capacity(2 * g.members.len() + g.target.len() + 3);
+    for m in g.members.keys() {
+        out.push(Record::consumer(id, ConsumerKey::CurrentAssignment(m.clone()), None));
+    }
+    for m in g.target.keys() {
+        out.push(Record::consumer(id, ConsumerKey::TargetMember(m.clone()), None));
+    }
+    for m in g.members.keys() {
+        out.push(Record::consumer(id, ConsumerKey::Member(m.clone()), None));
+    }
+    out.push(Record::consumer(id, ConsumerKey::TargetMetadata, None));
+    if g.legacy_partition_metadata.is_some() {
+        out.push(Record::consumer(id, ConsumerKey::PartitionMetadata, None));
+    }
+    out.push(Record::consumer(id, ConsumerKey::Metadata, None));
+    out
+}
+
 /// kcoord's metadata hash of the subscribed topics (Kafka 4.1's
 /// `MetadataHash` plays the same role with its own function): FNV-1a over
 /// each topic's name, id and partition count, in name order, so it is

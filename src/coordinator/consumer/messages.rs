@@ -70,3 +70,65 @@ impl ConsumerHeartbeatResponse {
         }
     }
 }
+
+/// ConsumerGroupDescribe for one group (the service fans a request out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerDescribeRequest {
+    pub group_id: String,
+    /// Resolves topic ids to names in assignments.
+    pub topics: Arc<TopicImage>,
+}
+
+/// One partition set with its topic name, as ConsumerGroupDescribe shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedTopicPartitions {
+    pub topic_id: Uuid,
+    /// "" when the topic is not known (any more).
+    pub topic_name: String,
+    pub partitions: Vec<i32>,
+}
+
+/// One member in ConsumerGroupDescribe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedConsumerMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub member_epoch: i32,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
+    pub assignment: Vec<DescribedTopicPartitions>,
+    pub target_assignment: Vec<DescribedTopicPartitions>,
+    /// v1 `MemberType`: 1 consumer protocol (0 classic, −1 unknown).
+    pub member_type: i8,
+}
+
+/// One group in ConsumerGroupDescribe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedConsumerGroup {
+    pub error: ErrorCode,
+    pub error_message: Option<String>,
+    pub group_id: String,
+    pub group_state: String,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor_name: String,
+    pub members: Vec<DescribedConsumerMember>,
+}
+
+impl DescribedConsumerGroup {
+    pub fn error(group_id: &str, error: ErrorCode, message: Option<String>) -> Self {
+        DescribedConsumerGroup {
+            error,
+            error_message: message,
+            group_id: group_id.to_string(),
+            group_state: String::new(),
+            group_epoch: 0,
+            assignment_epoch: 0,
+            assignor_name: String::new(),
+            members: Vec::new(),
+        }
+    }
+}

@@ -602,3 +602,57 @@ fn list_groups_shows_consumer_groups_with_their_type_and_state() {
     assert_eq!(list(&mut h, &["stable"], &[]), vec![c]);
     assert_eq!(list(&mut h, &["empty"], &["consumer"]), vec![]);
 }
+
+#[test]
+fn an_empty_consumer_group_can_be_deleted_with_its_offsets() {
+    let mut h = Harness::new();
+    ok(&mut h, joining("m1", &["foo"]));
+    let delete = |h: &mut Harness| {
+        let t = h.send(Request::Delete { group_id: "grp".into() });
+        match h.take(t) {
+            Some(Response::Delete(e)) => e,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(delete(&mut h), ErrorCode::NON_EMPTY_GROUP);
+    ok(&mut h, hb("m1", -1));
+    h.commit("grp", "", -1, "foo", 0, 5);
+    assert_eq!(delete(&mut h), ErrorCode::NONE);
+    assert!(h.core.store().consumer_group("grp").is_none());
+    assert!(!h.core.store().has_offsets("grp"));
+    assert_replays(&h);
+    // The id is free again, for either protocol.
+    ok(&mut h, joining("m2", &["foo"]));
+    assert_eq!(group(&h).group_epoch, 1);
+}
+
+#[test]
+fn consumer_group_describe_shows_epochs_members_and_assignments() {
+    let mut h = Harness::new();
+    let describe = |h: &mut Harness, id: &str| {
+        let t = h.send(Request::ConsumerDescribe(super::messages::ConsumerDescribeRequest {
+            group_id: id.into(),
+            topics: image(6),
+        }));
+        match h.take(t) {
+            Some(Response::ConsumerDescribe(d)) => d,
+            other => panic!("{other:?}"),
+        }
+    };
+    let d = describe(&mut h, "grp");
+    assert_eq!((d.error, d.error_message.as_deref()), (ErrorCode::GROUP_ID_NOT_FOUND, Some("Group grp not found.")));
+    ok(&mut h, ConsumerHeartbeatRequest { server_assignor: Some("range".into()), ..joining("m1", &["foo"]) });
+    ok(&mut h, joining("m2", &["foo"]));
+    let d = describe(&mut h, "grp");
+    assert_eq!(d.error, ErrorCode::NONE);
+    assert_eq!((d.group_state.as_str(), d.group_epoch, d.assignment_epoch), ("Reconciling", 2, 2));
+    assert_eq!(d.assignor_name, "range");
+    let m1 = &d.members[0];
+    assert_eq!((m1.member_id.as_str(), m1.member_epoch, m1.member_type), ("m1", 1, 1));
+    assert_eq!(m1.assignment[0].topic_name, "foo");
+    assert_eq!(m1.assignment[0].partitions, vec![0, 1, 2, 3, 4, 5]);
+    assert_eq!(m1.target_assignment[0].partitions, vec![0, 2, 4]);
+    h.commit("classic", "", -1, "foo", 0, 1);
+    let d = describe(&mut h, "classic");
+    assert_eq!(d.error_message.as_deref(), Some("Group classic is not a consumer group."));
+}
