@@ -223,6 +223,8 @@ pub struct ConsumerConfig {
     pub session_timeout_ms: i32,
     pub heartbeat_interval_ms: i32,
     pub max_size: i32,
+    /// `group.consumer.assignors`: names, the first being the default.
+    pub assignors: Vec<String>,
 }
 
 impl ConsumerConfig {
@@ -231,6 +233,7 @@ impl ConsumerConfig {
             session_timeout_ms: c.session_timeout_ms,
             heartbeat_interval_ms: c.heartbeat_interval_ms,
             max_size: c.max_size,
+            assignors: c.assignors.clone(),
         }
     }
 }
@@ -338,8 +341,11 @@ pub struct ShardCore {
 }
 
 impl ShardCore {
+    /// A core with the configured server-side assignors
+    /// (`group.consumer.assignors`, resolved by [`Assigners::configured`]).
     pub fn new(cfg: CoreConfig, ids: Box<dyn IdSource>) -> Self {
-        Self::with_assigners(cfg, ids, Assigners::default())
+        let assigners = Assigners::configured(&cfg.consumer.assignors);
+        Self::with_assigners(cfg, ids, assigners)
     }
 
     /// A core whose consumer groups use `assigners` (the first is the default).

@@ -36,6 +36,7 @@ pub fn test_config() -> CoreConfig {
             session_timeout_ms: 45_000,
             heartbeat_interval_ms: 5_000,
             max_size: i32::MAX,
+            assignors: vec!["uniform".into(), "range".into()],
         },
     }
 }
