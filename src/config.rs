@@ -131,6 +131,39 @@ pub struct GroupConfig {
     pub new_member_join_timeout_ms: i32,
     /// Rebalances remembered per group for the HTTP API and logs.
     pub rebalance_history: usize,
+    /// KIP-848 consumer groups (Kafka's `group.consumer.*`).
+    pub consumer: ConsumerGroupConfig,
+}
+
+/// Kafka's `group.consumer.*` broker settings (spec §5.2), with its
+/// defaults and the same start-up checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsumerGroupConfig {
+    pub session_timeout_ms: i32,
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub heartbeat_interval_ms: i32,
+    pub min_heartbeat_interval_ms: i32,
+    pub max_heartbeat_interval_ms: i32,
+    pub max_size: i32,
+    /// Server-side assignors by name; the first is the default.
+    pub assignors: Vec<String>,
+}
+
+impl Default for ConsumerGroupConfig {
+    fn default() -> Self {
+        ConsumerGroupConfig {
+            session_timeout_ms: 45_000,
+            min_session_timeout_ms: 45_000,
+            max_session_timeout_ms: 60_000,
+            heartbeat_interval_ms: 5_000,
+            min_heartbeat_interval_ms: 5_000,
+            max_heartbeat_interval_ms: 15_000,
+            max_size: i32::MAX,
+            assignors: vec!["uniform".into(), "range".into()],
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -320,6 +353,7 @@ impl Default for GroupConfig {
             max_size: i32::MAX,
             new_member_join_timeout_ms: 300_000,
             rebalance_history: 32,
+            consumer: ConsumerGroupConfig::default(),
         }
     }
 }
@@ -571,6 +605,44 @@ impl Endpoint {
 /// unbounded history would let one group grow without limit.
 pub const MAX_REBALANCE_HISTORY: usize = 1024;
 
+impl ConsumerGroupConfig {
+    /// Kafka's checks of `group.consumer.*` (GroupCoordinatorConfig).
+    pub fn validate(&self) -> Result<(), String> {
+        for (key, v) in [
+            ("session_timeout_ms", self.session_timeout_ms),
+            ("min_session_timeout_ms", self.min_session_timeout_ms),
+            ("max_session_timeout_ms", self.max_session_timeout_ms),
+            ("heartbeat_interval_ms", self.heartbeat_interval_ms),
+            ("min_heartbeat_interval_ms", self.min_heartbeat_interval_ms),
+            ("max_heartbeat_interval_ms", self.max_heartbeat_interval_ms),
+            ("max_size", self.max_size),
+        ] {
+            if v < 1 {
+                return Err(format!("group.consumer.{key} must be >= 1"));
+            }
+        }
+        if self.session_timeout_ms < self.min_session_timeout_ms
+            || self.session_timeout_ms > self.max_session_timeout_ms
+        {
+            return Err("group.consumer.session_timeout_ms must be between group.consumer.min_session_timeout_ms and group.consumer.max_session_timeout_ms".into());
+        }
+        if self.heartbeat_interval_ms < self.min_heartbeat_interval_ms
+            || self.heartbeat_interval_ms > self.max_heartbeat_interval_ms
+        {
+            return Err("group.consumer.heartbeat_interval_ms must be between group.consumer.min_heartbeat_interval_ms and group.consumer.max_heartbeat_interval_ms".into());
+        }
+        if self.heartbeat_interval_ms >= self.session_timeout_ms {
+            return Err(
+                "group.consumer.heartbeat_interval_ms must be less than group.consumer.session_timeout_ms".into()
+            );
+        }
+        if self.assignors.is_empty() {
+            return Err("group.consumer.assignors must name at least one assignor".into());
+        }
+        Ok(())
+    }
+}
+
 impl Config {
     /// Checks cross-field rules Kafka enforces at start-up.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -627,6 +699,7 @@ impl Config {
         if g.rebalance_history > MAX_REBALANCE_HISTORY {
             return bad(format!("group.rebalance_history must be at most {MAX_REBALANCE_HISTORY}"));
         }
+        g.consumer.validate().map_err(ConfigError::Invalid)?;
         let o = &self.offsets;
         if o.partitions < 1 || o.partitions > 10_000 {
             return bad("offsets.partitions must be between 1 and 10000".into());

@@ -12,6 +12,11 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use super::classic::{self, group::ClassicGroup, group::GroupState, history::Cause};
+use super::consumer::heartbeat::{self as consumer_heartbeat, ConsumerRuntime};
+use super::consumer::messages::{
+    ConsumerDescribeRequest, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse, DescribedConsumerGroup,
+};
+use super::consumer::target::Assigners;
 use super::messages::*;
 use super::offsets;
 use super::records::{self, Record, RecordKey, RecordValue, RecordView, StoredRecord};
@@ -62,6 +67,10 @@ pub enum Request {
     /// and no offsets); otherwise nothing is written. With no topics it
     /// only asks whether the group is known.
     Import(OffsetCommitRequest),
+    /// KIP-848 ConsumerGroupHeartbeat (boxed: it is the largest request).
+    ConsumerHeartbeat(Box<ConsumerHeartbeatRequest>),
+    /// KIP-848 ConsumerGroupDescribe of one group.
+    ConsumerDescribe(ConsumerDescribeRequest),
 }
 
 impl Request {
@@ -78,6 +87,8 @@ impl Request {
             Request::Describe { group_id, .. } => group_id,
             Request::Delete { group_id } => group_id,
             Request::Details { group_id } => group_id,
+            Request::ConsumerHeartbeat(r) => &r.group_id,
+            Request::ConsumerDescribe(r) => &r.group_id,
             Request::List(_) | Request::DeleteTopicOffsets { .. } | Request::Summaries | Request::Stats => return None,
         })
     }
@@ -113,6 +124,13 @@ impl Request {
             Request::Details { .. } => Response::Details(None),
             Request::Summaries => Response::Summaries(Vec::new()),
             Request::Stats => Response::Stats(ShardStats::default()),
+            Request::ConsumerDescribe(r) => {
+                Response::ConsumerDescribe(DescribedConsumerGroup::error(&r.group_id, error, None))
+            }
+            Request::ConsumerHeartbeat(_) => Response::ConsumerHeartbeat(ConsumerHeartbeatResponse {
+                error_message: None,
+                ..ConsumerHeartbeatResponse::error(error, "")
+            }),
         }
     }
 }
@@ -134,6 +152,8 @@ pub enum Response {
     Summaries(Vec<GroupSummary>),
     Stats(ShardStats),
     Import(Result<ImportOutcome, ErrorCode>),
+    ConsumerHeartbeat(ConsumerHeartbeatResponse),
+    ConsumerDescribe(DescribedConsumerGroup),
 }
 
 /// What an [`Request::Import`] found.
@@ -193,6 +213,29 @@ pub struct CoreConfig {
     pub tombstone_retention_ms: i64,
     /// Rebalances remembered per group.
     pub rebalance_history: usize,
+    /// KIP-848 consumer groups (`group.consumer.*`).
+    pub consumer: ConsumerConfig,
+}
+
+/// The `group.consumer.*` settings the core applies, in milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerConfig {
+    pub session_timeout_ms: i32,
+    pub heartbeat_interval_ms: i32,
+    pub max_size: i32,
+    /// `group.consumer.assignors`: names, the first being the default.
+    pub assignors: Vec<String>,
+}
+
+impl ConsumerConfig {
+    pub fn from_config(c: &crate::config::ConsumerGroupConfig) -> Self {
+        ConsumerConfig {
+            session_timeout_ms: c.session_timeout_ms,
+            heartbeat_interval_ms: c.heartbeat_interval_ms,
+            max_size: c.max_size,
+            assignors: c.assignors.clone(),
+        }
+    }
 }
 
 impl CoreConfig {
@@ -208,6 +251,7 @@ impl CoreConfig {
             metadata_max_bytes: c.offsets.metadata_max_bytes,
             tombstone_retention_ms: c.offsets.tombstone_retention_ms,
             rebalance_history: c.group.rebalance_history,
+            consumer: ConsumerConfig::from_config(&c.group.consumer),
         }
     }
 }
@@ -265,6 +309,24 @@ impl Cx<'_> {
     }
 }
 
+/// The answer to a classic-protocol request (JoinGroup, SyncGroup,
+/// Heartbeat, LeaveGroup) for a group id that is a consumer group: classic
+/// members may not join it (Kafka's INCONSISTENT_GROUP_PROTOCOL), and no
+/// classic member of it exists (UNKNOWN_MEMBER_ID).
+// TODO(migration): Kafka lets classic members join a consumer group
+// (`classicGroupJoinToConsumerGroup`) and converts an empty consumer group
+// to a classic one; both are out of scope for now (docs/consumer-groups.md).
+fn classic_request_to_consumer_group(store: &Store, req: &Request) -> Option<ErrorCode> {
+    let (group_id, error) = match req {
+        Request::Join(r) => (&r.group_id, ErrorCode::INCONSISTENT_GROUP_PROTOCOL),
+        Request::Sync(r) => (&r.group_id, ErrorCode::UNKNOWN_MEMBER_ID),
+        Request::Heartbeat(r) => (&r.group_id, ErrorCode::UNKNOWN_MEMBER_ID),
+        Request::Leave(r) => (&r.group_id, ErrorCode::UNKNOWN_MEMBER_ID),
+        _ => return None,
+    };
+    store.consumer_group(group_id).is_some().then_some(error)
+}
+
 /// One shard's groups, offsets and timers.
 pub struct ShardCore {
     cfg: CoreConfig,
@@ -273,10 +335,21 @@ pub struct ShardCore {
     timers: DeadlineQueue,
     ids: Box<dyn IdSource>,
     retention: Slot,
+    /// KIP-848 consumer groups' timers, assignors and topic metadata (their
+    /// state itself is in the store).
+    consumer: ConsumerRuntime,
 }
 
 impl ShardCore {
+    /// A core with the configured server-side assignors
+    /// (`group.consumer.assignors`, resolved by [`Assigners::configured`]).
     pub fn new(cfg: CoreConfig, ids: Box<dyn IdSource>) -> Self {
+        let assigners = Assigners::configured(&cfg.consumer.assignors);
+        Self::with_assigners(cfg, ids, assigners)
+    }
+
+    /// A core whose consumer groups use `assigners` (the first is the default).
+    pub fn with_assigners(cfg: CoreConfig, ids: Box<dyn IdSource>, assigners: Assigners) -> Self {
         ShardCore {
             cfg,
             groups: Groups::default(),
@@ -284,6 +357,7 @@ impl ShardCore {
             timers: DeadlineQueue::new(),
             ids,
             retention: Slot::default(),
+            consumer: ConsumerRuntime::new(assigners),
         }
     }
 
@@ -314,16 +388,26 @@ impl ShardCore {
             (RecordKey::Group { group }, None) => {
                 self.groups.remove(group);
             }
-            (RecordKey::Offset { group, .. }, Some(_)) => {
-                // An offset for a group we have not seen creates a simple group.
-                if !self.groups.contains_key(group) {
-                    let mut g = ClassicGroup::new(group, stored.timestamp);
-                    g.state_timestamp = None;
-                    self.groups.insert(group.clone(), g);
-                }
-            }
+            (RecordKey::Offset { group, .. }, Some(_)) => self.offset_loaded(group, stored.timestamp),
             (RecordKey::Offset { .. }, None) => {}
+            // A consumer group replaces a simple (memberless) classic group
+            // of the same id, as Kafka's replay does.
+            (RecordKey::Consumer { group, .. }, Some(_))
+                if self.groups.get(group).is_some_and(|g| g.members.is_empty()) =>
+            {
+                self.groups.remove(group);
+            }
             _ => {}
+        }
+    }
+
+    /// An offset for a group we have not seen creates a simple group,
+    /// unless the id belongs to a consumer group.
+    fn offset_loaded(&mut self, group: &str, timestamp: i64) {
+        if !self.groups.contains_key(group) && self.store.consumer_group(group).is_none() {
+            let mut g = ClassicGroup::new(group, timestamp);
+            g.state_timestamp = None;
+            self.groups.insert(group.to_string(), g);
         }
     }
 
@@ -334,11 +418,7 @@ impl ShardCore {
             RecordView::Other(stored) => self.load(stored),
             view @ RecordView::Offset { timestamp, group, value: Some(_), .. } => {
                 self.store.replay_view(&view);
-                if !self.groups.contains_key(group) {
-                    let mut g = ClassicGroup::new(group, timestamp);
-                    g.state_timestamp = None;
-                    self.groups.insert(group.to_string(), g);
-                }
+                self.offset_loaded(group, timestamp);
             }
             view => self.store.replay_view(&view),
         }
@@ -349,7 +429,7 @@ impl ShardCore {
     /// the (possibly lowered) size limit, start the retention timer.
     pub fn on_loaded(&mut self, now: i64, sink: &mut dyn RecordSink, out: &mut Vec<Reply>) {
         let ids: Vec<String> = self.groups.keys().cloned().collect();
-        let (groups, mut cx) = self.split(now, sink, out);
+        let (groups, consumer, mut cx) = self.split_all(now, sink, out);
         for id in ids {
             let Some(g) = groups.get_mut(&id) else { continue };
             let members: Vec<String> = g.members.keys().cloned().collect();
@@ -360,6 +440,7 @@ impl ShardCore {
                 classic::rebalance::prepare_rebalance(g, &mut cx, Cause::OverMaxSize);
             }
         }
+        consumer.on_loaded(&mut cx);
         let next = now + self.cfg.retention_check_interval_ms;
         self.retention.schedule(next, || TimerKey::Retention, &mut self.timers);
     }
@@ -370,8 +451,19 @@ impl ShardCore {
         sink: &'a mut dyn RecordSink,
         out: &'a mut Vec<Reply>,
     ) -> (&'a mut Groups, Cx<'a>) {
+        let (groups, _, cx) = self.split_all(now, sink, out);
+        (groups, cx)
+    }
+
+    fn split_all<'a>(
+        &'a mut self,
+        now: i64,
+        sink: &'a mut dyn RecordSink,
+        out: &'a mut Vec<Reply>,
+    ) -> (&'a mut Groups, &'a mut ConsumerRuntime, Cx<'a>) {
         (
             &mut self.groups,
+            &mut self.consumer,
             Cx {
                 now,
                 cfg: &self.cfg,
@@ -394,8 +486,20 @@ impl ShardCore {
         sink: &mut dyn RecordSink,
         out: &mut Vec<Reply>,
     ) {
-        let (groups, mut cx) = self.split(now, sink, out);
+        if let Some(error) = classic_request_to_consumer_group(&self.store, &req) {
+            out.push(Reply { token, response: req.error_response(error) });
+            return;
+        }
+        let (groups, consumer, mut cx) = self.split_all(now, sink, out);
         match req {
+            Request::ConsumerDescribe(r) => {
+                let resp = super::consumer::describe::describe(cx.store, groups, &consumer.assigners, &r);
+                cx.reply(token, Response::ConsumerDescribe(resp));
+            }
+            Request::ConsumerHeartbeat(r) => {
+                let resp = consumer_heartbeat::heartbeat(groups, consumer, *r, &mut cx);
+                cx.reply(token, Response::ConsumerHeartbeat(resp));
+            }
             Request::Join(r) => classic::join::join_group(groups, r, token, &mut cx),
             Request::Sync(r) => classic::sync::sync_group(groups, r, token, &mut cx),
             Request::Heartbeat(r) => {
@@ -423,7 +527,9 @@ impl ShardCore {
                 cx.reply(token, Response::Describe(resp));
             }
             Request::List(r) => {
-                let groups = classic::describe::list(groups, &r);
+                let mut groups = classic::describe::list(groups, &r);
+                groups.extend(super::consumer::describe::list(cx.store, &r));
+                groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
                 cx.reply(token, Response::List(ListGroupsResponse { error: ErrorCode::NONE, groups }));
             }
             Request::Delete { group_id } => {
@@ -482,6 +588,14 @@ impl ShardCore {
                     if let Some(g) = groups.get_mut(&group) {
                         classic::rebalance::on_join_timer(g, deadline, &mut cx);
                     }
+                }
+                TimerKey::ConsumerSession { group, member } => {
+                    let (_, consumer, mut cx) = self.split_all(now, sink, out);
+                    consumer.on_session_timer(&group, &member, deadline, &mut cx);
+                }
+                TimerKey::ConsumerRebalance { group, member } => {
+                    let (_, consumer, mut cx) = self.split_all(now, sink, out);
+                    consumer.on_rebalance_timer(&group, &member, deadline, &mut cx);
                 }
                 TimerKey::Sync { group } => {
                     let (groups, mut cx) = self.split(now, sink, out);

@@ -5,6 +5,7 @@ use crate::coordinator::Groups;
 
 use super::classic::group::{ClassicGroup, GroupState};
 use super::classic::{rebalance, validate_existing_member};
+use super::consumer::offsets as consumer_offsets;
 use super::core::{Cx, ImportOutcome};
 use super::messages::*;
 use super::records::{OffsetValue, Record};
@@ -55,6 +56,12 @@ fn utf16_len(s: &str) -> usize {
 /// Serves an OffsetCommit whose topics and partitions were already checked
 /// against the catalog.
 pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> OffsetCommitResponse {
+    if let Some(g) = cx.store.consumer_group(&req.group_id) {
+        if let Err(e) = consumer_offsets::validate_commit(g, req) {
+            return commit_error_response(req, e);
+        }
+        return write_commit(groups, req, false, cx);
+    }
     let created = !groups.contains_key(&req.group_id);
     if created {
         if req.generation_id < 0 {
@@ -78,6 +85,12 @@ pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Of
     if g.is(GroupState::Stable) || g.is(GroupState::PreparingRebalance) {
         rebalance::reschedule_heartbeat(g, &req.member_id, cx);
     }
+    write_commit(groups, req, created, cx)
+}
+
+/// Writes a validated commit; `created` names a simple group this commit
+/// created, which goes again if nothing could be written.
+fn write_commit(groups: &mut Groups, req: &OffsetCommitRequest, created: bool, cx: &mut Cx) -> OffsetCommitResponse {
     let expire_timestamp = (req.retention_time_ms != -1).then(|| cx.now.saturating_add(req.retention_time_ms));
     let max = cx.cfg.metadata_max_bytes.max(0) as usize;
     let mut records = Vec::new();
@@ -133,7 +146,10 @@ pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Of
 /// deleted here (its tombstone still kept) counts as seen: its deletion may
 /// not have reached the upstream yet.
 pub fn import(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Result<ImportOutcome, ErrorCode> {
-    if groups.contains_key(&req.group_id) || cx.store.has_offsets(&req.group_id) || cx.store.was_deleted(&req.group_id)
+    if groups.contains_key(&req.group_id)
+        || cx.store.consumer_group(&req.group_id).is_some()
+        || cx.store.has_offsets(&req.group_id)
+        || cx.store.was_deleted(&req.group_id)
     {
         return Ok(ImportOutcome::AlreadyKnown);
     }
@@ -159,7 +175,13 @@ pub fn import(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Re
 /// Serves OffsetFetch for one group. Unknown groups, topics and partitions
 /// answer offset -1, leader epoch -1, metadata "" and no error.
 pub fn fetch(groups: &Groups, req: &OffsetFetchGroup, cx: &Cx) -> OffsetFetchGroupResult {
-    let known = groups.get(&req.group_id).is_some_and(|g| !g.is(GroupState::Dead));
+    if let Some(g) = cx.store.consumer_group(&req.group_id) {
+        if let Err(error) = consumer_offsets::validate_fetch(g, req) {
+            return OffsetFetchGroupResult { group_id: req.group_id.clone(), error, topics: vec![] };
+        }
+    }
+    let known = groups.get(&req.group_id).is_some_and(|g| !g.is(GroupState::Dead))
+        || cx.store.consumer_group(&req.group_id).is_some();
     let offsets = if known { cx.store.offsets(&req.group_id) } else { None };
     let value = |v: &OffsetValue, partition: i32| FetchedPartition {
         partition,
@@ -263,6 +285,21 @@ fn offset_tombstones(group_id: &str, cx: &Cx) -> Vec<Record> {
 /// Serves one group of DeleteGroups: only Empty groups may be deleted; their
 /// offsets and the group itself are tombstoned, so the deletion survives a restart.
 pub fn delete_group(groups: &mut Groups, group_id: &str, cx: &mut Cx) -> ErrorCode {
+    if let Some(g) = cx.store.consumer_group(group_id) {
+        // A consumer group can be deleted only once it has no members.
+        if !g.members.is_empty() {
+            return ErrorCode::NON_EMPTY_GROUP;
+        }
+        let mut records = offset_tombstones(group_id, cx);
+        records.extend(super::consumer::group::tombstones(g));
+        return match cx.append(records) {
+            Ok(()) => {
+                tracing::info!(group = group_id, "consumer group deleted");
+                ErrorCode::NONE
+            }
+            Err(e) => e,
+        };
+    }
     let Some(g) = groups.get(group_id) else { return ErrorCode::GROUP_ID_NOT_FOUND };
     match g.state {
         GroupState::Dead => return ErrorCode::GROUP_ID_NOT_FOUND,

@@ -3,9 +3,10 @@
 //! Each record is a key and an optional value (a missing value is a
 //! tombstone), each prefixed by its int16 schema version, exactly as Kafka
 //! writes them: OffsetCommitKey v1 / OffsetCommitValue v3 (v1 when an expire
-//! timestamp is set), GroupMetadataKey v2 / GroupMetadataValue v3. Reading
-//! accepts every version Kafka has written (values v0–v4), so the format is
-//! documented by Kafka itself.
+//! timestamp is set), GroupMetadataKey v2 / GroupMetadataValue v3, and the
+//! KIP-848 consumer-group records (key versions 3–8, `consumer::records`).
+//! Reading accepts every version Kafka has written (values v0–v4), so the
+//! format is documented by Kafka itself.
 //!
 //! In our log a record is stored as one payload:
 //! `[u8 format=0][i64 append timestamp ms][i32 key length][key][i32 value length or -1][value]`.
@@ -14,17 +15,62 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use super::consumer::records as cr;
+
 /// Which entity a record is about.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RecordKey {
-    Offset { group: String, topic: String, partition: i32 },
-    Group { group: String },
+    Offset {
+        group: String,
+        topic: String,
+        partition: i32,
+    },
+    Group {
+        group: String,
+    },
+    /// KIP-848 consumer groups (key versions 3–8, see `consumer::records`).
+    Consumer {
+        group: String,
+        kind: ConsumerKey,
+    },
+}
+
+/// Which consumer-group record a [`RecordKey::Consumer`] names; the member
+/// id is part of the key where Kafka's key has one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ConsumerKey {
+    /// ConsumerGroupMetadataKey (v3).
+    Metadata,
+    /// ConsumerGroupPartitionMetadataKey (v4).
+    PartitionMetadata,
+    /// ConsumerGroupMemberMetadataKey (v5).
+    Member(String),
+    /// ConsumerGroupTargetAssignmentMetadataKey (v6).
+    TargetMetadata,
+    /// ConsumerGroupTargetAssignmentMemberKey (v7).
+    TargetMember(String),
+    /// ConsumerGroupCurrentMemberAssignmentKey (v8).
+    CurrentAssignment(String),
+}
+
+impl ConsumerKey {
+    /// The key version, which is also the record type.
+    pub fn version(&self) -> i16 {
+        match self {
+            ConsumerKey::Metadata => 3,
+            ConsumerKey::PartitionMetadata => 4,
+            ConsumerKey::Member(_) => 5,
+            ConsumerKey::TargetMetadata => 6,
+            ConsumerKey::TargetMember(_) => 7,
+            ConsumerKey::CurrentAssignment(_) => 8,
+        }
+    }
 }
 
 impl RecordKey {
     pub fn group(&self) -> &str {
         match self {
-            RecordKey::Offset { group, .. } | RecordKey::Group { group } => group,
+            RecordKey::Offset { group, .. } | RecordKey::Group { group } | RecordKey::Consumer { group, .. } => group,
         }
     }
 }
@@ -71,6 +117,12 @@ pub struct GroupValue {
 pub enum RecordValue {
     Offset(OffsetValue),
     Group(GroupValue),
+    ConsumerMetadata(cr::GroupMetadataValue),
+    ConsumerPartitionMetadata(cr::PartitionMetadataValue),
+    ConsumerMember(cr::MemberMetadataValue),
+    ConsumerTargetMetadata(cr::TargetAssignmentMetadataValue),
+    ConsumerTargetMember(cr::TargetAssignmentMemberValue),
+    ConsumerCurrentAssignment(cr::CurrentAssignmentValue),
 }
 
 /// A log record: a key and a value, or a tombstone.
@@ -98,6 +150,11 @@ impl Record {
 
     pub fn group_tombstone(group: &str) -> Record {
         Record { key: RecordKey::Group { group: group.to_string() }, value: None }
+    }
+
+    /// A consumer-group record (a tombstone when `value` is None).
+    pub fn consumer(group: &str, kind: ConsumerKey, value: Option<RecordValue>) -> Record {
+        Record { key: RecordKey::Consumer { group: group.to_string(), kind }, value }
     }
 }
 
@@ -133,14 +190,14 @@ pub struct StoredRecord {
 /// Kafka's record schemas give strings an i16 length, so a longer string
 /// cannot be stored: writing a wrapped length would make the record, and the
 /// log behind it, unreadable. Kafka's serializers refuse such a string too.
-fn put_string(b: &mut BytesMut, s: &str) -> Result<(), RecordError> {
+pub(crate) fn put_string(b: &mut BytesMut, s: &str) -> Result<(), RecordError> {
     let len = i16::try_from(s.len()).map_err(|_| RecordError::StringTooLong(s.len()))?;
     b.put_i16(len);
     b.put_slice(s.as_bytes());
     Ok(())
 }
 
-fn put_nullable_string(b: &mut BytesMut, s: Option<&str>) -> Result<(), RecordError> {
+pub(crate) fn put_nullable_string(b: &mut BytesMut, s: Option<&str>) -> Result<(), RecordError> {
     match s {
         Some(s) => put_string(b, s),
         None => {
@@ -170,6 +227,14 @@ pub fn encode_key(key: &RecordKey, b: &mut BytesMut) -> Result<(), RecordError> 
             b.put_i16(2);
             put_string(b, group)?;
         }
+        RecordKey::Consumer { group, kind } => match kind {
+            ConsumerKey::Metadata | ConsumerKey::PartitionMetadata | ConsumerKey::TargetMetadata => {
+                cr::encode_group_key(kind.version(), group, b)?
+            }
+            ConsumerKey::Member(m) | ConsumerKey::TargetMember(m) | ConsumerKey::CurrentAssignment(m) => {
+                cr::encode_member_key(kind.version(), group, m, b)?
+            }
+        },
     }
     Ok(())
 }
@@ -212,6 +277,12 @@ pub fn encode_value(value: &RecordValue, b: &mut BytesMut) -> Result<(), RecordE
                 put_bytes(b, &m.assignment)?;
             }
         }
+        RecordValue::ConsumerMetadata(v) => cr::encode_group_metadata(v, b)?,
+        RecordValue::ConsumerPartitionMetadata(v) => cr::encode_partition_metadata(v, b)?,
+        RecordValue::ConsumerMember(v) => cr::encode_member_metadata(v, b)?,
+        RecordValue::ConsumerTargetMetadata(v) => cr::encode_target_metadata(v, b)?,
+        RecordValue::ConsumerTargetMember(v) => cr::encode_target_member(v, b)?,
+        RecordValue::ConsumerCurrentAssignment(v) => cr::encode_current_assignment(v, b)?,
     }
     Ok(())
 }
@@ -243,17 +314,17 @@ pub fn encode(record: &Record, timestamp: i64) -> Result<Bytes, RecordError> {
 // ---------------------------------------------------------------------------
 // Decoding (every length checked; nothing here may panic on bad bytes)
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    flexible: bool,
+pub(crate) struct Reader<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) flexible: bool,
 }
 
 impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
         Reader { buf, flexible: false }
     }
 
-    fn need(&self, n: usize) -> Result<(), RecordError> {
+    pub(crate) fn need(&self, n: usize) -> Result<(), RecordError> {
         if self.buf.remaining() < n {
             Err(RecordError::Truncated)
         } else {
@@ -261,27 +332,27 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn u8(&mut self) -> Result<u8, RecordError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, RecordError> {
         self.need(1)?;
         Ok(self.buf.get_u8())
     }
 
-    fn i16(&mut self) -> Result<i16, RecordError> {
+    pub(crate) fn i16(&mut self) -> Result<i16, RecordError> {
         self.need(2)?;
         Ok(self.buf.get_i16())
     }
 
-    fn i32(&mut self) -> Result<i32, RecordError> {
+    pub(crate) fn i32(&mut self) -> Result<i32, RecordError> {
         self.need(4)?;
         Ok(self.buf.get_i32())
     }
 
-    fn i64(&mut self) -> Result<i64, RecordError> {
+    pub(crate) fn i64(&mut self) -> Result<i64, RecordError> {
         self.need(8)?;
         Ok(self.buf.get_i64())
     }
 
-    fn uvarint(&mut self) -> Result<u32, RecordError> {
+    pub(crate) fn uvarint(&mut self) -> Result<u32, RecordError> {
         let mut value: u32 = 0;
         for i in 0..5 {
             let b = self.u8()?;
@@ -293,7 +364,7 @@ impl<'a> Reader<'a> {
         Err(RecordError::Invalid)
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
         self.need(n)?;
         let (head, tail) = self.buf.split_at(n);
         self.buf = tail;
@@ -302,7 +373,7 @@ impl<'a> Reader<'a> {
 
     /// A length: i16 (strings) or i32 (bytes) normally, varint+1 when flexible.
     /// Returns None for null.
-    fn len(&mut self, wide: bool) -> Result<Option<usize>, RecordError> {
+    pub(crate) fn len(&mut self, wide: bool) -> Result<Option<usize>, RecordError> {
         if self.flexible {
             let n = self.uvarint()?;
             return Ok(if n == 0 { None } else { Some((n - 1) as usize) });
@@ -315,7 +386,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn nullable_string(&mut self) -> Result<Option<String>, RecordError> {
+    pub(crate) fn nullable_string(&mut self) -> Result<Option<String>, RecordError> {
         match self.len(false)? {
             None => Ok(None),
             Some(n) => {
@@ -325,18 +396,18 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn string(&mut self) -> Result<String, RecordError> {
+    pub(crate) fn string(&mut self) -> Result<String, RecordError> {
         self.nullable_string()?.ok_or(RecordError::Invalid)
     }
 
-    fn bytes(&mut self) -> Result<Bytes, RecordError> {
+    pub(crate) fn bytes(&mut self) -> Result<Bytes, RecordError> {
         match self.len(true)? {
             None => Ok(Bytes::new()),
             Some(n) => Ok(Bytes::copy_from_slice(self.take(n)?)),
         }
     }
 
-    fn array_len(&mut self) -> Result<usize, RecordError> {
+    pub(crate) fn array_len(&mut self) -> Result<usize, RecordError> {
         let n = match self.len(true)? {
             None => 0,
             Some(n) => n,
@@ -349,7 +420,7 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
-    fn tagged_fields(&mut self) -> Result<(), RecordError> {
+    pub(crate) fn tagged_fields(&mut self) -> Result<(), RecordError> {
         if !self.flexible {
             return Ok(());
         }
@@ -370,6 +441,12 @@ pub fn decode_key(bytes: &[u8]) -> Result<RecordKey, RecordError> {
     let key = match version {
         0 | 1 => RecordKey::Offset { group: r.string()?, topic: r.string()?, partition: r.i32()? },
         2 => RecordKey::Group { group: r.string()? },
+        3 => RecordKey::Consumer { group: r.string()?, kind: ConsumerKey::Metadata },
+        4 => RecordKey::Consumer { group: r.string()?, kind: ConsumerKey::PartitionMetadata },
+        6 => RecordKey::Consumer { group: r.string()?, kind: ConsumerKey::TargetMetadata },
+        5 => RecordKey::Consumer { group: r.string()?, kind: ConsumerKey::Member(r.string()?) },
+        7 => RecordKey::Consumer { group: r.string()?, kind: ConsumerKey::TargetMember(r.string()?) },
+        8 => RecordKey::Consumer { group: r.string()?, kind: ConsumerKey::CurrentAssignment(r.string()?) },
         v => return Err(RecordError::UnknownKeyVersion(v)),
     };
     if r.buf.has_remaining() {
@@ -439,6 +516,18 @@ pub fn decode_value(key: &RecordKey, bytes: &[u8]) -> Result<RecordValue, Record
     match key {
         RecordKey::Offset { .. } => decode_offset_value(bytes).map(RecordValue::Offset),
         RecordKey::Group { .. } => decode_group_value(bytes).map(RecordValue::Group),
+        RecordKey::Consumer { kind, .. } => match kind {
+            ConsumerKey::Metadata => cr::decode_group_metadata(bytes).map(RecordValue::ConsumerMetadata),
+            ConsumerKey::PartitionMetadata => {
+                cr::decode_partition_metadata(bytes).map(RecordValue::ConsumerPartitionMetadata)
+            }
+            ConsumerKey::Member(_) => cr::decode_member_metadata(bytes).map(RecordValue::ConsumerMember),
+            ConsumerKey::TargetMetadata => cr::decode_target_metadata(bytes).map(RecordValue::ConsumerTargetMetadata),
+            ConsumerKey::TargetMember(_) => cr::decode_target_member(bytes).map(RecordValue::ConsumerTargetMember),
+            ConsumerKey::CurrentAssignment(_) => {
+                cr::decode_current_assignment(bytes).map(RecordValue::ConsumerCurrentAssignment)
+            }
+        },
     }
 }
 

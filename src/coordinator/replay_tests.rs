@@ -13,18 +13,66 @@ use super::core::{CountingIds, Request, Response, ShardCore};
 use super::messages::*;
 use super::testkit::{join, test_config, Harness};
 use crate::coordinator::classic::group::GroupState;
+use crate::coordinator::consumer::messages::ConsumerHeartbeatRequest;
+use crate::coordinator::consumer::records::Assignment;
+use crate::coordinator::consumer::target::TopicImage;
+use std::collections::HashSet;
+use std::sync::Arc;
+use uuid::Uuid;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Join { slot: usize, version: i16, static_member: bool, changed: bool },
-    Sync { slot: usize },
-    Heartbeat { slot: usize },
-    Leave { slot: usize },
-    Commit { slot: usize, partition: i32, offset: i64, simple: bool },
-    DeleteGroup { group: usize },
-    DeleteOffsets { group: usize, partition: i32 },
+    Join {
+        slot: usize,
+        version: i16,
+        static_member: bool,
+        changed: bool,
+    },
+    Sync {
+        slot: usize,
+    },
+    Heartbeat {
+        slot: usize,
+    },
+    Leave {
+        slot: usize,
+    },
+    Commit {
+        slot: usize,
+        partition: i32,
+        offset: i64,
+        simple: bool,
+    },
+    DeleteGroup {
+        group: usize,
+    },
+    DeleteOffsets {
+        group: usize,
+        partition: i32,
+    },
     DeleteTopic,
-    Advance { ms: i64 },
+    Advance {
+        ms: i64,
+    },
+    /// KIP-848: a consumer-protocol member (re-)joins; `shared` puts it in
+    /// a classic group's id, to exercise the boundary between the two.
+    CJoin {
+        slot: usize,
+        static_member: bool,
+        both_topics: bool,
+        shared: bool,
+    },
+    /// A heartbeat; `revoked` says whether the client gave up what it was
+    /// told to (otherwise it reports nothing, which counts as still owning).
+    CHeartbeat {
+        slot: usize,
+        revoked: bool,
+    },
+    /// Leave with epoch −1 (or −2 for a static member when `temporarily`).
+    CLeave {
+        slot: usize,
+        temporarily: bool,
+    },
 }
 
 const GROUPS: usize = 2;
@@ -44,6 +92,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::DeleteTopic),
         2 => prop_oneof![Just(1i64), Just(5_000), Just(20_000), Just(700_000), Just(8 * 24 * 3600 * 1000)]
             .prop_map(|ms| Op::Advance { ms }),
+        3 => (0..SLOTS, any::<bool>(), any::<bool>(), prop::bool::weighted(0.2))
+            .prop_map(|(slot, static_member, both_topics, shared)| Op::CJoin { slot, static_member, both_topics, shared }),
+        4 => (0..SLOTS, prop::bool::weighted(0.7)).prop_map(|(slot, revoked)| Op::CHeartbeat { slot, revoked }),
+        1 => (0..SLOTS, any::<bool>()).prop_map(|(slot, temporarily)| Op::CLeave { slot, temporarily }),
     ]
 }
 
@@ -54,6 +106,25 @@ struct Slot {
     generation: i32,
 }
 
+/// What a simulated consumer-protocol client knows.
+#[derive(Debug, Default, Clone)]
+struct CSlot {
+    group: String,
+    member_id: String,
+    instance_id: Option<String>,
+    epoch: i32,
+    assignment: Assignment,
+    /// Incarnations so far, to give each rejoin a fresh member id.
+    incarnation: u32,
+}
+
+fn consumer_topics() -> Arc<TopicImage> {
+    Arc::new(TopicImage::new([
+        ("t".to_string(), Uuid::from_bytes([1; 16]), 4),
+        ("x".to_string(), Uuid::from_bytes([2; 16]), 2),
+    ]))
+}
+
 fn group_of(slot: usize) -> String {
     format!("g{}", slot % GROUPS)
 }
@@ -61,7 +132,10 @@ fn group_of(slot: usize) -> String {
 struct Sim {
     h: Harness,
     slots: Vec<Slot>,
+    cslots: Vec<CSlot>,
     tokens: HashMap<u64, usize>,
+    /// Consumer heartbeats awaiting their answer: token → slot.
+    ctokens: HashMap<u64, usize>,
     /// Commits awaiting their answer: token → (group, topic, partition, offset).
     commits: HashMap<u64, (String, String, i32, i64)>,
     /// The highest generation seen per existing group.
@@ -73,7 +147,9 @@ impl Sim {
         Sim {
             h: Harness::new(),
             slots: vec![Slot::default(); SLOTS],
+            cslots: vec![CSlot::default(); SLOTS],
             tokens: HashMap::new(),
+            ctokens: HashMap::new(),
             commits: HashMap::new(),
             generations: HashMap::new(),
         }
@@ -95,6 +171,19 @@ impl Sim {
         }
         // A deleted group may come back at generation 0, as in Kafka.
         self.generations = seen;
+        // KIP-848: no partition is ever owned by two members, and the
+        // target never runs ahead of the group epoch.
+        for g in self.h.core.store().consumer_groups() {
+            assert!(g.assignment_epoch <= g.group_epoch, "{}: assignment epoch ahead", g.group_id);
+            let mut owned = HashSet::new();
+            for m in g.members.values() {
+                for (t, ps) in m.assigned.iter().chain(m.pending_revocation.iter()) {
+                    for p in ps {
+                        assert!(owned.insert((*t, *p)), "{}: {t}-{p} owned twice", g.group_id);
+                    }
+                }
+            }
+        }
     }
 
     fn absorb(&mut self) {
@@ -109,6 +198,26 @@ impl Sim {
                     let stored = self.h.core.store().offset(&group, &topic, partition).map(|v| v.offset);
                     assert_eq!(stored, Some(offset), "acknowledged commit of {group} {topic}-{partition}");
                 }
+            }
+            if let (Some(slot), Response::ConsumerHeartbeat(c)) = (self.ctokens.remove(&r.token), &r.response) {
+                let s = &mut self.cslots[slot];
+                if c.error.is_none() {
+                    s.epoch = c.member_epoch;
+                    if c.member_epoch < 0 {
+                        s.member_id.clear();
+                        s.assignment.clear();
+                    }
+                    if let Some(a) = &c.assignment {
+                        s.assignment = a.clone();
+                    }
+                } else if c.error == crate::ErrorCode::FENCED_MEMBER_EPOCH
+                    || c.error == crate::ErrorCode::UNKNOWN_MEMBER_ID
+                    || c.error == crate::ErrorCode::FENCED_INSTANCE_ID
+                {
+                    s.member_id.clear();
+                    s.assignment.clear();
+                }
+                continue;
             }
             let Some(&slot) = self.tokens.get(&r.token) else { continue };
             let s = &mut self.slots[slot];
@@ -142,6 +251,32 @@ impl Sim {
         if let Some(c) = commit {
             self.commits.insert(t, c);
         }
+    }
+
+    /// A heartbeat from a consumer slot that changes nothing.
+    fn consumer_request(&self, slot: usize) -> ConsumerHeartbeatRequest {
+        let s = &self.cslots[slot];
+        ConsumerHeartbeatRequest {
+            version: 1,
+            group_id: s.group.clone(),
+            member_id: s.member_id.clone(),
+            member_epoch: s.epoch,
+            instance_id: s.instance_id.clone(),
+            rack_id: None,
+            rebalance_timeout_ms: -1,
+            subscribed_topic_names: None,
+            subscribed_topic_regex: None,
+            server_assignor: None,
+            topic_partitions: None,
+            client_id: format!("cc{slot}"),
+            client_host: "/127.0.0.1".into(),
+            topics: consumer_topics(),
+        }
+    }
+
+    fn send_consumer(&mut self, slot: usize, req: ConsumerHeartbeatRequest) {
+        let t = self.h.send(Request::ConsumerHeartbeat(Box::new(req)));
+        self.ctokens.insert(t, slot);
     }
 
     fn apply(&mut self, op: &Op) {
@@ -236,7 +371,51 @@ impl Sim {
             ),
             Op::DeleteTopic => self.send(0, Request::DeleteTopicOffsets { topic: "other".into() }),
             Op::Advance { ms } => self.h.advance(ms),
+            Op::CJoin { slot, static_member, both_topics, shared } => {
+                let s = &mut self.cslots[slot];
+                if s.member_id.is_empty() {
+                    s.incarnation += 1;
+                    s.member_id = format!("cm{slot}-{}", s.incarnation);
+                    s.group = if shared { group_of(slot) } else { format!("c{}", slot % GROUPS) };
+                    s.instance_id = static_member.then(|| format!("ci{slot}"));
+                }
+                s.epoch = 0;
+                s.assignment.clear();
+                let topics = if both_topics { vec!["t".to_string(), "x".to_string()] } else { vec!["t".to_string()] };
+                let req = ConsumerHeartbeatRequest {
+                    rebalance_timeout_ms: 30_000,
+                    subscribed_topic_names: Some(topics),
+                    topic_partitions: Some(vec![]),
+                    ..self.consumer_request(slot)
+                };
+                self.send_consumer(slot, req);
+            }
+            Op::CHeartbeat { slot, revoked } => {
+                if self.cslots[slot].member_id.is_empty() {
+                    return self.after_op();
+                }
+                let owned = revoked.then(|| {
+                    self.cslots[slot].assignment.iter().map(|(t, ps)| (*t, ps.iter().copied().collect())).collect()
+                });
+                let req = ConsumerHeartbeatRequest { topic_partitions: owned, ..self.consumer_request(slot) };
+                self.send_consumer(slot, req);
+            }
+            Op::CLeave { slot, temporarily } => {
+                if self.cslots[slot].member_id.is_empty() {
+                    return self.after_op();
+                }
+                let static_leave = temporarily && self.cslots[slot].instance_id.is_some();
+                let req = ConsumerHeartbeatRequest {
+                    member_epoch: if static_leave { -2 } else { -1 },
+                    ..self.consumer_request(slot)
+                };
+                self.send_consumer(slot, req);
+            }
         }
+        self.after_op();
+    }
+
+    fn after_op(&mut self) {
         self.absorb();
         self.check_invariants();
     }

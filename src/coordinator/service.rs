@@ -183,6 +183,52 @@ impl Coordinator {
         }
     }
 
+    /// KIP-848 ConsumerGroupHeartbeat, with the catalog's topics as the
+    /// metadata the shard resolves subscriptions against. Not dispatched
+    /// yet (docs/consumer-groups.md).
+    pub async fn consumer_group_heartbeat(
+        &self,
+        mut req: crate::coordinator::consumer::messages::ConsumerHeartbeatRequest,
+    ) -> Result<crate::coordinator::consumer::messages::ConsumerHeartbeatResponse> {
+        req.topics = std::sync::Arc::new(self.topic_image());
+        let g = req.group_id.clone();
+        match self.call(&g, Request::ConsumerHeartbeat(Box::new(req))).await? {
+            Response::ConsumerHeartbeat(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// KIP-848 ConsumerGroupDescribe: each group from its shard, in request
+    /// order. Not dispatched yet (docs/consumer-groups.md).
+    pub async fn consumer_group_describe(
+        &self,
+        group_ids: Vec<String>,
+    ) -> Result<Vec<crate::coordinator::consumer::messages::DescribedConsumerGroup>> {
+        let topics = std::sync::Arc::new(self.topic_image());
+        let calls = group_ids.into_iter().map(|group_id| {
+            let shard = self.shard_of(&group_id);
+            let r = Request::ConsumerDescribe(crate::coordinator::consumer::messages::ConsumerDescribeRequest {
+                group_id,
+                topics: topics.clone(),
+            });
+            async move {
+                match Self::call_shard(shard, r).await? {
+                    Response::ConsumerDescribe(d) => Ok(d),
+                    other => Err(unexpected(other)),
+                }
+            }
+        });
+        fan_out(calls).await
+    }
+
+    /// The catalog's topics as the core's topic metadata.
+    // TODO(perf): rebuild only when the catalog changes.
+    fn topic_image(&self) -> crate::coordinator::consumer::target::TopicImage {
+        crate::coordinator::consumer::target::TopicImage::new(
+            self.catalog.list().into_iter().map(|t| (t.name, t.id, t.partitions)),
+        )
+    }
+
     pub async fn leave_group(&self, req: LeaveGroupRequest) -> Result<LeaveGroupResponse> {
         let g = req.group_id.clone();
         match self.call(&g, Request::Leave(req)).await? {

@@ -8,6 +8,7 @@
 
 use bytes::Bytes;
 
+use super::consumer::group::{self as consumer_group, ConsumerGroup, ConsumerGroups};
 use super::records::{self, GroupValue, OffsetValue, Record, RecordKey, RecordValue, RecordView, StoredRecord};
 use super::FastMap;
 use crate::error_code::ErrorCode;
@@ -45,6 +46,8 @@ impl RecordSink for MemorySink {
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Store {
     groups: FastMap<String, GroupValue>,
+    /// KIP-848 consumer groups: live state is this fold, nothing else.
+    consumer: ConsumerGroups,
     offsets: FastMap<String, GroupOffsets>,
     /// Tombstones and when they were written, kept for compaction.
     tombstones: FastMap<RecordKey, i64>,
@@ -105,6 +108,9 @@ impl Store {
                     }
                 }
             }
+            (RecordKey::Consumer { group, kind }, value) => {
+                consumer_group::replay(&mut self.consumer, group, kind, value.as_ref());
+            }
             // A key/value type mismatch cannot be produced by the decoder.
             _ => {}
         }
@@ -155,6 +161,14 @@ impl Store {
         }
     }
 
+    pub fn consumer_group(&self, group: &str) -> Option<&ConsumerGroup> {
+        self.consumer.get(group)
+    }
+
+    pub fn consumer_groups(&self) -> impl Iterator<Item = &ConsumerGroup> {
+        self.consumer.values()
+    }
+
     pub fn group_record(&self, group: &str) -> Option<&GroupValue> {
         self.groups.get(group)
     }
@@ -200,8 +214,8 @@ impl Store {
     /// order matters for the live groups rebuilt on load: a tombstone must
     /// not come after the values it no longer shadows (a group tombstone
     /// after a later simple commit's offset would delete that group), and
-    /// group records come before offsets so that offsets do not create
-    /// simple groups in place of real ones.
+    /// group records (classic, then consumer) come before offsets so that
+    /// offsets do not create simple groups in place of real ones.
     pub fn snapshot(&mut self, now: i64, tombstone_retention_ms: i64) -> Vec<Bytes> {
         self.tombstones.retain(|_, ts| now.saturating_sub(*ts) < tombstone_retention_ms);
         let mut out = Vec::with_capacity(self.groups.len() + self.offset_count + self.tombstones.len());
@@ -218,6 +232,13 @@ impl Store {
         groups.sort_by(|a, b| a.0.cmp(b.0));
         for (g, v) in groups {
             push(Record::group(g, v.clone()), now);
+        }
+        let mut consumer: Vec<_> = self.consumer.values().collect();
+        consumer.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        for g in consumer {
+            for (kind, value) in consumer_group::snapshot_records(g) {
+                push(Record::consumer(&g.group_id, kind, Some(value)), now);
+            }
         }
         for (g, topics) in &self.offsets {
             for (t, parts) in topics {

@@ -32,6 +32,12 @@ pub fn test_config() -> CoreConfig {
         metadata_max_bytes: 4096,
         tombstone_retention_ms: 86_400_000,
         rebalance_history: 32,
+        consumer: super::core::ConsumerConfig {
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 5_000,
+            max_size: i32::MAX,
+            assignors: vec!["uniform".into(), "range".into()],
+        },
     }
 }
 
@@ -43,13 +49,15 @@ impl Harness {
     }
 
     pub fn with(cfg: CoreConfig) -> Self {
-        let mut h = Harness {
-            core: ShardCore::new(cfg, Box::new(CountingIds::default())),
-            sink: MemorySink::default(),
-            now: T0,
-            next_token: 0,
-            replies: Vec::new(),
-        };
+        Self::with_core(ShardCore::with_assigners(
+            cfg,
+            Box::new(CountingIds::default()),
+            super::consumer::target::testing::assigners(),
+        ))
+    }
+
+    pub fn with_core(core: ShardCore) -> Self {
+        let mut h = Harness { core, sink: MemorySink::default(), now: T0, next_token: 0, replies: Vec::new() };
         let mut out = Vec::new();
         h.core.on_loaded(h.now, &mut h.sink, &mut out);
         h.replies.extend(out);

@@ -23,6 +23,10 @@ pub enum TimerKey {
     Sync { group: String },
     /// The shard's periodic offset-retention pass.
     Retention,
+    /// A consumer-group member's session (KIP-848).
+    ConsumerSession { group: String, member: String },
+    /// A consumer-group member's deadline to revoke partitions (KIP-848).
+    ConsumerRebalance { group: String, member: String },
 }
 
 /// A min-queue of (deadline, key) entries, possibly stale.

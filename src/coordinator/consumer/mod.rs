@@ -1,3 +1,23 @@
-//! KIP-848 consumer groups (the `consumer` rebalance protocol).
+//! KIP-848 consumer groups (ConsumerGroupHeartbeat), Kafka's "modern"
+//! rebalance protocol, in which the coordinator computes the assignment.
+//!
+//! One file per idea: `records` (Kafka's ConsumerGroup* record schemas),
+//! `group` (the group and its members as the fold of those records),
+//! `reconcile` (Kafka's CurrentAssignmentBuilder), `target` (the target
+//! assignment and the seam to the server-side assignors), `heartbeat` (the
+//! request: validation, join, heartbeat, leave, fencing and timers),
+//! `offsets` (member-epoch checks of OffsetCommit and OffsetFetch),
+//! `describe` (ListGroups), `assignor` (the server-side assignors,
+//! `uniform` and `range`).
 
 pub mod assignor;
+pub mod describe;
+pub mod group;
+pub mod heartbeat;
+pub mod messages;
+pub mod offsets;
+pub mod reconcile;
+pub mod records;
+pub mod target;
+#[cfg(test)]
+mod tests;

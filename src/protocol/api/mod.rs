@@ -3,6 +3,8 @@
 //! types. Per-version differences live here, in one place per API.
 
 pub mod api_versions;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;

@@ -1,0 +1,42 @@
+//! OffsetCommit and OffsetFetch against a consumer group: Kafka's
+//! `ConsumerGroup.validateOffsetCommit` / `validateOffsetFetch`. A member
+//! commits and fetches with its member epoch (OffsetCommit v9+); a stale
+//! epoch gets STALE_MEMBER_EPOCH so the client refreshes before retrying.
+
+use super::group::ConsumerGroup;
+use crate::coordinator::messages::{OffsetCommitRequest, OffsetFetchGroup};
+use crate::error_code::ErrorCode;
+
+/// The first OffsetCommit version that carries a member epoch.
+const MEMBER_EPOCH_COMMIT_VERSION: i16 = 9;
+
+/// Whether a (non-transactional) commit may write to `g`.
+pub fn validate_commit(g: &ConsumerGroup, req: &OffsetCommitRequest) -> Result<(), ErrorCode> {
+    // Epoch −1: an admin client or a consumer without group management,
+    // allowed only while the group has no members.
+    if req.generation_id < 0 && g.members.is_empty() {
+        return Ok(());
+    }
+    let member = g.members.get(&req.member_id).ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
+    if req.version < MEMBER_EPOCH_COMMIT_VERSION {
+        // "OffsetCommit version 9 or above must be used by members using the
+        // modern group protocol".
+        return Err(ErrorCode::UNSUPPORTED_VERSION);
+    }
+    if req.generation_id != member.member_epoch {
+        return Err(ErrorCode::STALE_MEMBER_EPOCH);
+    }
+    Ok(())
+}
+
+/// Whether a fetch may read `g`'s offsets.
+pub fn validate_fetch(g: &ConsumerGroup, req: &OffsetFetchGroup) -> Result<(), ErrorCode> {
+    let Some(member_id) = &req.member_id else {
+        return if req.member_epoch < 0 { Ok(()) } else { Err(ErrorCode::UNKNOWN_MEMBER_ID) };
+    };
+    let member = g.members.get(member_id).ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
+    if req.member_epoch != member.member_epoch {
+        return Err(ErrorCode::STALE_MEMBER_EPOCH);
+    }
+    Ok(())
+}
