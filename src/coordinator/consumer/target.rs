@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use super::assignor;
 use super::group::{ConsumerGroup, ConsumerMember};
 use super::records::{Assignment, TargetAssignmentMemberValue, TargetAssignmentMetadataValue};
 use crate::coordinator::records::{ConsumerKey, Record, RecordValue};
@@ -87,16 +88,50 @@ impl std::fmt::Debug for Assigners {
     }
 }
 
-/// The server-side assignor called `name`, if kcoord has one.
-///
-/// The one place the assignors plug in: the `consumer::assignor` module
-/// (Kafka's `uniform` and `range`) lands separately, with an adapter from
-/// its `PartitionAssignor` to [`TargetAssigner`]. Until then there is none,
-/// and a consumer group cannot form (UNKNOWN_SERVER_ERROR), which is one of
-/// the reasons ConsumerGroupHeartbeat is not advertised yet.
+/// The server-side assignor called `name`, if kcoord has one: the one
+/// place the assignors of `consumer::assignor` (Kafka's `uniform` and
+/// `range`) plug in.
 pub fn builtin(name: &str) -> Option<Arc<dyn TargetAssigner>> {
-    let _ = name;
-    None
+    assignor::assignor_by_name(name).map(|a| Arc::new(Builtin(a)) as Arc<dyn TargetAssigner>)
+}
+
+/// A `consumer::assignor` assignor seen through the [`TargetAssigner`] seam.
+struct Builtin(&'static dyn assignor::PartitionAssignor);
+
+impl TargetAssigner for Builtin {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn assign(&self, group: &GroupSpec, topics: &SubscribedTopics) -> Result<BTreeMap<String, Assignment>, String> {
+        let members = group
+            .members
+            .iter()
+            .map(|(id, m)| {
+                let spec = assignor::MemberSubscriptionAndAssignment {
+                    rack_id: m.rack_id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    subscribed_topic_ids: m.subscribed_topic_ids.clone(),
+                    assignment: Arc::new(m.assignment.clone()),
+                };
+                (id.clone(), spec)
+            })
+            .collect();
+        let subscription_type = if group.homogeneous {
+            assignor::SubscriptionType::Homogeneous
+        } else {
+            assignor::SubscriptionType::Heterogeneous
+        };
+        let spec = assignor::GroupSpec { members, subscription_type };
+        let described =
+            assignor::TopicMetadata::new(topics.iter().map(|(id, t)| (*id, u32::try_from(t.partitions).unwrap_or(0))));
+        let out = self.0.assign(&spec, &described).map_err(|e| e.to_string())?;
+        Ok(out
+            .members
+            .into_iter()
+            .map(|(id, m)| (id, Arc::try_unwrap(m.partitions).unwrap_or_else(|shared| (*shared).clone())))
+            .collect())
+    }
 }
 
 impl Assigners {

@@ -656,3 +656,39 @@ fn consumer_group_describe_shows_epochs_members_and_assignments() {
     let d = describe(&mut h, "classic");
     assert_eq!(d.error_message.as_deref(), Some("Group classic is not a consumer group."));
 }
+
+#[test]
+fn the_default_server_assignor_is_uniform_and_spreads_partitions_without_overlap() {
+    // The shard as the daemon builds it: `group.consumer.assignors` resolved
+    // to the built-in assignors, `uniform` first.
+    let mut h = Harness::with_core(ShardCore::new(test_config(), Box::new(CountingIds::default())));
+    for m in ["m1", "m2", "m3"] {
+        ok(&mut h, joining(m, &["foo", "bar"]));
+    }
+    // Heartbeat until every member has reconciled to the final target.
+    for _ in 0..5 {
+        for m in ["m1", "m2", "m3"] {
+            let epoch = group(&h).members.get(m).map(|x| x.member_epoch).unwrap();
+            let owned_now = group(&h).members.get(m).map(|x| x.assigned.clone()).unwrap();
+            ok(&mut h, ConsumerHeartbeatRequest { topic_partitions: owned(&owned_now), ..hb(m, epoch) });
+        }
+    }
+    let g = group(&h);
+    assert_eq!(g.state(), ConsumerGroupState::Stable);
+    let mut seen = BTreeSet::new();
+    let mut sizes = Vec::new();
+    for m in g.members.values() {
+        let n: usize = m.assigned.values().map(BTreeSet::len).sum();
+        sizes.push(n);
+        for (t, ps) in &m.assigned {
+            for p in ps {
+                assert!(seen.insert((*t, *p)), "{t}/{p} owned twice");
+            }
+        }
+    }
+    assert_eq!(seen.len(), 6 + 3, "every partition of foo and bar is owned");
+    assert_eq!(sizes, vec![3, 3, 3]);
+    let r = send(&mut h, ConsumerHeartbeatRequest { server_assignor: Some("nope".into()), ..joining("m4", &["foo"]) });
+    assert_eq!(r.error, ErrorCode::UNSUPPORTED_ASSIGNOR, "{r:?}");
+    assert_replays(&h);
+}
