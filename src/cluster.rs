@@ -379,40 +379,49 @@ impl Cluster {
     /// Answers FindCoordinator for each key. `share_allowed` is false below
     /// v6, where Kafka rejects the SHARE key type as an invalid request.
     pub fn find_coordinator(&self, key_type: i8, keys: &[String], share_allowed: bool) -> Vec<CoordinatorAnswer> {
-        keys.iter()
-            .map(|key| match key_type {
-                KEY_TYPE_GROUP => {
-                    let owner = self.owners.owner_of_group(key);
-                    CoordinatorAnswer {
-                        key: key.clone(),
-                        node_id: owner.node_id,
-                        host: owner.host.clone(),
-                        port: owner.port,
-                        error: ErrorCode::NONE,
-                        // Kafka sends `Errors.NONE.message()`, which is "NONE".
-                        error_message: Some("NONE".into()),
-                    }
+        self.coordinator_answers(key_type, keys, share_allowed).collect()
+    }
+
+    /// [`Cluster::find_coordinator`], one answer at a time: a batch of a
+    /// million keys is encoded as it is answered, never held as answers.
+    pub fn coordinator_answers<'a>(
+        &'a self,
+        key_type: i8,
+        keys: &'a [String],
+        share_allowed: bool,
+    ) -> impl ExactSizeIterator<Item = CoordinatorAnswer> + 'a {
+        keys.iter().map(move |key| match key_type {
+            KEY_TYPE_GROUP => {
+                let owner = self.owners.owner_of_group(key);
+                CoordinatorAnswer {
+                    key: key.clone(),
+                    node_id: owner.node_id,
+                    host: owner.host.clone(),
+                    port: owner.port,
+                    error: ErrorCode::NONE,
+                    // Kafka sends `Errors.NONE.message()`, which is "NONE".
+                    error_message: Some("NONE".into()),
                 }
-                KEY_TYPE_TRANSACTION => CoordinatorAnswer::error(
-                    key,
-                    ErrorCode::COORDINATOR_NOT_AVAILABLE,
-                    "kcoord does not coordinate transactions",
-                ),
-                KEY_TYPE_SHARE if !share_allowed => CoordinatorAnswer::error(
-                    key,
-                    ErrorCode::INVALID_REQUEST,
-                    "Requesting SHARE coordinator is not supported for version < 6",
-                ),
-                KEY_TYPE_SHARE => {
-                    CoordinatorAnswer::error(key, ErrorCode::INVALID_REQUEST, "kcoord does not coordinate share groups")
-                }
-                other => CoordinatorAnswer::error(
-                    key,
-                    ErrorCode::INVALID_REQUEST,
-                    &format!("Unknown coordinator type {other} in FindCoordinator request"),
-                ),
-            })
-            .collect()
+            }
+            KEY_TYPE_TRANSACTION => CoordinatorAnswer::error(
+                key,
+                ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                "kcoord does not coordinate transactions",
+            ),
+            KEY_TYPE_SHARE if !share_allowed => CoordinatorAnswer::error(
+                key,
+                ErrorCode::INVALID_REQUEST,
+                "Requesting SHARE coordinator is not supported for version < 6",
+            ),
+            KEY_TYPE_SHARE => {
+                CoordinatorAnswer::error(key, ErrorCode::INVALID_REQUEST, "kcoord does not coordinate share groups")
+            }
+            other => CoordinatorAnswer::error(
+                key,
+                ErrorCode::INVALID_REQUEST,
+                &format!("Unknown coordinator type {other} in FindCoordinator request"),
+            ),
+        })
     }
 }
 

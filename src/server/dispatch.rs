@@ -247,9 +247,9 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
         }
         k if k == find_coordinator::SUPPORT.key => {
             let req = find_coordinator::decode(body, v)?;
-            let answers = svc.cluster.find_coordinator(req.key_type, &req.keys, find_coordinator::share_allowed(v));
-            observe::errors(find_coordinator::SUPPORT.name, &answers);
-            find_coordinator::encode(&answers, v, out)?;
+            let answers = svc.cluster.coordinator_answers(req.key_type, &req.keys, find_coordinator::share_allowed(v));
+            let answers = answers.inspect(|a| observe::errors(find_coordinator::SUPPORT.name, a));
+            find_coordinator::encode(answers, v, out)?;
         }
         k if k == join_group::SUPPORT.key => {
             let req = join_group::decode(body, v, ctx.client_id(), &ctx.client_host())?;
