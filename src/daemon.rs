@@ -89,7 +89,7 @@ impl Daemon {
         warn_about_allocation_limits();
         let descriptors = crate::descriptors::check_at_startup(&config).map_err(StartError::OpenFileLimit)?;
         if config.sidecar.enabled() {
-            return start_sidecar(config, options, lock, cluster_id).await;
+            return start_sidecar(config, options, lock, cluster_id, descriptors).await;
         }
         let catalog = Arc::new(Catalog::open(&data_dir).map_err(dd_err)?);
         for spec in config.defined_topics() {
@@ -149,7 +149,8 @@ impl Daemon {
         let finisher = services.clone();
         tokio::spawn(async move { data_plane.finish_deletions(&finisher.coordinator).await });
         let listeners = vec![(listener, ListenerInfo { node_id: node.node_id })];
-        launch(services, listeners, node, lock, fatal, Vec::new()).await
+        let max_connections = descriptors.max_connections(services.config.server.max_connections, 1, 0);
+        launch(services, listeners, node, lock, fatal, Vec::new(), max_connections).await
     }
 }
 
@@ -183,11 +184,12 @@ async fn launch(
     lock: DirLock,
     fatal: mpsc::UnboundedReceiver<String>,
     background: Vec<BackgroundTask>,
+    max_connections: u32,
 ) -> Result<RunningDaemon, StartError> {
     let config = services.config.clone();
     let overrides =
         limits::resolve_overrides(&config.server.max_connections_per_ip_overrides).await.map_err(StartError::Config)?;
-    let limits = ConnectionLimits::new(config.server.max_connections, config.server.max_connections_per_ip, overrides);
+    let limits = ConnectionLimits::new(max_connections, config.server.max_connections_per_ip, overrides);
     let (tx, rx) = watch::channel(false);
     let metrics_addr = if config.metrics.listen.is_empty() {
         None
@@ -240,6 +242,7 @@ async fn start_sidecar(
     options: StartOptions,
     lock: DirLock,
     own_cluster_id: String,
+    descriptors: crate::descriptors::Budget,
 ) -> Result<RunningDaemon, StartError> {
     let sc = config.sidecar.clone();
     let upstream = Arc::new(Upstream::new(sc.upstream.clone(), Duration::from_millis(sc.request_timeout_ms)));
@@ -320,7 +323,11 @@ async fn start_sidecar(
         Box::new(move |rx| Box::pin(sidecar.run_metadata_refresh(refresh_services, rx))),
         Box::new(move |rx| Box::pin(mirror.run_write_through(writer_services, rx))),
     ];
-    launch(services, listeners, node, lock, fatal, background).await
+    // A client connection holds its own socket and its link upstream; the
+    // splice pipes are shared.
+    let max_connections =
+        descriptors.max_connections(services.config.server.max_connections, 2, crate::sidecar::PIPE_DESCRIPTORS);
+    launch(services, listeners, node, lock, fatal, background, max_connections).await
 }
 
 /// Waits for the upstream's first Metadata, retrying with back-off up to

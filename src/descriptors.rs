@@ -17,8 +17,11 @@
 //!
 //! A limit below the fixed needs plus a minimal cache and a few connections
 //! refuses the start with a message saying how to raise it; a limit that
-//! cannot hold `server.max_connections` connections as well is only a
-//! warning (connections past it are refused at accept, logged and counted).
+//! cannot hold `server.max_connections` connections as well is a warning,
+//! and the connections the limit leaves room for become the effective
+//! connection limit: connections past it are refused as past
+//! `server.max_connections`, so they never take the descriptors the shards
+//! need (a shard that cannot open a file stops the daemon).
 //! The number of partitions on disk never enters the check: the cache opens
 //! their files on demand.
 
@@ -112,6 +115,16 @@ pub fn plan(config: &Config, limit: u64) -> Result<Budget, String> {
     Ok(Budget { limit, fixed, segment_files: usize::try_from(segment_files).unwrap_or(usize::MAX), connections })
 }
 
+impl Budget {
+    /// The connections this budget can hold, at most `configured`: each takes
+    /// `per_connection` descriptors, after `shared` for the connections'
+    /// common use (the sidecar's splice pipes). At least one.
+    pub fn max_connections(&self, configured: u32, per_connection: u64, shared: u64) -> u32 {
+        let room = self.connections.saturating_sub(shared) / per_connection.max(1);
+        u32::try_from(room).unwrap_or(u32::MAX).clamp(1, configured.max(1))
+    }
+}
+
 /// Raises the limit, plans the budget and logs it; warns when connections
 /// cannot all fit. The error is the start-up refusal's message.
 pub fn check_at_startup(config: &Config) -> Result<Budget, String> {
@@ -131,8 +144,8 @@ pub fn check_at_startup(config: &Config) -> Result<Budget, String> {
             connections = budget.connections,
             max_connections = config.server.max_connections,
             "the open-file limit leaves room for about {} connections, fewer than server.max_connections: \
-             connections past it are refused when accepting fails (logged, and counted in \
-             kcoord_descriptor_errors_total{{operation=\"accept\"}}); raise the limit or lower server.max_connections",
+             connections past it are refused as past server.max_connections (counted in \
+             kcoord_connections_refused_total); raise the limit or lower server.max_connections",
             budget.connections
         );
     }

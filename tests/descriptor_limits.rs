@@ -228,26 +228,33 @@ async fn under_a_low_open_file_limit_creation_stops_at_the_cap_and_commits_produ
 }
 
 #[tokio::test]
-async fn connections_past_the_open_file_limit_are_logged_and_the_listener_recovers() {
+async fn connections_past_what_the_open_file_limit_holds_are_refused_and_the_daemon_keeps_working() {
     let dir = tempfile::tempdir().unwrap();
-    let d = start(dir.path(), LIMIT, &[]).expect("starts under the limit");
-    // More connections than the descriptors left: accepting fails with
-    // EMFILE (the kernel still completes them; they wait in its queue).
+    let mut d = start(dir.path(), LIMIT, &["--topic", "t:1"]).expect("starts under the limit");
+    // A client that was there first keeps being served throughout.
+    let mut first = Client::connect(d.addr).await;
+    // More connections than the descriptors left for connections: those past
+    // the budget are refused like connections past server.max_connections,
+    // so the coordinator shards keep the descriptors they need.
     let mut held = Vec::new();
     for _ in 0..LIMIT {
         held.push(tokio::net::TcpStream::connect(d.addr).await.expect("kernel accepts"));
     }
-    let line = d.wait_for_line(&["ERROR", "cannot accept connections: out of file descriptors"]);
-    assert!(line.contains("failures"), "{line}");
+    let line = d.wait_for_line(&["WARN", "refusing connections", "max_connections"]);
+    assert!(line.contains("refused"), "{line}");
+    let topics = vec!["t".to_string()];
+    commits_succeed(&mut first, &topics, 1).await;
+    assert!(d.child.try_wait().unwrap().is_none(), "the daemon is still running");
     drop(held);
-    // Once the descriptors are free again, a new client is served.
+    // Once they are closed, new clients are served again.
     eventually("a client to be served again", || async {
         let mut c = Client::try_connect(d.addr).await.ok()?;
         let (_, frame) = c.frame(&ApiVersionsRequest::default(), 0);
         c.send_raw(&frame).await.ok()?;
-        c.read_frame().await.ok()
+        tokio::time::timeout(std::time::Duration::from_secs(2), c.read_frame()).await.ok()?.ok()
     })
     .await;
+    commits_succeed(&mut first, &topics, 2).await;
 }
 
 #[test]

@@ -74,6 +74,8 @@ pub struct Sidecar {
 /// this are copied. 32 pipes of 1 MiB stay within Linux's default per-user
 /// pipe memory (`/proc/sys/fs/pipe-user-pages-soft`, 64 MiB).
 const PIPE_POOL: usize = 32;
+/// Descriptors the splice pool may hold (two per pipe).
+pub const PIPE_DESCRIPTORS: u64 = 2 * PIPE_POOL as u64;
 
 /// Forwarded requests at least this large have their body relayed from the
 /// client socket to the upstream rather than read into memory first.
