@@ -12,9 +12,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{observe, ListenerInfo, Services};
 use crate::protocol::api::{
-    api_versions, create_topics, delete_groups, delete_topics, describe_groups, fetch, find_coordinator, heartbeat,
-    init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata, offset_commit, offset_delete,
-    offset_fetch, produce, sync_group,
+    api_versions, consumer_group_describe, consumer_group_heartbeat, create_topics, delete_groups, delete_topics,
+    describe_groups, fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group, list_groups,
+    list_offsets, metadata, offset_commit, offset_delete, offset_fetch, produce, sync_group,
 };
 use crate::protocol::header::{self, RequestHeader};
 use crate::protocol::versions::{self, ApiSupport};
@@ -261,6 +261,18 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
             let resp = svc.coordinator.sync_group(sync_group::decode(body, v)?).await?;
             observe::errors(sync_group::SUPPORT.name, &resp);
             sync_group::encode(&resp, v, out)?;
+        }
+        k if k == consumer_group_heartbeat::SUPPORT.key => {
+            let req = consumer_group_heartbeat::decode(body, v, ctx.client_id(), &ctx.client_host())?;
+            let resp = svc.coordinator.consumer_group_heartbeat(req).await?;
+            observe::errors(consumer_group_heartbeat::SUPPORT.name, &resp);
+            consumer_group_heartbeat::encode(&resp, v, out)?;
+        }
+        k if k == consumer_group_describe::SUPPORT.key => {
+            let (groups, include_ops) = consumer_group_describe::decode(body, v)?;
+            let resp = svc.coordinator.consumer_group_describe(groups).await?;
+            observe::errors(consumer_group_describe::SUPPORT.name, &resp);
+            consumer_group_describe::encode(&resp, include_ops, v, out)?;
         }
         k if k == heartbeat::SUPPORT.key => {
             let resp = svc.coordinator.heartbeat(heartbeat::decode(body, v)?).await?;

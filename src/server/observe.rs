@@ -185,3 +185,15 @@ impl ErrorCodes for admin::CreateTopicsResponse {
         self.topics.each_error(f);
     }
 }
+
+impl ErrorCodes for crate::coordinator::consumer::messages::ConsumerHeartbeatResponse {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        f(self.error);
+    }
+}
+
+impl ErrorCodes for crate::coordinator::consumer::messages::DescribedConsumerGroup {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        f(self.error);
+    }
+}

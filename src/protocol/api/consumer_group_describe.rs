@@ -1,6 +1,4 @@
 //! ConsumerGroupDescribe (key 69), v0–v1 (flexible); v1 adds `MemberType`.
-//!
-//! Not in `SUPPORTED` yet, like ConsumerGroupHeartbeat (docs/consumer-groups.md).
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::consumer_group_describe_response::{Assignment, DescribedGroup, Member, TopicPartitions};

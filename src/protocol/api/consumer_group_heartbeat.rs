@@ -1,9 +1,7 @@
 //! ConsumerGroupHeartbeat (key 68), v0–v1 (both flexible). v1 differs only
 //! in that the client must generate its member id (KIP-1082), which the
 //! core checks from the version.
-//!
-//! Not in `SUPPORTED` (so neither advertised nor dispatched) until the
-//! server-side assignors are in: see docs/consumer-groups.md.
+//! See docs/consumer-groups.md for what is served and what is not yet.
 
 use std::sync::Arc;
 
@@ -36,7 +34,9 @@ pub fn decode(
         rack_id: r.rack_id.as_ref().map(st),
         rebalance_timeout_ms: r.rebalance_timeout_ms,
         subscribed_topic_names: r.subscribed_topic_names.map(|v| v.iter().map(|t| st(&t.0)).collect()),
-        subscribed_topic_regex: r.subscribed_topic_regex.as_ref().map(st),
+        // librdkafka sends an empty regex when it subscribes by name; Kafka
+        // treats an empty regex as none.
+        subscribed_topic_regex: r.subscribed_topic_regex.as_ref().map(st).filter(|r| !r.is_empty()),
         server_assignor: r.server_assignor.as_ref().map(st),
         topic_partitions: r.topic_partitions.map(|v| v.into_iter().map(|tp| (tp.topic_id, tp.partitions)).collect()),
         client_id: client_id.to_string(),

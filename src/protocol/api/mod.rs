@@ -48,4 +48,6 @@ pub const SUPPORTED: &[ApiSupport] = &[
     init_producer_id::SUPPORT,
     delete_groups::SUPPORT,
     offset_delete::SUPPORT,
+    consumer_group_heartbeat::SUPPORT,
+    consumer_group_describe::SUPPORT,
 ];

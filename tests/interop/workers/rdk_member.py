@@ -76,6 +76,12 @@ def main():
         "auto.commit.interval.ms": 500,
         "error_cb": on_error,
     }
+    if args.strategy == "consumer":
+        # KIP-848: the coordinator assigns and times sessions; librdkafka
+        # refuses the classic protocol's settings with it.
+        for key in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
+            del conf[key]
+        conf["group.protocol"] = "consumer"
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     consumer = Consumer(conf)
