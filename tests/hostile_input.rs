@@ -167,6 +167,16 @@ fn sample_body(key: i16, version: i16) -> Option<Bytes> {
             ]),
             version,
         ),
+        68 => enc(
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s("g")))
+                .with_member_id(s("m1234567890123456789012"))
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+                .with_topic_partitions(Some(vec![])),
+            version,
+        ),
+        69 => enc(ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("g"))]), version),
         _ => None,
     }
 }
@@ -186,7 +196,7 @@ fn one_batch() -> Bytes {
 }
 
 /// Every API key the hostile suite knows how to build a request for.
-const COVERED: &[i16] = &[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 42, 47];
+const COVERED: &[i16] = &[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 42, 47, 68, 69];
 
 fn frame(key: i16, version: i16, body: &[u8]) -> Vec<u8> {
     let support = versions::lookup(key).unwrap();
