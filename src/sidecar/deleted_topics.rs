@@ -15,7 +15,7 @@
 //! A listing with no topics at all changes nothing: an upstream that lost
 //! its metadata is likelier than one whose every topic was deleted.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use uuid::Uuid;
 
@@ -28,17 +28,21 @@ pub struct DeletedTopics {
 impl DeletedTopics {
     /// Compares the topics known before a complete listing of the upstream
     /// with that listing; returns the topics now known to be deleted.
-    pub fn observe(&mut self, before: &[(String, Uuid)], after: &[(String, Uuid)]) -> Vec<String> {
+    pub fn observe(&mut self, before: &[(String, Uuid)], after: &[(String, Uuid)]) -> BTreeSet<String> {
         if after.is_empty() {
-            return Vec::new();
+            return BTreeSet::new();
         }
         let now: HashMap<&str, Uuid> = after.iter().map(|(n, id)| (n.as_str(), *id)).collect();
-        let mut deleted = Vec::new();
+        let mut deleted = BTreeSet::new();
         // Suspects from the previous listing: confirmed if still missing.
         for (name, id) in std::mem::take(&mut self.suspects) {
             match now.get(name.as_str()) {
-                None => deleted.push(name),
-                Some(new_id) if is_replaced(id, *new_id) => deleted.push(name),
+                None => {
+                    deleted.insert(name);
+                }
+                Some(new_id) if is_replaced(id, *new_id) => {
+                    deleted.insert(name);
+                }
                 Some(_) => {}
             }
         }
@@ -50,7 +54,9 @@ impl DeletedTopics {
                 None => {
                     self.suspects.insert(name.clone(), *id);
                 }
-                Some(new_id) if is_replaced(*id, *new_id) => deleted.push(name.clone()),
+                Some(new_id) if is_replaced(*id, *new_id) => {
+                    deleted.insert(name.clone());
+                }
                 Some(_) => {}
             }
         }
@@ -78,7 +84,7 @@ mod tests {
         let both = topics(&[("a", 1), ("b", 2)]);
         let only_a = topics(&[("a", 1)]);
         assert!(d.observe(&both, &only_a).is_empty(), "one listing is not enough");
-        assert_eq!(d.observe(&only_a, &only_a), vec!["b".to_string()]);
+        assert_eq!(d.observe(&only_a, &only_a), BTreeSet::from(["b".to_string()]));
         assert!(d.observe(&only_a, &only_a).is_empty(), "reported once");
     }
 
@@ -94,11 +100,11 @@ mod tests {
     #[test]
     fn a_topic_recreated_under_a_new_id_is_deleted_at_once() {
         let mut d = DeletedTopics::default();
-        assert_eq!(d.observe(&topics(&[("a", 1)]), &topics(&[("a", 7)])), vec!["a".to_string()]);
+        assert_eq!(d.observe(&topics(&[("a", 1)]), &topics(&[("a", 7)])), BTreeSet::from(["a".to_string()]));
         // Missing once, then back under a new id: deleted.
         let mut d = DeletedTopics::default();
         assert!(d.observe(&topics(&[("a", 1), ("b", 2)]), &topics(&[("b", 2)])).is_empty());
-        assert_eq!(d.observe(&topics(&[("b", 2)]), &topics(&[("a", 9), ("b", 2)])), vec!["a".to_string()]);
+        assert_eq!(d.observe(&topics(&[("b", 2)]), &topics(&[("a", 9), ("b", 2)])), BTreeSet::from(["a".to_string()]));
     }
 
     #[test]
