@@ -142,7 +142,7 @@ impl Coordinator {
     async fn call(&self, group_id: &str, req: Request) -> Result<Response> {
         let shard = self.shard_of(group_id);
         if let (Some(hooks), Some(_), true) =
-            (&self.hooks, shard, matches!(req, Request::Join(_) | Request::Commit(_) | Request::Fetch { .. }))
+            (&self.hooks, shard, matches!(req, Request::Join(_) | Request::ConsumerHeartbeat(_) | Request::Commit(_) | Request::Fetch { .. }))
         {
             if let Err(error) = hooks.before_first_use(self, group_id).await {
                 return Ok(req.error_response(error));
@@ -184,12 +184,22 @@ impl Coordinator {
     }
 
     /// KIP-848 ConsumerGroupHeartbeat, with the catalog's topics as the
-    /// metadata the shard resolves subscriptions against. Not dispatched
-    /// yet (docs/consumer-groups.md).
+    /// metadata the shard resolves subscriptions against. In sidecar mode a
+    /// subscription naming topics the catalog does not know refreshes it
+    /// from the upstream first (at most once per back-off), so that a member
+    /// subscribing to a topic created upstream a moment ago is assigned it
+    /// without waiting for the periodic refresh.
     pub async fn consumer_group_heartbeat(
         &self,
         mut req: crate::coordinator::consumer::messages::ConsumerHeartbeatRequest,
     ) -> Result<crate::coordinator::consumer::messages::ConsumerHeartbeatResponse> {
+        if let (Some(hooks), Some(names)) = (&self.hooks, &req.subscribed_topic_names) {
+            let unknown: Vec<String> =
+                names.iter().filter(|n| self.catalog.partitions(n).is_none()).cloned().collect();
+            if !unknown.is_empty() {
+                hooks.refresh_topics(unknown).await;
+            }
+        }
         req.topics = std::sync::Arc::new(self.topic_image());
         let g = req.group_id.clone();
         match self.call(&g, Request::ConsumerHeartbeat(Box::new(req))).await? {
@@ -199,7 +209,7 @@ impl Coordinator {
     }
 
     /// KIP-848 ConsumerGroupDescribe: each group from its shard, in request
-    /// order. Not dispatched yet (docs/consumer-groups.md).
+    /// order.
     pub async fn consumer_group_describe(
         &self,
         group_ids: Vec<String>,

@@ -6,8 +6,8 @@
 use kafka_protocol::messages::ApiKey;
 
 use crate::protocol::api::{
-    api_versions, delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
-    offset_commit, offset_delete, offset_fetch, sync_group,
+    api_versions, consumer_group_describe, consumer_group_heartbeat, delete_groups, describe_groups, find_coordinator,
+    heartbeat, join_group, leave_group, list_groups, offset_commit, offset_delete, offset_fetch, sync_group,
 };
 use crate::protocol::versions::ApiSupport;
 
@@ -25,6 +25,8 @@ pub const LOCAL: &[ApiSupport] = &[
     api_versions::SUPPORT,
     delete_groups::SUPPORT,
     offset_delete::SUPPORT,
+    consumer_group_heartbeat::SUPPORT,
+    consumer_group_describe::SUPPORT,
 ];
 
 /// Whether kcoord answers `api_key` itself in sidecar mode.
@@ -33,9 +35,9 @@ pub fn is_local(api_key: i16) -> bool {
 }
 
 /// APIs neither answered nor forwarded:
-/// - group protocols kcoord does not serve yet (the upstream's coordinator
-///   must not quietly take over a group kcoord owns): ConsumerGroupHeartbeat
-///   and ConsumerGroupDescribe, share and streams groups;
+/// - group protocols kcoord does not serve (the upstream's coordinator
+///   must not quietly take over a group kcoord owns): share and streams
+///   groups;
 /// - TxnOffsetCommit: transactional offsets would bypass kcoord's offsets
 ///   (refused, see docs/sidecar.md);
 /// - broker-to-broker and controller APIs, some of which carry addresses.
@@ -66,8 +68,6 @@ const WITHHELD: &[i16] = &[
     63, // BrokerHeartbeat
     64, // UnregisterBroker
     67, // AllocateProducerIds
-    68, // ConsumerGroupHeartbeat
-    69, // ConsumerGroupDescribe
     70, // ControllerRegistration
     73, // AssignReplicasToDirs
     76, // ShareGroupHeartbeat
@@ -154,12 +154,21 @@ mod tests {
     }
 
     #[test]
-    fn kip_848_share_streams_and_transactional_offsets_are_not_advertised() {
-        // ConsumerGroupHeartbeat, ShareFetch, StreamsGroupHeartbeat, TxnOffsetCommit, DescribeQuorum, AddOffsetsToTxn.
-        let upstream: Vec<(i16, i16, i16)> = [68, 78, 88, 28, 55, 25].iter().map(|k| (*k, 0, 1)).collect();
+    fn share_streams_and_transactional_offsets_are_not_advertised() {
+        // ShareFetch, StreamsGroupHeartbeat, TxnOffsetCommit, DescribeQuorum, AddOffsetsToTxn.
+        let upstream: Vec<(i16, i16, i16)> = [78, 88, 28, 55, 25].iter().map(|k| (*k, 0, 1)).collect();
         let t = merge(&upstream);
         assert_eq!(t.iter().filter(|(k, _, _)| !is_local(*k)).count(), 1);
         assert!(find(&t, ApiKey::AddOffsetsToTxn).is_some());
+    }
+
+    #[test]
+    fn kip_848_apis_are_kcoords_whatever_the_upstream_advertises() {
+        let t = merge(&[(ApiKey::ConsumerGroupHeartbeat as i16, 0, 0)]);
+        let hb = consumer_group_heartbeat::SUPPORT;
+        assert_eq!(find(&t, ApiKey::ConsumerGroupHeartbeat), Some((hb.min, hb.max)));
+        let d = consumer_group_describe::SUPPORT;
+        assert_eq!(find(&merge(&[]), ApiKey::ConsumerGroupDescribe), Some((d.min, d.max)));
     }
 
     #[test]
