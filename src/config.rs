@@ -261,6 +261,9 @@ pub struct SidecarConfig {
     pub write_through_refresh_ms: u64,
     /// How often the upstream's brokers and topics are refreshed.
     pub metadata_refresh_ms: u64,
+    /// How often the log end offsets behind consumer lag (HTTP group view,
+    /// `kcoord_consumer_lag`) are read from the upstream's leaders.
+    pub log_end_refresh_ms: u64,
     /// Deadline of one request kcoord itself makes to the upstream.
     pub request_timeout_ms: u64,
     /// First and largest delay between retries of upstream work.
@@ -286,6 +289,7 @@ impl Default for SidecarConfig {
             write_through_interval_ms: 1000,
             write_through_refresh_ms: 86_400_000,
             metadata_refresh_ms: 30_000,
+            log_end_refresh_ms: 10_000,
             request_timeout_ms: 30_000,
             retry_backoff_ms: 100,
             retry_backoff_max_ms: 10_000,
@@ -764,6 +768,7 @@ impl Config {
         if sc.write_through_interval_ms == 0
             || sc.write_through_refresh_ms == 0
             || sc.metadata_refresh_ms == 0
+            || sc.log_end_refresh_ms == 0
             || sc.request_timeout_ms == 0
             || sc.retry_backoff_ms == 0
             || sc.retry_backoff_max_ms < sc.retry_backoff_ms

@@ -197,9 +197,10 @@ async fn launch(
         let m_err = |source| StartError::Metrics { addr: config.metrics.listen.clone(), source };
         let http = TcpListener::bind(&config.metrics.listen).await.map_err(m_err)?;
         let bound = http.local_addr().map_err(m_err)?;
-        let log_ends: Arc<dyn LogEndOffsets> = match &services.data_plane {
-            Some(d) => d.clone(),
-            None => Arc::new(NoLogEnds),
+        let log_ends: Arc<dyn LogEndOffsets> = match (&services.data_plane, &services.sidecar) {
+            (Some(d), _) => d.clone(),
+            (None, Some(s)) => s.log_ends.clone(),
+            (None, None) => Arc::new(NoLogEnds),
         };
         let state =
             Arc::new(HttpState { services: services.clone(), metrics: observability::metrics::install(), log_ends });
@@ -319,7 +320,9 @@ async fn start_sidecar(
         "sidecar mode: serving groups, forwarding the rest upstream");
     let writer_services: Arc<dyn AsCoordinator> = services.clone();
     let refresh_services: Arc<dyn AsCoordinator> = services.clone();
+    let log_end_reader = sidecar.clone();
     let background: Vec<BackgroundTask> = vec![
+        Box::new(move |rx| Box::pin(log_end_reader.run_log_end_refresh(rx))),
         Box::new(move |rx| Box::pin(sidecar.run_metadata_refresh(refresh_services, rx))),
         Box::new(move |rx| Box::pin(mirror.run_write_through(writer_services, rx))),
     ];

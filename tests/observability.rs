@@ -6,20 +6,10 @@ mod common;
 mod support;
 
 use common::consumer;
+use common::http_get as get;
 use common::*;
 use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
 use kafka_protocol::messages::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes()).await.unwrap();
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).await.unwrap();
-    let status = buf.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (status, body)
-}
 
 /// The value of a Prometheus sample whose line starts with `prefix`.
 fn sample(metrics: &str, prefix: &str) -> Option<f64> {

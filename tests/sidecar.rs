@@ -8,7 +8,7 @@ mod common;
 mod support;
 
 use common::consumer::join_alone;
-use common::{eventually, sb, Client, TestServer};
+use common::{eventually, http_get, sb, Client, TestServer};
 use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::*;
@@ -425,4 +425,37 @@ async fn offsets_of_a_topic_deleted_upstream_are_dropped_and_others_kept() {
     })
     .await;
     assert_eq!(committed_in(&mut c, "g", "t").await, 9, "other topics keep their offsets");
+}
+
+#[tokio::test]
+async fn the_group_view_shows_lag_against_the_upstreams_log_end_offsets() {
+    let up = upstream().await;
+    let sc = sidecar(
+        &up,
+        &["sidecar.write_through=false", "sidecar.log_end_refresh_ms=50", "metrics.listen=\"127.0.0.1:0\""],
+    )
+    .await;
+    let http = sc.daemon.as_ref().unwrap().metrics_addr().expect("metrics listener");
+    let mut direct = Client::connect(up.addr).await;
+    let records = [("k", "v"); 5];
+    let (err, _) = support::produce(&mut direct, 9, "t", 1, support::batch(&records, 1000, None)).await;
+    assert_eq!(err, 0);
+    let mut c = sc.client().await;
+    assert_eq!(commit(&mut c, "lagging", -1, "", 1, 2).await, 0);
+    // The upstream's partition 1 ends at 5 and the group committed 2.
+    let offset = eventually("the group view to show the lag", || async move {
+        let (status, body) = http_get(http, "/v1/groups/lagging").await;
+        assert_eq!(status, 200, "{body}");
+        let view: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        let o = view["offsets"].as_array()?.iter().find(|o| o["partition"] == 1)?.clone();
+        o["lag"].is_i64().then_some(o)
+    })
+    .await;
+    assert_eq!(
+        (offset["offset"].as_i64(), offset["log_end_offset"].as_i64(), offset["lag"].as_i64()),
+        (Some(2), Some(5), Some(3))
+    );
+    // And the lag gauge agrees.
+    let (_, metrics) = http_get(http, "/metrics").await;
+    assert!(metrics.contains("kcoord_consumer_lag{group=\"lagging\",topic=\"t\",partition=\"1\"} 3"), "{metrics}");
 }

@@ -13,6 +13,7 @@ use futures_util::future::join_all;
 use futures_util::{StreamExt, TryStreamExt};
 use tokio::sync::{oneshot, Semaphore};
 
+use super::consumer::target::TopicImage;
 use super::core::{CoreConfig, ImportOutcome, Request, Response};
 use super::messages::*;
 use super::routing::partition_for;
@@ -34,6 +35,8 @@ pub struct Coordinator {
     catalog: Arc<Catalog>,
     progress: Arc<LoadProgress>,
     hooks: Option<Arc<dyn GroupHooks>>,
+    /// The consumer groups' topic image and the catalog generation it shows.
+    topic_image: std::sync::Mutex<Option<(u64, Arc<TopicImage>)>>,
 }
 
 /// What sidecar mode adds around the coordinator: importing a group's
@@ -98,7 +101,7 @@ impl Coordinator {
                 })
             })
             .collect();
-        Coordinator { shards, catalog, progress, hooks }
+        Coordinator { shards, catalog, progress, hooks, topic_image: Default::default() }
     }
 
     fn local_shards(&self) -> impl Iterator<Item = &ShardHandle> {
@@ -141,9 +144,7 @@ impl Coordinator {
     /// import for the requests that read or create the group's offsets.
     async fn call(&self, group_id: &str, req: Request) -> Result<Response> {
         let shard = self.shard_of(group_id);
-        if let (Some(hooks), Some(_), true) =
-            (&self.hooks, shard, matches!(req, Request::Join(_) | Request::ConsumerHeartbeat(_) | Request::Commit(_) | Request::Fetch { .. }))
-        {
+        if let (Some(hooks), Some(_), true) = (&self.hooks, shard, reads_or_creates_offsets(&req)) {
             if let Err(error) = hooks.before_first_use(self, group_id).await {
                 return Ok(req.error_response(error));
             }
@@ -194,13 +195,12 @@ impl Coordinator {
         mut req: crate::coordinator::consumer::messages::ConsumerHeartbeatRequest,
     ) -> Result<crate::coordinator::consumer::messages::ConsumerHeartbeatResponse> {
         if let (Some(hooks), Some(names)) = (&self.hooks, &req.subscribed_topic_names) {
-            let unknown: Vec<String> =
-                names.iter().filter(|n| self.catalog.partitions(n).is_none()).cloned().collect();
+            let unknown: Vec<String> = names.iter().filter(|n| self.catalog.partitions(n).is_none()).cloned().collect();
             if !unknown.is_empty() {
                 hooks.refresh_topics(unknown).await;
             }
         }
-        req.topics = std::sync::Arc::new(self.topic_image());
+        req.topics = self.topic_image();
         let g = req.group_id.clone();
         match self.call(&g, Request::ConsumerHeartbeat(Box::new(req))).await? {
             Response::ConsumerHeartbeat(r) => Ok(r),
@@ -214,7 +214,7 @@ impl Coordinator {
         &self,
         group_ids: Vec<String>,
     ) -> Result<Vec<crate::coordinator::consumer::messages::DescribedConsumerGroup>> {
-        let topics = std::sync::Arc::new(self.topic_image());
+        let topics = self.topic_image();
         let calls = group_ids.into_iter().map(|group_id| {
             let shard = self.shard_of(&group_id);
             let r = Request::ConsumerDescribe(crate::coordinator::consumer::messages::ConsumerDescribeRequest {
@@ -231,12 +231,21 @@ impl Coordinator {
         fan_out(calls).await
     }
 
-    /// The catalog's topics as the core's topic metadata.
-    // TODO(perf): rebuild only when the catalog changes.
-    fn topic_image(&self) -> crate::coordinator::consumer::target::TopicImage {
-        crate::coordinator::consumer::target::TopicImage::new(
-            self.catalog.list().into_iter().map(|t| (t.name, t.id, t.partitions)),
-        )
+    /// The catalog's topics as the core's topic metadata, rebuilt only
+    /// when the catalog's generation moved (a heartbeat would otherwise copy
+    /// every topic of a large cluster).
+    fn topic_image(&self) -> Arc<TopicImage> {
+        let generation = self.catalog.generation();
+        let mut cached = self.topic_image.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((g, image)) = cached.as_ref() {
+            if *g == generation {
+                return image.clone();
+            }
+        }
+        let (generation, topics) = self.catalog.list_at_generation();
+        let image = Arc::new(TopicImage::new(topics.into_iter().map(|t| (t.name, t.id, t.partitions))));
+        *cached = Some((generation, image.clone()));
+        image
     }
 
     pub async fn leave_group(&self, req: LeaveGroupRequest) -> Result<LeaveGroupResponse> {
@@ -545,6 +554,12 @@ async fn fan_out<T, F: Future<Output = Result<T>>>(calls: impl Iterator<Item = F
     futures_util::stream::iter(calls).buffered(FAN_OUT).try_collect().await
 }
 
+/// Requests that create a group or read or write its offsets: in sidecar
+/// mode the group's offsets are imported from the upstream before the first.
+fn reads_or_creates_offsets(req: &Request) -> bool {
+    matches!(req, Request::Join(_) | Request::ConsumerHeartbeat(_) | Request::Commit(_) | Request::Fetch { .. })
+}
+
 fn unexpected(r: Response) -> Unavailable {
     tracing::error!(response = ?r, "shard answered with the wrong response type");
     Unavailable
@@ -624,6 +639,7 @@ mod tests {
             catalog: Arc::new(Catalog::in_memory(&[])),
             progress: Arc::new(LoadProgress::default()),
             hooks: None,
+            topic_image: Default::default(),
         }
     }
 

@@ -17,6 +17,7 @@
 pub mod body;
 pub mod deleted_topics;
 pub mod link;
+pub mod log_ends;
 pub mod mirror;
 pub mod rewrite;
 pub mod upstream;
@@ -66,6 +67,9 @@ pub struct Sidecar {
     max_response_bytes: usize,
     max_buffered_bytes: usize,
     metadata_refresh: Duration,
+    /// Log end offsets for consumer lag, read from the upstream's leaders.
+    pub log_ends: Arc<log_ends::UpstreamLogEnds>,
+    log_end_refresh: Duration,
     /// Pipes for splicing bodies between sockets, shared by all links.
     pipes: Arc<body::Pipes>,
 }
@@ -98,6 +102,8 @@ impl Sidecar {
             max_response_bytes: config.max_response_bytes as usize,
             max_buffered_bytes: config.max_buffered_response_bytes as usize,
             metadata_refresh: Duration::from_millis(config.metadata_refresh_ms),
+            log_ends: Arc::default(),
+            log_end_refresh: Duration::from_millis(config.log_end_refresh_ms),
             pipes: Arc::new(body::Pipes::new(PIPE_POOL)),
         }
     }
@@ -168,6 +174,12 @@ impl Sidecar {
             }
             self.mirror.forget_deleted_topics(coordinator.coordinator()).await;
         }
+    }
+
+    /// Reads the log ends behind consumer lag every
+    /// `sidecar.log_end_refresh_ms` until shutdown.
+    pub async fn run_log_end_refresh(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
+        self.log_ends.clone().run(self.upstream.clone(), self.log_end_refresh, shutdown).await
     }
 }
 

@@ -309,7 +309,15 @@ mod tests {
                 .with_controller_id(BrokerId(1))
                 .with_topics(vec![MetadataResponseTopic::default()
                     .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
-                    .with_partitions(vec![Default::default(); 3])]);
+                    .with_partitions(
+                        (0..3)
+                            .map(|i| {
+                                kafka_protocol::messages::metadata_response::MetadataResponsePartition::default()
+                                    .with_partition_index(i)
+                                    .with_leader_id(BrokerId(3))
+                            })
+                            .collect(),
+                    )]);
             let out =
                 rewrite(Rewrite::Metadata, version, frame(ApiKey::Metadata, version, &upstream), &nodes()).unwrap();
             let (correlation, r): (i32, MetadataResponse) = parse(ApiKey::Metadata, version, &out.frame);
@@ -319,7 +327,10 @@ mod tests {
             // Broker 3 has no kcoord node: left out. Node 2 is listed although the upstream lost its broker.
             assert_eq!(listed, vec![(1, "kc1".into(), 19001), (2, "kc2".into(), 19002)], "v{version}");
             assert_eq!(r.controller_id.0, 1);
-            assert_eq!(out.topics, vec![UpstreamTopic { name: "t".into(), id: uuid::Uuid::nil(), partitions: 3 }]);
+            assert_eq!(
+                out.topics,
+                vec![UpstreamTopic { name: "t".into(), id: uuid::Uuid::nil(), partitions: 3, leaders: vec![3; 3] }]
+            );
         }
     }
 

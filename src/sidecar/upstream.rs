@@ -57,6 +57,8 @@ pub struct UpstreamTopic {
     pub name: String,
     pub id: Uuid,
     pub partitions: i32,
+    /// The leader of each partition by index (−1 where none is known).
+    pub leaders: Vec<i32>,
 }
 
 impl UpstreamTopic {
@@ -66,10 +68,17 @@ impl UpstreamTopic {
             .iter()
             .filter(|t| t.error_code == 0)
             .filter_map(|t| {
+                let mut leaders = vec![-1; t.partitions.len()];
+                for p in &t.partitions {
+                    if let Some(slot) = usize::try_from(p.partition_index).ok().and_then(|i| leaders.get_mut(i)) {
+                        *slot = p.leader_id.0;
+                    }
+                }
                 Some(UpstreamTopic {
                     name: t.name.as_ref()?.0.to_string(),
                     id: t.topic_id,
                     partitions: i32::try_from(t.partitions.len()).ok()?,
+                    leaders,
                 })
             })
             .collect()
@@ -113,6 +122,18 @@ impl Upstream {
     /// The brokers known from the last Metadata, by id.
     pub fn brokers(&self) -> BTreeMap<i32, String> {
         self.view.read().unwrap_or_else(|p| p.into_inner()).brokers.clone()
+    }
+
+    /// The leader of each of `partitions` as the last Metadata had it.
+    pub fn leaders_of<'a>(&self, partitions: impl Iterator<Item = (&'a str, i32)>) -> Vec<Option<i32>> {
+        let view = self.view.read().unwrap_or_else(|p| p.into_inner());
+        let by_name: HashMap<&str, &UpstreamTopic> = view.topics.iter().map(|t| (t.name.as_str(), t)).collect();
+        partitions
+            .map(|(topic, partition)| {
+                let leaders = &by_name.get(topic)?.leaders;
+                leaders.get(usize::try_from(partition).ok()?).copied().filter(|&l| l >= 0)
+            })
+            .collect()
     }
 
     /// The address of upstream broker `id`.

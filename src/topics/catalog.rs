@@ -70,6 +70,21 @@ struct State {
     by_name: BTreeMap<String, TopicInfo>,
     by_id: HashMap<Uuid, String>,
     deleting: BTreeMap<String, TopicInfo>,
+    /// Bumped by every write access, so that views built from the topics
+    /// (the consumer groups' topic image) know when to rebuild.
+    generation: u64,
+}
+
+impl State {
+    /// Whether [`Catalog::mirror`] of `topics` would change anything.
+    fn mirror_changes(&self, topics: &[(String, Uuid, i32)], complete: bool) -> bool {
+        if complete && self.by_name.len() != topics.len() {
+            return true;
+        }
+        topics.iter().any(|(name, id, partitions)| {
+            !matches!(self.by_name.get(name), Some(t) if t.id == *id && t.partitions == *partitions)
+        })
+    }
 }
 
 /// Why a topic could not be created.
@@ -139,6 +154,10 @@ impl Catalog {
     /// `complete` replaces every topic (a Metadata answer for all topics);
     /// otherwise the given topics are added or updated.
     pub fn mirror(&self, topics: &[(String, Uuid, i32)], complete: bool) {
+        if !self.read().mirror_changes(topics, complete) {
+            // Every client Metadata answer lands here: keep the generation.
+            return;
+        }
         let mut s = self.write();
         if complete {
             s.by_name.clear();
@@ -165,7 +184,21 @@ impl Catalog {
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(|p| p.into_inner())
+        let mut s = self.state.write().unwrap_or_else(|p| p.into_inner());
+        s.generation += 1;
+        s
+    }
+
+    /// Changes whenever the topics may have: equal generations mean equal
+    /// topics.
+    pub fn generation(&self) -> u64 {
+        self.read().generation
+    }
+
+    /// [`Self::list`] with the generation it is the state of.
+    pub fn list_at_generation(&self) -> (u64, Vec<TopicInfo>) {
+        let s = self.read();
+        (s.generation, s.by_name.values().cloned().collect())
     }
 
     pub fn get(&self, name: &str) -> Option<TopicInfo> {
@@ -336,6 +369,26 @@ fn collides(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_generation_moves_when_topics_change_and_only_then_for_a_mirror() {
+        let c = Catalog::in_memory(&[]);
+        let id = Uuid::new_v4();
+        let g0 = c.generation();
+        c.mirror(&[("t".into(), id, 3)], true);
+        let g1 = c.generation();
+        assert_ne!(g1, g0);
+        // The same listing again (every client Metadata answer) changes nothing.
+        c.mirror(&[("t".into(), id, 3)], true);
+        c.mirror(&[("t".into(), id, 3)], false);
+        assert_eq!(c.generation(), g1);
+        c.mirror(&[("t".into(), id, 4)], false);
+        let g2 = c.generation();
+        assert_ne!(g2, g1);
+        c.mirror(&[], true);
+        assert_ne!(c.generation(), g2, "a complete listing without t drops it");
+        assert_eq!(c.list_at_generation(), (c.generation(), vec![]));
+    }
 
     #[test]
     fn topics_and_ids_survive_reopen() {

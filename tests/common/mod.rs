@@ -193,6 +193,17 @@ impl Client {
     }
 }
 
+/// GET `path` from the daemon's HTTP listener: (status, body).
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).await.expect("connect to the HTTP listener");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes()).await.expect("send");
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.expect("read");
+    let status = buf.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
 pub fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
