@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 from conftest import wait_for
 from groups import stop_all, wait_balanced
 from sidecar_harness import MockCluster, Sidecar, free_ports, group_owned_by, owner_of, rdk_worker, read_records
-from test_sidecar import committed, produce
+from test_sidecar import committed, produce, show_logs_on_failure  # noqa: F401 (autouse: sidecar logs on failure)
 
 TOPICS = {"c848": 6, "c848pb": 6}
 # Short consumer-protocol timers for two shared cores (Kafka: 45 s / 5 s),
