@@ -7,7 +7,8 @@
 //! assignment and the seam to the server-side assignors), `heartbeat` (the
 //! request: validation, join, heartbeat, leave, fencing and timers),
 //! `offsets` (member-epoch checks of OffsetCommit and OffsetFetch),
-//! `describe` (ListGroups), `assignor` (the server-side assignors,
+//! `regex` (regular-expression subscriptions), `describe` (ListGroups),
+//! `assignor` (the server-side assignors,
 //! `uniform` and `range`).
 
 pub mod assignor;
@@ -18,6 +19,9 @@ pub mod messages;
 pub mod offsets;
 pub mod reconcile;
 pub mod records;
+pub mod regex;
+#[cfg(test)]
+mod regex_tests;
 pub mod target;
 #[cfg(test)]
 mod tests;
