@@ -7,7 +7,8 @@
 //! assignment and the seam to the server-side assignors), `heartbeat` (the
 //! request: validation, join, heartbeat, leave, fencing and timers),
 //! `offsets` (member-epoch checks of OffsetCommit and OffsetFetch),
-//! `regex` (regular-expression subscriptions), `describe` (ListGroups),
+//! `regex` (regular-expression subscriptions), `retention` (OffsetDelete,
+//! offset expiry and deletion of empty groups), `describe` (ListGroups),
 //! `assignor` (the server-side assignors,
 //! `uniform` and `range`).
 
@@ -22,6 +23,9 @@ pub mod records;
 pub mod regex;
 #[cfg(test)]
 mod regex_tests;
+pub mod retention;
+#[cfg(test)]
+mod retention_tests;
 pub mod target;
 #[cfg(test)]
 mod tests;
