@@ -66,6 +66,17 @@ fn sample_body(key: i16, version: i16) -> Option<Bytes> {
             ]),
             version,
         ),
+        37 => enc(
+            // validate_only, so that mutated requests never grow topics.
+            CreatePartitionsRequest::default().with_validate_only(true).with_timeout_ms(1000).with_topics(vec![
+                create_partitions_request::CreatePartitionsTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_count(2)
+                    .with_assignments(Some(vec![create_partitions_request::CreatePartitionsAssignment::default()
+                        .with_broker_ids(vec![BrokerId(0)])])),
+            ]),
+            version,
+        ),
         20 => enc(
             if version >= 6 {
                 DeleteTopicsRequest::default().with_topics(vec![
@@ -196,7 +207,7 @@ fn one_batch() -> Bytes {
 }
 
 /// Every API key the hostile suite knows how to build a request for.
-const COVERED: &[i16] = &[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 42, 47, 68, 69];
+const COVERED: &[i16] = &[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 37, 42, 47, 68, 69];
 
 fn frame(key: i16, version: i16, body: &[u8]) -> Vec<u8> {
     let support = versions::lookup(key).unwrap();

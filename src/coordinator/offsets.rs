@@ -6,6 +6,7 @@ use crate::coordinator::Groups;
 use super::classic::group::{ClassicGroup, GroupState};
 use super::classic::{rebalance, validate_existing_member};
 use super::consumer::offsets as consumer_offsets;
+use super::consumer::retention as consumer_retention;
 use super::core::{Cx, ImportOutcome};
 use super::messages::*;
 use super::records::{OffsetValue, Record};
@@ -234,6 +235,13 @@ pub fn delete_offsets(groups: &mut Groups, req: &OffsetDeleteRequest, cx: &mut C
     if req.group_id.is_empty() {
         return error_only(ErrorCode::INVALID_GROUP_ID);
     }
+    if let Some(g) = cx.store.consumer_group(&req.group_id) {
+        // A consumer group allows it in any state (Kafka's
+        // `ConsumerGroup.validateOffsetDelete`), per unsubscribed topic.
+        let subscribed: Vec<bool> =
+            req.topics.iter().map(|t| consumer_retention::is_subscribed_to_topic(g, &t.name)).collect();
+        return delete_unsubscribed(req, &subscribed, cx);
+    }
     let Some(g) = groups.get(&req.group_id) else { return error_only(ErrorCode::GROUP_ID_NOT_FOUND) };
     match g.state {
         GroupState::Dead => return error_only(ErrorCode::GROUP_ID_NOT_FOUND),
@@ -244,10 +252,18 @@ pub fn delete_offsets(groups: &mut Groups, req: &OffsetDeleteRequest, cx: &mut C
         }
         _ => {}
     }
+    let subscribed: Vec<bool> = req.topics.iter().map(|t| g.is_subscribed_to_topic(&t.name)).collect();
+    delete_unsubscribed(req, &subscribed, cx)
+}
+
+/// Tombstones the committed offsets of the request's topics the group does
+/// not subscribe to (`subscribed`, by request position); the others get
+/// GROUP_SUBSCRIBED_TO_TOPIC.
+fn delete_unsubscribed(req: &OffsetDeleteRequest, subscribed: &[bool], cx: &mut Cx) -> OffsetDeleteResponse {
     let mut records = Vec::new();
     let mut topics = Vec::with_capacity(req.topics.len());
-    for t in &req.topics {
-        let subscribed = g.is_subscribed_to_topic(&t.name);
+    for (i, t) in req.topics.iter().enumerate() {
+        let subscribed = subscribed.get(i).copied().unwrap_or(true);
         let partitions = t
             .partitions
             .iter()
@@ -264,7 +280,7 @@ pub fn delete_offsets(groups: &mut Groups, req: &OffsetDeleteRequest, cx: &mut C
         topics.push(TopicErrors { name: t.name.clone(), partitions });
     }
     if let Err(e) = cx.append(records) {
-        return error_only(e);
+        return OffsetDeleteResponse { error: e, topics: vec![] };
     }
     OffsetDeleteResponse { error: ErrorCode::NONE, topics }
 }
@@ -360,10 +376,12 @@ fn expiration_base(g: &ClassicGroup) -> Option<Box<dyn Fn(&OffsetValue) -> i64 +
 }
 
 /// The periodic retention pass (KIP-211): expire offsets by Kafka's rules
-/// and delete Empty groups left without offsets.
+/// and delete Empty groups left without offsets, classic groups here and
+/// consumer groups by `consumer::retention`, in one write.
 pub fn expire_offsets(groups: &mut Groups, cx: &mut Cx) {
     let retention = cx.cfg.offsets_retention_ms;
     let now = cx.now;
+    let consumer = consumer_retention::expire(cx.store, now, retention);
     let mut records = Vec::new();
     let mut deletable = Vec::new();
     let mut ids: Vec<&String> = groups.keys().collect();
@@ -402,6 +420,7 @@ pub fn expire_offsets(groups: &mut Groups, cx: &mut Cx) {
             deletable.push(id.clone());
         }
     }
+    records.extend(consumer.records);
     if records.is_empty() {
         return;
     }
@@ -411,7 +430,8 @@ pub fn expire_offsets(groups: &mut Groups, cx: &mut Cx) {
             for id in &deletable {
                 groups.remove(id);
             }
-            tracing::info!(records = n, groups_deleted = deletable.len(), "expired offsets and empty groups");
+            let groups_deleted = deletable.len() + consumer.groups_deleted;
+            tracing::info!(records = n, groups_deleted, "expired offsets and empty groups");
         }
         Err(e) => tracing::warn!(error = ?e, "failed to write offset expiration records; will retry"),
     }

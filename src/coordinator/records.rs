@@ -51,6 +51,9 @@ pub enum ConsumerKey {
     TargetMember(String),
     /// ConsumerGroupCurrentMemberAssignmentKey (v8).
     CurrentAssignment(String),
+    /// ConsumerGroupRegularExpressionKey (v16): a resolved subscription
+    /// pattern of the group (Kafka 4.0+).
+    RegularExpression(String),
 }
 
 impl ConsumerKey {
@@ -63,6 +66,7 @@ impl ConsumerKey {
             ConsumerKey::TargetMetadata => 6,
             ConsumerKey::TargetMember(_) => 7,
             ConsumerKey::CurrentAssignment(_) => 8,
+            ConsumerKey::RegularExpression(_) => 16,
         }
     }
 }
@@ -123,6 +127,7 @@ pub enum RecordValue {
     ConsumerTargetMetadata(cr::TargetAssignmentMetadataValue),
     ConsumerTargetMember(cr::TargetAssignmentMemberValue),
     ConsumerCurrentAssignment(cr::CurrentAssignmentValue),
+    ConsumerRegularExpression(cr::RegularExpressionValue),
 }
 
 /// A log record: a key and a value, or a tombstone.
@@ -231,9 +236,10 @@ pub fn encode_key(key: &RecordKey, b: &mut BytesMut) -> Result<(), RecordError> 
             ConsumerKey::Metadata | ConsumerKey::PartitionMetadata | ConsumerKey::TargetMetadata => {
                 cr::encode_group_key(kind.version(), group, b)?
             }
-            ConsumerKey::Member(m) | ConsumerKey::TargetMember(m) | ConsumerKey::CurrentAssignment(m) => {
-                cr::encode_member_key(kind.version(), group, m, b)?
-            }
+            ConsumerKey::Member(m)
+            | ConsumerKey::TargetMember(m)
+            | ConsumerKey::CurrentAssignment(m)
+            | ConsumerKey::RegularExpression(m) => cr::encode_member_key(kind.version(), group, m, b)?,
         },
     }
     Ok(())
@@ -283,6 +289,7 @@ pub fn encode_value(value: &RecordValue, b: &mut BytesMut) -> Result<(), RecordE
         RecordValue::ConsumerTargetMetadata(v) => cr::encode_target_metadata(v, b)?,
         RecordValue::ConsumerTargetMember(v) => cr::encode_target_member(v, b)?,
         RecordValue::ConsumerCurrentAssignment(v) => cr::encode_current_assignment(v, b)?,
+        RecordValue::ConsumerRegularExpression(v) => cr::encode_regular_expression(v, b)?,
     }
     Ok(())
 }
@@ -447,6 +454,7 @@ pub fn decode_key(bytes: &[u8]) -> Result<RecordKey, RecordError> {
         5 => RecordKey::Consumer { group: r.string()?, kind: ConsumerKey::Member(r.string()?) },
         7 => RecordKey::Consumer { group: r.string()?, kind: ConsumerKey::TargetMember(r.string()?) },
         8 => RecordKey::Consumer { group: r.string()?, kind: ConsumerKey::CurrentAssignment(r.string()?) },
+        16 => RecordKey::Consumer { group: r.string()?, kind: ConsumerKey::RegularExpression(r.string()?) },
         v => return Err(RecordError::UnknownKeyVersion(v)),
     };
     if r.buf.has_remaining() {
@@ -526,6 +534,9 @@ pub fn decode_value(key: &RecordKey, bytes: &[u8]) -> Result<RecordValue, Record
             ConsumerKey::TargetMember(_) => cr::decode_target_member(bytes).map(RecordValue::ConsumerTargetMember),
             ConsumerKey::CurrentAssignment(_) => {
                 cr::decode_current_assignment(bytes).map(RecordValue::ConsumerCurrentAssignment)
+            }
+            ConsumerKey::RegularExpression(_) => {
+                cr::decode_regular_expression(bytes).map(RecordValue::ConsumerRegularExpression)
             }
         },
     }

@@ -61,7 +61,12 @@ enum Op {
         static_member: bool,
         both_topics: bool,
         shared: bool,
+        /// 0: names only; else a regular expression (`REGEXES`), with the
+        /// names too when `both_topics`.
+        regex: usize,
     },
+    /// Topic "xy" appears or disappears (regular expressions re-resolve).
+    ToggleTopic,
     /// A heartbeat; `revoked` says whether the client gave up what it was
     /// told to (otherwise it reports nothing, which counts as still owning).
     CHeartbeat {
@@ -77,6 +82,8 @@ enum Op {
 
 const GROUPS: usize = 2;
 const SLOTS: usize = 6;
+/// Patterns consumer members may subscribe to ("" = none).
+const REGEXES: [&str; 3] = ["", "x.*", "t|xy"];
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -92,8 +99,11 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::DeleteTopic),
         2 => prop_oneof![Just(1i64), Just(5_000), Just(20_000), Just(700_000), Just(8 * 24 * 3600 * 1000)]
             .prop_map(|ms| Op::Advance { ms }),
-        3 => (0..SLOTS, any::<bool>(), any::<bool>(), prop::bool::weighted(0.2))
-            .prop_map(|(slot, static_member, both_topics, shared)| Op::CJoin { slot, static_member, both_topics, shared }),
+        3 => (0..SLOTS, any::<bool>(), any::<bool>(), prop::bool::weighted(0.2), 0..REGEXES.len())
+            .prop_map(|(slot, static_member, both_topics, shared, regex)| {
+                Op::CJoin { slot, static_member, both_topics, shared, regex }
+            }),
+        1 => Just(Op::ToggleTopic),
         4 => (0..SLOTS, prop::bool::weighted(0.7)).prop_map(|(slot, revoked)| Op::CHeartbeat { slot, revoked }),
         1 => (0..SLOTS, any::<bool>()).prop_map(|(slot, temporarily)| Op::CLeave { slot, temporarily }),
     ]
@@ -118,11 +128,13 @@ struct CSlot {
     incarnation: u32,
 }
 
-fn consumer_topics() -> Arc<TopicImage> {
-    Arc::new(TopicImage::new([
-        ("t".to_string(), Uuid::from_bytes([1; 16]), 4),
-        ("x".to_string(), Uuid::from_bytes([2; 16]), 2),
-    ]))
+fn consumer_topics(with_xy: bool) -> Arc<TopicImage> {
+    let mut topics =
+        vec![("t".to_string(), Uuid::from_bytes([1; 16]), 4), ("x".to_string(), Uuid::from_bytes([2; 16]), 2)];
+    if with_xy {
+        topics.push(("xy".to_string(), Uuid::from_bytes([3; 16]), 3));
+    }
+    Arc::new(TopicImage::new(topics))
 }
 
 fn group_of(slot: usize) -> String {
@@ -140,6 +152,8 @@ struct Sim {
     commits: HashMap<u64, (String, String, i32, i64)>,
     /// The highest generation seen per existing group.
     generations: HashMap<String, i32>,
+    /// Whether topic "xy" exists.
+    with_xy: bool,
 }
 
 impl Sim {
@@ -152,6 +166,7 @@ impl Sim {
             ctokens: HashMap::new(),
             commits: HashMap::new(),
             generations: HashMap::new(),
+            with_xy: false,
         }
     }
 
@@ -270,7 +285,7 @@ impl Sim {
             topic_partitions: None,
             client_id: format!("cc{slot}"),
             client_host: "/127.0.0.1".into(),
-            topics: consumer_topics(),
+            topics: consumer_topics(self.with_xy),
         }
     }
 
@@ -371,7 +386,8 @@ impl Sim {
             ),
             Op::DeleteTopic => self.send(0, Request::DeleteTopicOffsets { topic: "other".into() }),
             Op::Advance { ms } => self.h.advance(ms),
-            Op::CJoin { slot, static_member, both_topics, shared } => {
+            Op::ToggleTopic => self.with_xy = !self.with_xy,
+            Op::CJoin { slot, static_member, both_topics, shared, regex } => {
                 let s = &mut self.cslots[slot];
                 if s.member_id.is_empty() {
                     s.incarnation += 1;
@@ -381,10 +397,16 @@ impl Sim {
                 }
                 s.epoch = 0;
                 s.assignment.clear();
-                let topics = if both_topics { vec!["t".to_string(), "x".to_string()] } else { vec!["t".to_string()] };
+                let topics = match (regex, both_topics) {
+                    (0, true) => vec!["t".to_string(), "x".to_string()],
+                    (0, false) => vec!["t".to_string()],
+                    (_, true) => vec!["t".to_string()],
+                    (_, false) => vec![],
+                };
                 let req = ConsumerHeartbeatRequest {
                     rebalance_timeout_ms: 30_000,
                     subscribed_topic_names: Some(topics),
+                    subscribed_topic_regex: Some(REGEXES[regex].to_string()),
                     topic_partitions: Some(vec![]),
                     ..self.consumer_request(slot)
                 };

@@ -12,9 +12,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{observe, ListenerInfo, Services};
 use crate::protocol::api::{
-    api_versions, consumer_group_describe, consumer_group_heartbeat, create_topics, delete_groups, delete_topics,
-    describe_groups, fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group, list_groups,
-    list_offsets, metadata, offset_commit, offset_delete, offset_fetch, produce, sync_group,
+    api_versions, consumer_group_describe, consumer_group_heartbeat, create_partitions, create_topics, delete_groups,
+    delete_topics, describe_groups, fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
+    list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch, produce, sync_group,
 };
 use crate::protocol::header::{self, RequestHeader};
 use crate::protocol::versions::{self, ApiSupport};
@@ -228,6 +228,11 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
             let resp = data_plane(svc)?.create_topics(create_topics::decode(body, v)?).await;
             observe::errors(create_topics::SUPPORT.name, &resp);
             create_topics::encode(&resp, v, out)?;
+        }
+        k if k == create_partitions::SUPPORT.key => {
+            let resp = data_plane(svc)?.create_partitions(create_partitions::decode(body, v)?).await;
+            observe::errors(create_partitions::SUPPORT.name, &resp);
+            create_partitions::encode(&resp, v, out)?;
         }
         k if k == delete_topics::SUPPORT.key => {
             let resp = data_plane(svc)?.delete_topics(delete_topics::decode(body, v)?, &svc.coordinator).await;

@@ -180,6 +180,12 @@ impl ErrorCodes for crate::cluster::MetadataResponse {
     }
 }
 
+impl ErrorCodes for crate::topics::create_partitions::CreatePartitionsResponse {
+    fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
+        self.results.iter().for_each(|t| f(t.error));
+    }
+}
+
 impl ErrorCodes for admin::CreateTopicsResponse {
     fn each_error(&self, f: &mut dyn FnMut(ErrorCode)) {
         self.topics.each_error(f);

@@ -307,6 +307,26 @@ impl Catalog {
         self.create(name, partitions, false)
     }
 
+    /// Grows an existing topic to `partitions` partitions (CreatePartitions);
+    /// the caller has checked that this is an increase. Persisted before it
+    /// returns; on a failed write nothing changes.
+    pub fn grow(&self, name: &str, partitions: i32) -> Result<TopicInfo, CatalogError> {
+        let mut s = self.write();
+        let Some(existing) = s.by_name.get(name).cloned() else {
+            return Err(CatalogError::new(
+                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic-partition.",
+            ));
+        };
+        let grown = TopicInfo { partitions: partitions.max(existing.partitions), ..existing.clone() };
+        s.by_name.insert(name.to_string(), grown.clone());
+        if let Err(e) = self.persist(&s) {
+            s.by_name.insert(name.to_string(), existing);
+            return Err(CatalogError::new(ErrorCode::KAFKA_STORAGE_ERROR, format!("cannot persist catalog: {e}")));
+        }
+        Ok(grown)
+    }
+
     /// Removes a topic and records it as being deleted, in one atomic
     /// write; returns it. [`Catalog::finish_delete`] ends the deletion.
     pub fn begin_delete(&self, name: &str) -> Result<TopicInfo, CatalogError> {

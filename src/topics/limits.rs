@@ -75,6 +75,24 @@ impl TopicLimits {
         Err(CatalogError { code: ErrorCode::POLICY_VIOLATION, message: reason })
     }
 
+    /// Whether topic `name` may grow by `additional` partitions now
+    /// (CreatePartitions); the caller holds the admin lock.
+    pub fn check_growth(&self, catalog: &Catalog, name: &str, additional: i32) -> Result<(), CatalogError> {
+        let (_, held) = catalog.totals();
+        let wanted = u64::try_from(additional.max(0)).unwrap_or(0);
+        if held + wanted <= u64::from(self.max_partitions) {
+            return Ok(());
+        }
+        let reason = format!(
+            "Unable to add {additional} partition(s) to topic {name}: this node holds {held} partitions and \
+             topics.max_partitions ({}) allows {} more.",
+            self.max_partitions,
+            u64::from(self.max_partitions).saturating_sub(held)
+        );
+        self.note_refusal(name, &reason);
+        Err(CatalogError { code: ErrorCode::POLICY_VIOLATION, message: reason })
+    }
+
     /// Counts a refused creation and logs it at most once a second.
     pub fn note_refusal(&self, topic: &str, reason: &str) {
         metrics::counter!("kcoord_topic_creations_refused_total").increment(1);

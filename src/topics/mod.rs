@@ -14,11 +14,13 @@
 //! - `retention`: deleting old segments by time and size.
 //! - `limits`: the topic and partition totals and Kafka's per-request bound.
 //! - `produce`, `fetch`, `list_offsets`, `admin` (CreateTopics,
-//!   DeleteTopics): the request handlers.
+//!   DeleteTopics), `create_partitions` (CreatePartitions): the request
+//!   handlers.
 
 pub mod admin;
 pub mod batch;
 pub mod catalog;
+pub mod create_partitions;
 pub mod durability;
 pub mod fetch;
 pub mod limits;

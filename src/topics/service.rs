@@ -272,7 +272,18 @@ impl DataPlane {
 
     /// Opens (creating) the logs of partitions `0..count` of a topic.
     pub(super) fn open_partitions(&self, info: &TopicInfo, fresh: bool) -> Result<Vec<Arc<Partition>>, String> {
-        open_partitions(&self.settings, info, fresh)
+        open_partitions(&self.settings, info, 0, fresh)
+    }
+
+    /// Opens (creating) the logs of partitions `from..count` of a topic:
+    /// the partitions CreatePartitions adds.
+    pub(super) fn open_partitions_from(
+        &self,
+        info: &TopicInfo,
+        from: i32,
+        fresh: bool,
+    ) -> Result<Vec<Arc<Partition>>, String> {
+        open_partitions(&self.settings, info, from, fresh)
     }
 }
 
@@ -295,7 +306,12 @@ where
     }
 }
 
-fn open_partitions(settings: &DataPlaneSettings, info: &TopicInfo, fresh: bool) -> Result<Vec<Arc<Partition>>, String> {
+fn open_partitions(
+    settings: &DataPlaneSettings,
+    info: &TopicInfo,
+    from: i32,
+    fresh: bool,
+) -> Result<Vec<Arc<Partition>>, String> {
     let options = LogOptions {
         segment_bytes: info.config.segment_bytes.unwrap_or(settings.segment_bytes),
         repair: settings.repair,
@@ -303,8 +319,8 @@ fn open_partitions(settings: &DataPlaneSettings, info: &TopicInfo, fresh: bool) 
     };
     let segment_ms = info.config.segment_ms.unwrap_or(settings.segment_ms);
     let now = now_ms();
-    let mut out = Vec::with_capacity(usize::try_from(info.partitions).unwrap_or(0));
-    for p in 0..info.partitions {
+    let mut out = Vec::with_capacity(usize::try_from(info.partitions - from).unwrap_or(0));
+    for p in from.max(0)..info.partitions {
         let dir = partition_dir(&settings.root, &info.name, p);
         if fresh && dir.exists() {
             // Left by something else (never by us: deletion renames first).
@@ -334,7 +350,7 @@ fn open_all(settings: &DataPlaneSettings, catalog: &Catalog) -> Result<Opened, O
     let mut topics = HashMap::new();
     let mut max_pid = -1i64;
     for info in catalog.list() {
-        let partitions = open_partitions(settings, &info, false).map_err(|m| err(&info.name, m))?;
+        let partitions = open_partitions(settings, &info, 0, false).map_err(|m| err(&info.name, m))?;
         for p in &partitions {
             max_pid = max_pid.max(p.max_producer_id().unwrap_or(-1));
         }

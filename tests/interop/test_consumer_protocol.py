@@ -2,14 +2,15 @@
 2.16.1) with group.protocol=consumer, against the coordinator's server-side
 assignor."""
 
+import sys
 import time
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from conftest import wait_for
-from groups import rdk_member, stop_all, wait_balanced
+from groups import WORKERS, Member, rdk_member, stop_all, wait_balanced
 
 SIX = [("t6", p) for p in range(6)]
 # Short consumer-protocol timers for two shared cores (Kafka: 45 s / 5 s).
@@ -70,3 +71,65 @@ def test_a_consumer_protocol_member_consumes_commits_and_is_described(k):
     committed = c.committed([TopicPartition("t6", i) for i in range(6)], timeout=30)
     assert [tp.offset for tp in committed] == [10] * 6
     c.close()
+
+
+def _rdk_consumer(tmp_path, name, kcoord, group, topic):
+    """A consumer-protocol librdkafka member that also consumes."""
+    argv = [sys.executable, str(WORKERS / "rdk_member.py"), "--bootstrap", kcoord.bootstrap, "--group", group,
+            "--topic", topic, "--strategy", "consumer", "--consume", "--record", str(tmp_path / f"{name}.rec")]
+    return Member(tmp_path, name, argv)
+
+
+def _consumed_partitions(tmp_path, names):
+    """(partition, key) of every message the named members recorded."""
+    seen = set()
+    for n in names:
+        path = tmp_path / f"{n}.rec"
+        if path.exists():
+            for line in path.read_text().splitlines():
+                parts = line.split(" ", 2)
+                if len(parts) == 3:
+                    seen.add((int(parts[0]), parts[2]))
+    return seen
+
+
+def test_a_regex_subscription_picks_up_a_topic_created_later(make_kcoord, tmp_path):
+    k = make_kcoord(topics=["rx-a:2", "other:1"], settings=FAST_848)
+    m = rdk_member(tmp_path, "rx", k, "g848rx", "^rx-.*", "consumer")
+    try:
+        wait_for("the regex member to get rx-a", lambda: m.assigned() == {("rx-a", 0), ("rx-a", 1)})
+        admin = AdminClient({"bootstrap.servers": k.bootstrap})
+        admin.create_topics([NewTopic("rx-b", 2, 1)])["rx-b"].result(30)
+        # The group re-resolves its pattern (at most every 10 s) and the
+        # new topic's partitions are assigned.
+        want = {("rx-a", 0), ("rx-a", 1), ("rx-b", 0), ("rx-b", 1)}
+        wait_for("the regex member to get rx-b too", lambda: m.assigned() == want, timeout=60)
+        g = admin.describe_consumer_groups(["g848rx"])["g848rx"].result(30)
+        assert g.type == ConsumerGroupType.CONSUMER
+        assert not m.state().get("fatal"), m.state()
+    finally:
+        stop_all([m])
+
+
+def test_partitions_grow_while_three_consumers_run_and_the_assignment_follows(make_kcoord, tmp_path):
+    k = make_kcoord(topics=["tg:3"], settings=FAST_848)
+    names = [f"grow{i}" for i in range(3)]
+    members = [_rdk_consumer(tmp_path, n, k, "g848grow", "tg") for n in names]
+    try:
+        wait_balanced(members, [("tg", p) for p in range(3)])
+        admin = AdminClient({"bootstrap.servers": k.bootstrap})
+        admin.create_partitions([NewPartitions("tg", 6)])["tg"].result(30)
+        six = [("tg", p) for p in range(6)]
+        wait_balanced(members, six, timeout=60)
+        assert all(len(m.assigned()) == 2 for m in members), [m.assigned() for m in members]
+        p = Producer({"bootstrap.servers": k.bootstrap})
+        sent = set()
+        for i in range(60):
+            p.produce("tg", str(i).encode(), key=f"k{i}".encode(), partition=i % 6)
+            sent.add((i % 6, f"k{i}"))
+        assert p.flush(30) == 0
+        wait_for("every message, new partitions included, to be consumed",
+                 lambda: sent <= _consumed_partitions(tmp_path, names), timeout=60)
+        assert not any(m.state().get("fatal") for m in members), [m.state() for m in members]
+    finally:
+        stop_all(members)

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::records::{
     Assignment, CurrentAssignmentValue, GroupMetadataValue, MemberMetadataValue, PartitionMetadataValue,
-    TargetAssignmentMemberValue,
+    RegularExpressionValue, TargetAssignmentMemberValue,
 };
 use crate::coordinator::records::{ConsumerKey, RecordValue};
 use crate::coordinator::FastMap;
@@ -154,8 +154,13 @@ pub struct ConsumerGroup {
     pub target: BTreeMap<String, Assignment>,
     /// instance id → member id.
     pub static_members: FastMap<String, String>,
-    /// topic name → number of members subscribed to it.
+    /// topic name → number of members subscribed to it by name.
     pub subscribed_topics: BTreeMap<String, usize>,
+    /// regular expression → number of members subscribed to it.
+    pub subscribed_regexes: BTreeMap<String, usize>,
+    /// What each regular expression resolved to (ConsumerGroupRegularExpression
+    /// records); see `consumer::regex`.
+    pub resolved_regexes: BTreeMap<String, RegularExpressionValue>,
     /// (topic id, partition) → epoch of the member that owns it (assigned
     /// or pending revocation): Kafka's `currentPartitionEpoch`.
     pub partition_epochs: FastMap<(Uuid, i32), i32>,
@@ -173,6 +178,8 @@ impl ConsumerGroup {
             target: BTreeMap::new(),
             static_members: FastMap::default(),
             subscribed_topics: BTreeMap::new(),
+            subscribed_regexes: BTreeMap::new(),
+            resolved_regexes: BTreeMap::new(),
             partition_epochs: FastMap::default(),
         }
     }
@@ -208,11 +215,17 @@ impl ConsumerGroup {
     }
 
     fn set_metadata(&mut self, member_id: &str, value: MemberMetadataValue) {
-        let (old_topics, old_instance) = match self.members.get(member_id) {
-            Some(m) => (m.metadata.subscribed_topic_names.clone(), m.metadata.instance_id.clone()),
-            None => (Vec::new(), None),
+        let (old_topics, old_instance, old_regex) = match self.members.get(member_id) {
+            Some(m) => (
+                m.metadata.subscribed_topic_names.clone(),
+                m.metadata.instance_id.clone(),
+                m.metadata.subscribed_topic_regex.clone(),
+            ),
+            None => (Vec::new(), None, None),
         };
         self.unsubscribe(&old_topics);
+        self.count_regex(old_regex.as_deref(), false);
+        self.count_regex(value.subscribed_topic_regex.as_deref(), true);
         if let Some(i) = old_instance {
             if self.static_members.get(&i).map(String::as_str) == Some(member_id) {
                 self.static_members.remove(&i);
@@ -223,6 +236,20 @@ impl ConsumerGroup {
             self.static_members.insert(i.clone(), member_id.to_string());
         }
         self.member_mut(member_id).metadata = value;
+    }
+
+    /// Counts (or uncounts) a member's regular expression; an empty one is
+    /// none, as in Kafka.
+    fn count_regex(&mut self, regex: Option<&str>, add: bool) {
+        let Some(r) = regex.filter(|r| !r.is_empty()) else { return };
+        if add {
+            *self.subscribed_regexes.entry(r.to_string()).or_insert(0) += 1;
+        } else if let Some(n) = self.subscribed_regexes.get_mut(r) {
+            *n -= 1;
+            if *n == 0 {
+                self.subscribed_regexes.remove(r);
+            }
+        }
     }
 
     fn subscribe(&mut self, topics: &[String]) {
@@ -279,6 +306,7 @@ impl ConsumerGroup {
         self.release_partitions(member_id);
         if let Some(m) = self.members.remove(member_id) {
             self.unsubscribe(&m.metadata.subscribed_topic_names);
+            self.count_regex(m.metadata.subscribed_topic_regex.as_deref(), false);
             if let Some(i) = &m.metadata.instance_id {
                 if self.static_members.get(i).map(String::as_str) == Some(member_id) {
                     self.static_members.remove(i);
@@ -369,6 +397,14 @@ pub fn replay(groups: &mut ConsumerGroups, group_id: &str, kind: &ConsumerKey, v
                 }
             }
         }
+        (ConsumerKey::RegularExpression(r), Some(RecordValue::ConsumerRegularExpression(v))) => {
+            group_mut(groups, group_id).resolved_regexes.insert(r.clone(), v.clone());
+        }
+        (ConsumerKey::RegularExpression(r), None) => {
+            if let Some(g) = groups.get_mut(group_id) {
+                g.resolved_regexes.remove(r);
+            }
+        }
         _ => {}
     }
 }
@@ -386,6 +422,9 @@ pub fn snapshot_records(g: &ConsumerGroup) -> Vec<(ConsumerKey, RecordValue)> {
     }
     for (id, m) in &g.members {
         out.push((ConsumerKey::Member(id.clone()), RecordValue::ConsumerMember(m.metadata.clone())));
+    }
+    for (regex, v) in &g.resolved_regexes {
+        out.push((ConsumerKey::RegularExpression(regex.clone()), RecordValue::ConsumerRegularExpression(v.clone())));
     }
     for (id, t) in &g.target {
         out.push((
@@ -409,8 +448,9 @@ pub fn snapshot_records(g: &ConsumerGroup) -> Vec<(ConsumerKey, RecordValue)> {
 }
 
 /// The records that delete `g` (Kafka's `createGroupTombstoneRecords`):
-/// each member's current assignment, each target, the target epoch, the
-/// legacy partition metadata if any, then the group epoch.
+/// each member's current assignment, each target, the target epoch, each
+/// member, each resolved regular expression, the legacy partition metadata
+/// if any, then the group epoch.
 pub fn tombstones(g: &ConsumerGroup) -> Vec<crate::coordinator::records::Record> {
     use crate::coordinator::records::Record;
     let id = &g.group_id;
@@ -425,6 +465,9 @@ pub fn tombstones(g: &ConsumerGroup) -> Vec<crate::coordinator::records::Record>
         out.push(Record::consumer(id, ConsumerKey::Member(m.clone()), None));
     }
     out.push(Record::consumer(id, ConsumerKey::TargetMetadata, None));
+    for regex in g.resolved_regexes.keys() {
+        out.push(Record::consumer(id, ConsumerKey::RegularExpression(regex.clone()), None));
+    }
     if g.legacy_partition_metadata.is_some() {
         out.push(Record::consumer(id, ConsumerKey::PartitionMetadata, None));
     }

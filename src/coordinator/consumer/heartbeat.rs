@@ -18,6 +18,7 @@ use super::group::{
 use super::messages::{ConsumerHeartbeatRequest, ConsumerHeartbeatResponse};
 use super::reconcile::reconcile;
 use super::records::{Assignment, GroupMetadataValue, MemberMetadataValue};
+use super::regex::{self as subscription_regex, Resolved};
 use super::target::{self, Assigners, TopicImage};
 use crate::coordinator::classic::group::GroupState;
 use crate::coordinator::core::Cx;
@@ -158,7 +159,9 @@ impl ConsumerRuntime {
         let Some(g) = cx.store.consumer_group(group_id) else { return Ok(()) };
         let Some(m) = g.members.get(member_id) else { return Ok(()) };
         let mut records = removal_records(group_id, member_id);
-        let names = subscribed_after(g, Some(m), None, None);
+        let (regex_records, counts, resolved) = subscription_regex::on_member_removed(g, m);
+        records.extend(regex_records);
+        let names = subscribed_after(g, Some(m), None, None, (&counts, &resolved));
         let hash = hash_of(&names, &self.topics);
         records.push(epoch_record(group_id, g.group_epoch + 1, hash));
         cx.append(records)?;
@@ -200,12 +203,14 @@ fn current_record(group_id: &str, m: &ConsumerMember) -> Record {
 }
 
 /// The topic names the group subscribes to once `old` is replaced by
-/// `new` (either may be absent) and `also_removed` is gone.
+/// `new` (either may be absent) and `also_removed` is gone: by name, or
+/// through a pattern (`regexes`: the pattern counts and resolutions after).
 fn subscribed_after(
     g: &ConsumerGroup,
     old: Option<&ConsumerMember>,
     new: Option<&ConsumerMember>,
     also_removed: Option<&ConsumerMember>,
+    regexes: (&std::collections::BTreeMap<String, usize>, &Resolved),
 ) -> BTreeSet<String> {
     let mut counts = g.subscribed_topics.clone();
     for m in [old, also_removed].into_iter().flatten() {
@@ -219,6 +224,7 @@ fn subscribed_after(
     if let Some(m) = new {
         names.extend(m.metadata.subscribed_topic_names.iter().cloned());
     }
+    names.extend(subscription_regex::regex_topics(regexes.0, regexes.1).into_iter().map(str::to_string));
     names
 }
 
@@ -274,11 +280,8 @@ pub fn validate(req: &ConsumerHeartbeatRequest, assigners: &Assigners) -> Result
     } else if req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH {
         return Err(invalid("MemberEpoch is invalid."));
     }
-    // Regular-expression subscriptions are resolved by a later change; until
-    // then they are refused as Kafka 3.9 refused them.
-    if req.subscribed_topic_regex.is_some() {
-        return Err(invalid("SubscribedTopicRegex is not supported yet."));
-    }
+    // A pattern is compiled (INVALID_REGULAR_EXPRESSION) when it is new to
+    // the group, as Kafka 4.x does: see `regex::plan`.
     if let Some(a) = &req.server_assignor {
         if assigners.get(a).is_none() {
             return Err(ConsumerHeartbeatResponse::error(
@@ -468,7 +471,9 @@ fn updated_member(member: &ConsumerMember, req: &ConsumerHeartbeatRequest) -> Co
         md.subscribed_topic_names = set.into_iter().cloned().collect();
     }
     if let Some(r) = &req.subscribed_topic_regex {
-        md.subscribed_topic_regex = Some(r.clone());
+        // An empty pattern clears the member's (Kafka keeps "", which it
+        // treats as none; kcoord stores none).
+        md.subscribed_topic_regex = Some(r.clone()).filter(|r| !r.is_empty());
     }
     md.client_id = req.client_id.clone();
     md.client_host = req.client_host.clone();
@@ -521,14 +526,18 @@ fn plan_heartbeat(
 
     // 1. The member and the group epoch.
     let mut updated = updated_member(&member, req);
-    let mut bump = false;
+    // A new group moves away from epoch 0 (Kafka 4.x).
+    let mut bump = group.group_epoch == 0;
     if updated.metadata != member.metadata {
         records.push(member_record(&group.group_id, &updated));
-        bump = updated.metadata.subscribed_topic_names != member.metadata.subscribed_topic_names
-            || updated.metadata.subscribed_topic_regex != member.metadata.subscribed_topic_regex;
+        bump = updated.metadata.subscribed_topic_names != member.metadata.subscribed_topic_names;
     }
     let old = group.members.get(&member.member_id);
-    let names = subscribed_after(group, old, Some(&updated), replaced_member);
+    let regexes = subscription_regex::plan(group, &member, &updated, old, replaced_member, &rt.topics, cx.now)
+        .map_err(|m| ConsumerHeartbeatResponse::error(ErrorCode::INVALID_REGULAR_EXPRESSION, m))?;
+    records.extend(regexes.records);
+    bump |= regexes.bump;
+    let names = subscribed_after(group, old, Some(&updated), replaced_member, (&regexes.counts, &regexes.resolved));
     let hash = hash_of(&names, &rt.topics);
     if hash != group.metadata_hash {
         bump = true;
@@ -545,7 +554,15 @@ fn plan_heartbeat(
         let assigner = rt.assigners.preferred(members.values().map(|(m, _)| *m)).ok_or_else(|| {
             ConsumerHeartbeatResponse::error(ErrorCode::UNKNOWN_SERVER_ERROR, "No server assignor is configured.")
         })?;
-        let new = target::compute(&group.group_id, group_epoch, &group.target, &members, &rt.topics, assigner.as_ref())
+        let new = target::compute(
+            &group.group_id,
+            group_epoch,
+            &group.target,
+            &members,
+            &rt.topics,
+            &regexes.resolved,
+            assigner.as_ref(),
+        )
             .map_err(|e| {
                 tracing::error!(group = %group.group_id, epoch = group_epoch, error = %e, "failed to compute a target assignment");
                 ConsumerHeartbeatResponse::error(

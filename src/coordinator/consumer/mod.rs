@@ -7,7 +7,9 @@
 //! assignment and the seam to the server-side assignors), `heartbeat` (the
 //! request: validation, join, heartbeat, leave, fencing and timers),
 //! `offsets` (member-epoch checks of OffsetCommit and OffsetFetch),
-//! `describe` (ListGroups), `assignor` (the server-side assignors,
+//! `regex` (regular-expression subscriptions), `retention` (OffsetDelete,
+//! offset expiry and deletion of empty groups), `describe` (ListGroups),
+//! `assignor` (the server-side assignors,
 //! `uniform` and `range`).
 
 pub mod assignor;
@@ -18,6 +20,12 @@ pub mod messages;
 pub mod offsets;
 pub mod reconcile;
 pub mod records;
+pub mod regex;
+#[cfg(test)]
+mod regex_tests;
+pub mod retention;
+#[cfg(test)]
+mod retention_tests;
 pub mod target;
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,7 @@
 //! | 6 | ConsumerGroupTargetAssignmentMetadata | group |
 //! | 7 | ConsumerGroupTargetAssignmentMember | group, member |
 //! | 8 | ConsumerGroupCurrentMemberAssignment | group, member |
+//! | 16 | ConsumerGroupRegularExpression | group, regular expression |
 //!
 //! Keys are not flexible (int16-length strings); every value is version 0
 //! and flexible (compact strings and arrays, tagged fields).
@@ -103,6 +104,17 @@ pub struct CurrentAssignmentValue {
     pub state: i8,
     pub assigned: Assignment,
     pub pending_revocation: Assignment,
+}
+
+/// ConsumerGroupRegularExpressionValue (Kafka 4.0+): the topics a
+/// subscription pattern of the group resolved to, the version of the topic
+/// image it was resolved against, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RegularExpressionValue {
+    /// Sorted, so that records are deterministic.
+    pub topics: Vec<String>,
+    pub version: i64,
+    pub timestamp: i64,
 }
 
 // ---------------------------------------------------------------------------
@@ -264,13 +276,26 @@ pub fn encode_current_assignment(v: &CurrentAssignmentValue, b: &mut BytesMut) -
     Ok(())
 }
 
+pub fn encode_regular_expression(v: &RegularExpressionValue, b: &mut BytesMut) -> Result<(), RecordError> {
+    b.put_i16(0);
+    put_len(b, v.topics.len())?;
+    for t in &v.topics {
+        put_compact_string(b, t)?;
+    }
+    b.put_i64(v.version);
+    b.put_i64(v.timestamp);
+    b.put_u8(0);
+    Ok(())
+}
+
 /// Encodes a key holding the group id only (key versions 3, 4, 6).
 pub fn encode_group_key(version: i16, group: &str, b: &mut BytesMut) -> Result<(), RecordError> {
     b.put_i16(version);
     put_string(b, group)
 }
 
-/// Encodes a key holding a group and a member id (key versions 5, 7, 8).
+/// Encodes a key holding a group and a second string: a member id (key
+/// versions 5, 7, 8) or a regular expression (16).
 pub fn encode_member_key(version: i16, group: &str, member: &str, b: &mut BytesMut) -> Result<(), RecordError> {
     b.put_i16(version);
     put_string(b, group)?;
@@ -460,6 +485,20 @@ pub fn decode_current_assignment(bytes: &[u8]) -> Result<CurrentAssignmentValue,
     Ok(CurrentAssignmentValue { member_epoch, previous_member_epoch, state, assigned, pending_revocation })
 }
 
+pub fn decode_regular_expression(bytes: &[u8]) -> Result<RegularExpressionValue, RecordError> {
+    let mut r = open(bytes, "ConsumerGroupRegularExpressionValue")?;
+    let n = r.array_len()?;
+    let mut topics = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        topics.push(r.string()?);
+    }
+    let version = r.i64()?;
+    let timestamp = r.i64()?;
+    r.tagged_fields()?;
+    finish(&r)?;
+    Ok(RegularExpressionValue { topics, version, timestamp })
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -569,6 +608,48 @@ pub(crate) mod tests {
                 assert!(decode(&payload[..n]).is_err(), "prefix of {n} bytes of {rec:?}");
             }
         }
+    }
+
+    /// The ConsumerGroupRegularExpression record and its tombstone.
+    pub(crate) fn regex_samples() -> Vec<Record> {
+        vec![
+            Record::consumer(
+                "g",
+                ConsumerKey::RegularExpression("x.*".into()),
+                Some(RecordValue::ConsumerRegularExpression(RegularExpressionValue {
+                    topics: vec!["xa".into(), "xb".into()],
+                    version: 10,
+                    timestamp: 12_345,
+                })),
+            ),
+            Record::consumer("g", ConsumerKey::RegularExpression("x.*".into()), None),
+        ]
+    }
+
+    #[test]
+    fn regular_expression_records_round_trip_in_kafkas_layout() {
+        for rec in regex_samples() {
+            let payload = encode(&rec, 7).unwrap();
+            assert_eq!(decode(&payload).unwrap().record, rec);
+            for n in 0..payload.len() {
+                assert!(decode(&payload[..n]).is_err(), "prefix of {n} bytes of {rec:?}");
+            }
+        }
+        let mut b = BytesMut::new();
+        crate::coordinator::records::encode_key(
+            &RecordKey::Consumer { group: "g".into(), kind: ConsumerKey::RegularExpression("r".into()) },
+            &mut b,
+        )
+        .unwrap();
+        assert_eq!(&b[..], &[0, 16, 0, 1, b'g', 0, 1, b'r']);
+        let mut b = BytesMut::new();
+        encode_regular_expression(
+            &RegularExpressionValue { topics: vec!["t".into()], version: 1, timestamp: 2 },
+            &mut b,
+        )
+        .unwrap();
+        // version 0, compact array of 1, compact string "t", version, timestamp, no tags.
+        assert_eq!(&b[..], &[0, 0, 2, 2, b't', 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0]);
     }
 
     #[test]

@@ -24,11 +24,37 @@ use crate::coordinator::records::{ConsumerKey, Record, RecordValue};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TopicImage {
     by_name: BTreeMap<String, (Uuid, i32)>,
+    /// Identifies the set of topic names (see [`TopicImage::names_version`]).
+    names_version: i64,
 }
 
 impl TopicImage {
     pub fn new(topics: impl IntoIterator<Item = (String, Uuid, i32)>) -> TopicImage {
-        TopicImage { by_name: topics.into_iter().map(|(n, id, p)| (n, (id, p))).collect() }
+        let by_name: BTreeMap<String, (Uuid, i32)> = topics.into_iter().map(|(n, id, p)| (n, (id, p))).collect();
+        let names_version = super::regex::names_version(by_name.keys().map(String::as_str));
+        TopicImage { by_name, names_version }
+    }
+
+    /// A stable fingerprint of the set of topic names: what a regular
+    /// expression was resolved against (the `Version` of a
+    /// ConsumerGroupRegularExpression record). Kafka stores the offset of
+    /// its metadata image there; a fingerprint serves the same purpose
+    /// ("have topics appeared or gone since?") without a global counter.
+    pub fn names_version(&self) -> i64 {
+        self.names_version
+    }
+
+    /// Every topic name, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.by_name.keys().map(String::as_str)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
     }
 
     pub fn get(&self, name: &str) -> Option<(Uuid, i32)> {
@@ -209,13 +235,16 @@ pub fn members_after<'a>(
 }
 
 /// Computes the target at `epoch` for `members`, and the records that
-/// persist it.
+/// persist it. A member subscribes to its topic names and to what its
+/// regular expression resolved to in `regexes` (Kafka's
+/// `TargetAssignmentBuilder.withResolvedRegularExpressions`).
 pub fn compute(
     group_id: &str,
     epoch: i32,
     previous: &BTreeMap<String, Assignment>,
     members: &BTreeMap<&str, (&ConsumerMember, Assignment)>,
     image: &TopicImage,
+    regexes: &super::regex::Resolved,
     assigner: &dyn TargetAssigner,
 ) -> Result<NewTarget, String> {
     let mut topics = SubscribedTopics::new();
@@ -223,7 +252,7 @@ pub fn compute(
     let mut subscriptions: BTreeSet<BTreeSet<Uuid>> = BTreeSet::new();
     for (id, (m, start)) in members {
         let mut ids = BTreeSet::new();
-        for name in &m.metadata.subscribed_topic_names {
+        for name in super::regex::member_topics(m, regexes) {
             if let Some((tid, partitions)) = image.get(name) {
                 ids.insert(tid);
                 topics.insert(tid, TopicMeta { name: name.clone(), partitions });

@@ -34,9 +34,10 @@ pub fn decode(
         rack_id: r.rack_id.as_ref().map(st),
         rebalance_timeout_ms: r.rebalance_timeout_ms,
         subscribed_topic_names: r.subscribed_topic_names.map(|v| v.iter().map(|t| st(&t.0)).collect()),
-        // librdkafka sends an empty regex when it subscribes by name; Kafka
-        // treats an empty regex as none.
-        subscribed_topic_regex: r.subscribed_topic_regex.as_ref().map(st).filter(|r| !r.is_empty()),
+        // librdkafka sends an empty regex when it subscribes by name: Kafka
+        // then clears the member's regex (see `heartbeat::updated_member`),
+        // so the empty string is kept.
+        subscribed_topic_regex: r.subscribed_topic_regex.as_ref().map(st),
         server_assignor: r.server_assignor.as_ref().map(st),
         topic_partitions: r.topic_partitions.map(|v| v.into_iter().map(|tp| (tp.topic_id, tp.partitions)).collect()),
         client_id: client_id.to_string(),

@@ -5,6 +5,7 @@
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;
@@ -46,6 +47,7 @@ pub const SUPPORTED: &[ApiSupport] = &[
     create_topics::SUPPORT,
     delete_topics::SUPPORT,
     init_producer_id::SUPPORT,
+    create_partitions::SUPPORT,
     delete_groups::SUPPORT,
     offset_delete::SUPPORT,
     consumer_group_heartbeat::SUPPORT,
