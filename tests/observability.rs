@@ -277,3 +277,53 @@ async fn consumer_lag_series_disappear_with_their_offsets_group_and_topic() {
     let (_, m) = get(http, "/metrics").await;
     assert!(!m.contains("topic=\"lagged\""), "{m}");
 }
+
+#[tokio::test]
+async fn the_group_api_shows_a_consumer_protocol_group_with_epochs_assignments_and_offsets() {
+    let s = TestServer::start_with(&["metrics.listen=\"127.0.0.1:0\"", "topics.define=[\"t:4\"]"]).await;
+    let http = s.daemon.as_ref().unwrap().metrics_addr().expect("metrics listener");
+    let mut c = s.client().await;
+    let member = "m0aaaaaaaaaaaaaaaaaaaa";
+    let hb = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("g848")))
+        .with_member_id(sb(member))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(sb("t"))]))
+        .with_topic_partitions(Some(vec![]));
+    let r = c.send(&hb, 1).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(sb("g848")))
+        .with_generation_id_or_member_epoch(1)
+        .with_member_id(sb(member))
+        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb("t"))).with_partitions(vec![
+            OffsetCommitRequestPartition::default().with_partition_index(2).with_committed_offset(0),
+        ])]);
+    assert_eq!(c.send(&commit, 9).await.topics[0].partitions[0].error_code, 0);
+
+    let (status, body) = get(http, "/v1/groups").await;
+    assert_eq!(status, 200);
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let listed = list["groups"].as_array().unwrap().iter().find(|g| g["group_id"] == "g848").expect("listed").clone();
+    assert_eq!((listed["protocol_type"].as_str(), listed["members"].as_i64()), (Some("consumer"), Some(1)), "{listed}");
+
+    let (status, body) = get(http, "/v1/groups/g848").await;
+    assert_eq!(status, 200, "{body}");
+    let g: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (g["state"].as_str(), g["group_epoch"].as_i64(), g["assignor"].as_str()),
+        (Some("Stable"), Some(1), Some("uniform")),
+        "{g}"
+    );
+    let m = &g["members"][0];
+    assert_eq!(
+        (m["member_id"].as_str(), m["member_epoch"].as_i64(), m["member_type"].as_str()),
+        (Some(member), Some(1), Some("consumer"))
+    );
+    assert_eq!(m["assignment"][0]["topic"], "t");
+    assert_eq!(m["assignment"][0]["partitions"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(m["target_assignment"], m["assignment"]);
+    let o = &g["offsets"][0];
+    assert_eq!((o["partition"].as_i64(), o["offset"].as_i64(), o["lag"].as_i64()), (Some(2), Some(0), Some(0)), "{g}");
+}

@@ -541,11 +541,16 @@ impl ShardCore {
                 cx.reply(token, Response::Delete(err));
             }
             Request::Details { group_id } => {
-                let d = classic::describe::details(groups, cx.store, &group_id);
+                let d = classic::describe::details(groups, cx.store, &group_id).or_else(|| {
+                    let (assigners, topics) = (&consumer.assigners, &consumer.topics);
+                    let session = cx.cfg.consumer.session_timeout_ms;
+                    super::consumer::describe::details(cx.store, assigners, topics, session, &group_id)
+                });
                 cx.reply(token, Response::Details(d.map(Box::new)));
             }
             Request::Summaries => {
-                let s = classic::describe::summaries(groups);
+                let mut s = classic::describe::summaries(groups);
+                s.extend(super::consumer::describe::summaries(cx.store, &consumer.assigners));
                 cx.reply(token, Response::Summaries(s));
             }
             Request::Stats => {

@@ -329,6 +329,19 @@ pub struct GroupDetails {
     pub members: Vec<MemberDetails>,
     pub offsets: Vec<OffsetDetails>,
     pub rebalances: Vec<crate::coordinator::classic::history::Rebalance>,
+    /// What only a KIP-848 consumer group has (its members also appear in
+    /// `members`, without classic assignment bytes).
+    pub consumer: Option<ConsumerGroupDetails>,
+}
+
+/// A KIP-848 consumer group's epochs, assignor and members as
+/// ConsumerGroupDescribe shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupDetails {
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: String,
+    pub members: Vec<crate::coordinator::consumer::messages::DescribedConsumerMember>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

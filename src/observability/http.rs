@@ -148,6 +148,40 @@ async fn route(path: &str, state: &HttpState) -> (u16, &'static str, String) {
 /// The JSON view of one group, with assignments decoded where they use the
 /// consumer protocol, and lag where partition logs are known.
 fn group_json(d: &crate::coordinator::messages::GroupDetails, ends: &dyn LogEndOffsets) -> Value {
+    let mut v = classic_group_json(d, ends);
+    if let (Some(c), Some(obj)) = (&d.consumer, v.as_object_mut()) {
+        let partitions = |tps: &[crate::coordinator::consumer::messages::DescribedTopicPartitions]| {
+            tps.iter()
+                .map(|tp| json!({"topic": tp.topic_name, "topic_id": tp.topic_id.to_string(), "partitions": tp.partitions}))
+                .collect::<Vec<_>>()
+        };
+        obj.insert("group_epoch".into(), json!(c.group_epoch));
+        obj.insert("assignment_epoch".into(), json!(c.assignment_epoch));
+        obj.insert("assignor".into(), json!(c.assignor));
+        let members = c.members.iter().zip(&d.members).map(|(m, details)| {
+            json!({
+                "member_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "rack_id": m.rack_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_epoch": m.member_epoch,
+                "member_type": if m.member_type == 0 { "classic" } else { "consumer" },
+                "session_timeout_ms": details.session_timeout_ms,
+                "rebalance_timeout_ms": details.rebalance_timeout_ms,
+                "subscribed_topic_names": m.subscribed_topic_names,
+                "subscribed_topic_regex": m.subscribed_topic_regex,
+                "assignment": partitions(&m.assignment),
+                "target_assignment": partitions(&m.target_assignment),
+            })
+        });
+        obj.insert("members".into(), Value::Array(members.collect()));
+    }
+    v
+}
+
+/// The fields every group has (a KIP-848 consumer group adds its own).
+fn classic_group_json(d: &crate::coordinator::messages::GroupDetails, ends: &dyn LogEndOffsets) -> Value {
     json!({
         "group_id": d.group_id,
         "state": d.state,

@@ -72,9 +72,8 @@ pub fn list(groups: &Groups, req: &ListGroupsRequest) -> Vec<ListedGroup> {
     out
 }
 
-/// One group in full: members, committed offsets and rebalance history.
-pub fn details(groups: &Groups, store: &Store, group_id: &str) -> Option<GroupDetails> {
-    let g = groups.get(group_id)?;
+/// A group's committed offsets by topic and partition (either group type).
+pub fn committed_offsets(store: &Store, group_id: &str) -> Vec<OffsetDetails> {
     let mut offsets: Vec<OffsetDetails> = store
         .offsets(group_id)
         .map(|topics| {
@@ -94,6 +93,13 @@ pub fn details(groups: &Groups, store: &Store, group_id: &str) -> Option<GroupDe
         })
         .unwrap_or_default();
     offsets.sort_by(|a, b| (a.topic.as_str(), a.partition).cmp(&(b.topic.as_str(), b.partition)));
+    offsets
+}
+
+/// One group in full: members, committed offsets and rebalance history.
+pub fn details(groups: &Groups, store: &Store, group_id: &str) -> Option<GroupDetails> {
+    let g = groups.get(group_id)?;
+    let offsets = committed_offsets(store, group_id);
     Some(GroupDetails {
         group_id: g.group_id.clone(),
         state: g.state.as_str().to_string(),
@@ -116,6 +122,7 @@ pub fn details(groups: &Groups, store: &Store, group_id: &str) -> Option<GroupDe
             .collect(),
         offsets,
         rebalances: g.history.entries().cloned().collect(),
+        consumer: None,
     })
 }
 

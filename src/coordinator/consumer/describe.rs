@@ -1,15 +1,21 @@
-//! Consumer groups in ListGroups (type `consumer`, Kafka's state names)
-//! and ConsumerGroupDescribe.
+//! Consumer groups in ListGroups (type `consumer`, Kafka's state names),
+//! ConsumerGroupDescribe and the HTTP group view.
 //! DescribeGroups answers a consumer group as a group that is not a classic
 //! one (Dead, or GROUP_ID_NOT_FOUND from v6), which is what the classic path
 //! already does for an id it does not hold.
 
+use bytes::Bytes;
+
+use super::group::ConsumerGroup;
 use super::messages::{
     ConsumerDescribeRequest, DescribedConsumerGroup, DescribedConsumerMember, DescribedTopicPartitions,
 };
 use super::records::Assignment;
-use super::target::Assigners;
-use crate::coordinator::messages::{ListGroupsRequest, ListedGroup};
+use super::target::{Assigners, TopicImage};
+use crate::coordinator::classic::describe::committed_offsets;
+use crate::coordinator::messages::{
+    ConsumerGroupDetails, GroupDetails, GroupSummary, ListGroupsRequest, ListedGroup, MemberDetails,
+};
 use crate::coordinator::store::Store;
 use crate::coordinator::Groups;
 use crate::error_code::ErrorCode;
@@ -50,11 +56,17 @@ pub fn describe(
         };
         return DescribedConsumerGroup::error(&req.group_id, ErrorCode::GROUP_ID_NOT_FOUND, Some(message));
     };
+    described(g, assigners, &req.topics)
+}
+
+/// A consumer group as ConsumerGroupDescribe shows it, topic ids named
+/// from `topics`.
+fn described(g: &ConsumerGroup, assigners: &Assigners, topics: &TopicImage) -> DescribedConsumerGroup {
     let named = |a: &Assignment| -> Vec<DescribedTopicPartitions> {
         a.iter()
             .map(|(id, ps)| DescribedTopicPartitions {
                 topic_id: *id,
-                topic_name: req.topics.name_of(id).unwrap_or_default().to_string(),
+                topic_name: topics.name_of(id).unwrap_or_default().to_string(),
                 partitions: ps.iter().copied().collect(),
             })
             .collect()
@@ -86,4 +98,61 @@ pub fn describe(
         assignor_name: assigners.preferred(g.members.values()).map(|a| a.name().to_string()).unwrap_or_default(),
         members,
     }
+}
+
+/// One consumer group in full for the HTTP view (`/v1/groups/{id}`): what
+/// ConsumerGroupDescribe shows, with its committed offsets. Members' session
+/// timeout is the group's (`group.consumer.session_timeout_ms`).
+pub fn details(
+    store: &Store,
+    assigners: &Assigners,
+    topics: &TopicImage,
+    session_timeout_ms: i32,
+    group_id: &str,
+) -> Option<GroupDetails> {
+    let g = store.consumer_group(group_id)?;
+    let d = described(g, assigners, topics);
+    let members = d
+        .members
+        .iter()
+        .map(|m| MemberDetails {
+            member_id: m.member_id.clone(),
+            group_instance_id: m.instance_id.clone(),
+            client_id: m.client_id.clone(),
+            client_host: m.client_host.clone(),
+            session_timeout_ms,
+            rebalance_timeout_ms: g.members.get(&m.member_id).map_or(-1, |x| x.metadata.rebalance_timeout_ms),
+            assignment: Bytes::new(),
+        })
+        .collect();
+    Some(GroupDetails {
+        group_id: d.group_id,
+        state: d.group_state,
+        generation: d.group_epoch,
+        protocol_type: Some("consumer".to_string()),
+        protocol: Some(d.assignor_name.clone()),
+        leader: None,
+        members,
+        offsets: committed_offsets(store, group_id),
+        rebalances: Vec::new(),
+        consumer: Some(ConsumerGroupDetails {
+            group_epoch: d.group_epoch,
+            assignment_epoch: d.assignment_epoch,
+            assignor: d.assignor_name,
+            members: d.members,
+        }),
+    })
+}
+
+/// Every consumer group in brief (the group epoch stands for the generation).
+pub fn summaries<'a>(store: &'a Store, assigners: &'a Assigners) -> impl Iterator<Item = GroupSummary> + 'a {
+    store.consumer_groups().map(move |g| GroupSummary {
+        group_id: g.group_id.clone(),
+        state: g.state().name().to_string(),
+        generation: g.group_epoch,
+        protocol_type: "consumer".to_string(),
+        protocol: assigners.preferred(g.members.values()).map(|a| a.name().to_string()).unwrap_or_default(),
+        members: g.members.len(),
+        last_rebalance_cause: None,
+    })
 }
