@@ -166,3 +166,33 @@ fn escape(v: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cert_with_subject(attrs: &[(rcgen::DnType, &str)]) -> CertificateDer<'static> {
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        for (t, v) in attrs {
+            p.distinguished_name.push(t.clone(), *v);
+        }
+        let key = rcgen::KeyPair::generate().unwrap();
+        p.self_signed(&key).unwrap().der().clone()
+    }
+
+    #[test]
+    fn the_principal_is_the_subject_most_specific_attribute_first_as_kafka_prints_it() {
+        use rcgen::DnType::*;
+        let cert =
+            cert_with_subject(&[(CountryName, "DE"), (OrganizationName, "Example, Inc."), (CommonName, "alice")]);
+        assert_eq!(principal(Some(&[cert])), "User:CN=alice,O=Example\\, Inc.,C=DE");
+    }
+
+    #[test]
+    fn without_a_certificate_the_principal_is_anonymous() {
+        assert_eq!(principal(None), "User:ANONYMOUS");
+        assert_eq!(principal(Some(&[])), "User:ANONYMOUS");
+        assert_eq!(principal(Some(&[CertificateDer::from(vec![1, 2, 3])])), "User:ANONYMOUS");
+    }
+}
