@@ -217,8 +217,9 @@ async fn launch(
     // Background work starts once the metrics recorder is installed.
     let mut background: Vec<JoinHandle<()>> =
         background.into_iter().map(|task| tokio::spawn(task(rx.clone()))).collect();
-    if let Some(c) = &security.credentials {
-        background.push(tokio::spawn(SecurityRuntime::watch_credentials(c.clone(), rx.clone())));
+    let security = Arc::new(security);
+    if security.credentials.is_some() || security.tls.is_some() {
+        background.push(tokio::spawn(security.clone().watch_files(rx.clone())));
     }
     let mut addrs = Vec::with_capacity(listeners.len());
     let mut tasks = Vec::with_capacity(listeners.len());
@@ -238,7 +239,7 @@ async fn launch(
         metrics_addr,
         fatal,
         shutdown_timeout: Duration::from_millis(config.server.shutdown_timeout_ms),
-        security: Arc::new(security),
+        security,
         _lock: lock,
     })
 }

@@ -537,7 +537,7 @@ async fn a_tls_handshake_that_never_starts_is_closed_and_others_are_served() {
 }
 
 #[tokio::test]
-async fn sighup_reload_serves_the_new_certificate() {
+async fn a_replaced_certificate_is_served_after_sighup_or_once_the_files_change() {
     let pki = Pki::new("first CA");
     let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
     let s = tls_server(&pki, &files, "none").await;
@@ -547,6 +547,12 @@ async fn sighup_reload_serves_the_new_certificate() {
     let (cert, key) = next.issue(&["localhost"], "kcoord", None);
     files.write("server.pem", &cert);
     files.write("server.key", &key);
+    // Picked up by the file watcher...
+    eventually("the new certificate is served", || async {
+        tls_connect(ssl, client_config(&next.ca_pem, None)).await.ok().map(|_| ())
+    })
+    .await;
+    // ...and by SIGHUP's reload.
     s.daemon.as_ref().unwrap().security().reload();
     let mut c = tls_connect(ssl, client_config(&next.ca_pem, None)).await.unwrap();
     assert!(c.metadata().await.is_ok());

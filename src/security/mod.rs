@@ -123,16 +123,21 @@ impl SecurityRuntime {
         }
     }
 
-    /// Reloads the credentials file whenever it changes, until shutdown.
-    pub async fn watch_credentials(
-        credentials: std::sync::Arc<credentials::CredentialStore>,
-        mut shutdown: tokio::sync::watch::Receiver<bool>,
-    ) {
+    /// Reloads the credentials file and the TLS files whenever they change
+    /// (checked every two seconds), until shutdown.
+    pub async fn watch_files(self: std::sync::Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = tick.tick() => credentials.reload_if_changed(),
+                _ = tick.tick() => {
+                    if let Some(c) = &self.credentials {
+                        c.reload_if_changed();
+                    }
+                    if let Some(t) = &self.tls {
+                        t.reload_if_changed();
+                    }
+                }
                 _ = shutdown.changed() => return,
             }
         }

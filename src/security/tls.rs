@@ -51,25 +51,48 @@ impl TlsFiles {
 pub struct TlsContext {
     files: TlsFiles,
     current: RwLock<Arc<ServerConfig>>,
+    /// Modification times and sizes of the files last looked at.
+    seen: std::sync::Mutex<Vec<Option<(std::time::SystemTime, u64)>>>,
 }
 
 impl TlsContext {
     pub fn load(files: TlsFiles) -> Result<TlsContext, String> {
         let config = build(&files)?;
-        Ok(TlsContext { files, current: RwLock::new(Arc::new(config)) })
+        let seen = std::sync::Mutex::new(stamps(&files));
+        Ok(TlsContext { files, current: RwLock::new(Arc::new(config)), seen })
     }
 
     /// Reads the files again; on error the previous configuration stays.
     pub fn reload(&self) -> Result<(), String> {
-        let config = build(&self.files)?;
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
+        let stamps = stamps(&self.files);
+        let config = build(&self.files);
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = stamps;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config?);
         tracing::info!(certificate = %self.files.certificate, "TLS certificate loaded");
         Ok(())
+    }
+
+    /// Reloads when a certificate, key or CA file changed since it was last
+    /// read (a failed load is not retried until a file changes again).
+    pub fn reload_if_changed(&self) {
+        if stamps(&self.files) == *self.seen.lock().unwrap_or_else(|e| e.into_inner()) {
+            return;
+        }
+        if let Err(e) = self.reload() {
+            tracing::error!(error = %e, "cannot reload the TLS certificate; the previous one stays in use");
+        }
     }
 
     pub fn acceptor(&self) -> TlsAcceptor {
         TlsAcceptor::from(self.current.read().unwrap_or_else(|e| e.into_inner()).clone())
     }
+}
+
+fn stamps(files: &TlsFiles) -> Vec<Option<(std::time::SystemTime, u64)>> {
+    [&files.certificate, &files.private_key, &files.ca]
+        .iter()
+        .map(|p| std::fs::metadata(p).ok().and_then(|m| Some((m.modified().ok()?, m.len()))))
+        .collect()
 }
 
 fn read_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
