@@ -64,6 +64,57 @@ pub struct Config {
     pub log: LogConfig,
     pub metrics: MetricsConfig,
     pub sidecar: SidecarConfig,
+    pub security: SecurityConfig,
+}
+
+/// TLS and SASL for the listeners that use them (Kafka's `ssl.*` and
+/// `sasl.*` broker settings).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecurityConfig {
+    /// PEM certificate chain of the SSL/SASL_SSL listeners (Kafka:
+    /// ssl.keystore.location).
+    pub tls_certificate: String,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of that certificate.
+    pub tls_private_key: String,
+    /// PEM CA certificates that client certificates must chain to (Kafka:
+    /// ssl.truststore.location); needed when `tls_client_auth` is not "none".
+    pub tls_ca: String,
+    /// none | requested | required (Kafka: ssl.client.auth).
+    pub tls_client_auth: String,
+    /// SASL mechanisms offered (Kafka: sasl.enabled.mechanisms).
+    pub sasl_enabled_mechanisms: Vec<String>,
+    /// The credentials file `kcoord users` manages.
+    pub credentials_file: String,
+    /// Session lifetime after SASL authentication; 0 unlimited (Kafka:
+    /// connections.max.reauth.ms, KIP-368).
+    pub connections_max_reauth_ms: i64,
+    /// Delay before a failed authentication is answered and the connection
+    /// closed (Kafka: connection.failed.authentication.delay.ms).
+    pub connection_failed_authentication_delay_ms: u64,
+    /// A TLS handshake, and a SASL authentication, must finish within this
+    /// long after the connection is accepted or it is closed.
+    pub authentication_timeout_ms: u64,
+    /// Largest frame accepted before authentication completes (Kafka:
+    /// sasl.server.max.receive.size).
+    pub sasl_max_receive_bytes: u32,
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        SecurityConfig {
+            tls_certificate: String::new(),
+            tls_private_key: String::new(),
+            tls_ca: String::new(),
+            tls_client_auth: "none".into(),
+            sasl_enabled_mechanisms: vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into(), "PLAIN".into()],
+            credentials_file: String::new(),
+            connections_max_reauth_ms: 0,
+            connection_failed_authentication_delay_ms: 100,
+            authentication_timeout_ms: 10_000,
+            sasl_max_receive_bytes: 524_288,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -74,6 +125,17 @@ pub struct ServerConfig {
     /// host:port given to clients in Metadata and FindCoordinator; empty
     /// means the listen address.
     pub advertised_listener: String,
+    /// Named listeners, Kafka's `listeners`: `["SASL_SSL://0.0.0.0:9093",
+    /// "PLAINTEXT://127.0.0.1:9092"]`. When set, `listen` and
+    /// `advertised_listener` are not used.
+    pub listeners: Vec<String>,
+    /// What each named listener tells clients (Kafka's
+    /// `advertised.listeners`); a listener not named here advertises its
+    /// bound address.
+    pub advertised_listeners: Vec<String>,
+    /// `NAME:PROTOCOL,...` for listener names that are not security
+    /// protocols (Kafka's `listener.security.protocol.map`).
+    pub listener_security_protocol_map: String,
     /// This node's broker id.
     pub node_id: i32,
     /// Largest request frame accepted (Kafka: socket.request.max.bytes).
@@ -327,6 +389,9 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: "127.0.0.1:9092".into(),
             advertised_listener: String::new(),
+            listeners: Vec::new(),
+            advertised_listeners: Vec::new(),
+            listener_security_protocol_map: String::new(),
             node_id: 0,
             max_request_bytes: 104_857_600,
             max_response_bytes: 104_857_600,
@@ -419,6 +484,7 @@ impl Default for Config {
             log: LogConfig::default(),
             metrics: MetricsConfig::default(),
             sidecar: SidecarConfig::default(),
+            security: SecurityConfig::default(),
         }
     }
 }
@@ -781,6 +847,62 @@ impl Config {
         if sc.max_response_bytes < 1024 || sc.max_buffered_response_bytes < 1024 {
             return bad(
                 "sidecar.max_response_bytes and sidecar.max_buffered_response_bytes must be at least 1024".into()
+            );
+        }
+        self.validate_security()
+    }
+
+    /// The listeners to bind (see [`crate::security::listeners::resolve`]).
+    pub fn listener_specs(&self) -> Result<Vec<crate::security::listeners::ListenerSpec>, String> {
+        let s = &self.server;
+        crate::security::listeners::resolve(
+            &s.listeners,
+            &s.advertised_listeners,
+            &s.listener_security_protocol_map,
+            &s.listen,
+            &s.advertised_listener,
+        )
+    }
+
+    /// Listener, TLS and SASL settings that cannot work together.
+    fn validate_security(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        let specs = self.listener_specs().map_err(ConfigError::Invalid)?;
+        let sec = &self.security;
+        if self.sidecar.enabled() && !self.server.listeners.is_empty() {
+            return bad("sidecar mode serves one PLAINTEXT listener (server.listen) for now".into());
+        }
+        if specs.iter().any(|l| l.protocol.uses_tls())
+            && (sec.tls_certificate.is_empty() || sec.tls_private_key.is_empty())
+        {
+            return bad(
+                "an SSL or SASL_SSL listener needs security.tls_certificate and security.tls_private_key".into()
+            );
+        }
+        match sec.tls_client_auth.as_str() {
+            "none" => {}
+            "requested" | "required" if sec.tls_ca.is_empty() => {
+                return bad("security.tls_client_auth needs security.tls_ca".into())
+            }
+            "requested" | "required" => {}
+            other => return bad(format!("security.tls_client_auth {other:?}: expected none, requested or required")),
+        }
+        for m in &sec.sasl_enabled_mechanisms {
+            if m != "PLAIN" && crate::security::scram::ScramMechanism::from_name(m).is_none() {
+                return bad(format!(
+                    "security.sasl_enabled_mechanisms: {m:?} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+                ));
+            }
+        }
+        if specs.iter().any(|l| l.protocol.uses_sasl()) && sec.sasl_enabled_mechanisms.is_empty() {
+            return bad("a SASL listener needs at least one of security.sasl_enabled_mechanisms".into());
+        }
+        if sec.connections_max_reauth_ms < 0 {
+            return bad("security.connections_max_reauth_ms must be >= 0".into());
+        }
+        if sec.authentication_timeout_ms == 0 || sec.sasl_max_receive_bytes < 64 {
+            return bad(
+                "security.authentication_timeout_ms must be >= 1 and security.sasl_max_receive_bytes >= 64".into()
             );
         }
         Ok(())

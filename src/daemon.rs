@@ -13,6 +13,7 @@ use crate::config::{Config, Endpoint, SidecarConfig};
 use crate::coordinator::service::GroupHooks;
 use crate::coordinator::Coordinator;
 use crate::observability::{self, http::HttpState, LogEndOffsets, NoLogEnds};
+use crate::security::{ListenerSecurity, SecurityRuntime};
 use crate::server::limits::{self, ConnectionLimits};
 use crate::server::{listener, ListenerInfo, Services};
 use crate::sidecar::mirror::{AsCoordinator, Mirror, MirrorSettings};
@@ -66,6 +67,7 @@ pub struct RunningDaemon {
     metrics_addr: Option<SocketAddr>,
     fatal: mpsc::UnboundedReceiver<String>,
     shutdown_timeout: Duration,
+    security: Arc<SecurityRuntime>,
     _lock: DirLock,
 }
 
@@ -106,20 +108,24 @@ impl Daemon {
                 .map_err(|e| StartError::Topic { name: spec.name.clone(), message: e.message })?;
         }
 
-        let listener = bind(&config.server.listen).await?;
-        let addr = local_addr(&listener, &config.server.listen)?;
-        // With an ephemeral port (tests), advertise the port actually bound.
-        let advertised = if config.server.advertised_listener.is_empty() {
-            Endpoint { host: addr.ip().to_string(), port: addr.port() }
-        } else {
-            config.advertised()
-        };
-        let node = NodeInfo {
-            node_id: config.server.node_id,
-            host: advertised.host,
-            port: advertised.port as i32,
-            cluster_id,
-        };
+        let specs = config.listener_specs().map_err(StartError::Config)?;
+        let (security, per_listener) = SecurityRuntime::build(&config, &specs).map_err(StartError::Config)?;
+        let mut bound = Vec::with_capacity(specs.len());
+        let mut endpoints = Vec::with_capacity(specs.len());
+        for (i, (spec, sec)) in specs.iter().zip(per_listener).enumerate() {
+            let addr = format_addr(&spec.bind.host, i32::from(spec.bind.port));
+            let listener = bind(&addr).await?;
+            let local = local_addr(&listener, &addr)?;
+            // With an ephemeral port (tests), advertise the port actually bound.
+            let advertised =
+                spec.advertised.clone().unwrap_or(Endpoint { host: local.ip().to_string(), port: local.port() });
+            endpoints.push(advertised);
+            let index = u16::try_from(i).map_err(|_| StartError::Config("too many listeners".into()))?;
+            bound.push((listener, ListenerInfo { node_id: config.server.node_id, index }, sec));
+            tracing::info!(listener = %spec.name, protocol = spec.protocol.name(), addr = %local, "listener bound");
+        }
+        let first = endpoints[0].clone();
+        let node = NodeInfo { node_id: config.server.node_id, host: first.host, port: first.port as i32, cluster_id };
 
         let (fatal_tx, fatal) = mpsc::unbounded_channel();
         let files = FileCache::new(descriptors.segment_files);
@@ -143,14 +149,14 @@ impl Daemon {
             data_plane: Some(data_plane.clone()),
             sidecar: None,
             request_budget: Services::request_budget(&config),
+            listener_endpoints: endpoints,
             config: config.clone(),
         });
         // Finishes topic deletions a crash or a slow shard left unfinished.
         let finisher = services.clone();
         tokio::spawn(async move { data_plane.finish_deletions(&finisher.coordinator).await });
-        let listeners = vec![(listener, ListenerInfo { node_id: node.node_id })];
         let max_connections = descriptors.max_connections(services.config.server.max_connections, 1, 0);
-        launch(services, listeners, node, lock, fatal, Vec::new(), max_connections).await
+        launch(services, bound, node, lock, fatal, Vec::new(), security, max_connections).await
     }
 }
 
@@ -179,11 +185,12 @@ fn local_addr(listener: &TcpListener, addr: &str) -> Result<SocketAddr, StartErr
 /// Starts the HTTP listener (if configured) and the Kafka listeners.
 async fn launch(
     services: Arc<Services>,
-    listeners: Vec<(TcpListener, ListenerInfo)>,
+    listeners: Vec<(TcpListener, ListenerInfo, Arc<ListenerSecurity>)>,
     node: NodeInfo,
     lock: DirLock,
     fatal: mpsc::UnboundedReceiver<String>,
     background: Vec<BackgroundTask>,
+    security: SecurityRuntime,
     max_connections: u32,
 ) -> Result<RunningDaemon, StartError> {
     let config = services.config.clone();
@@ -209,13 +216,18 @@ async fn launch(
         Some(bound)
     };
     // Background work starts once the metrics recorder is installed.
-    let background = background.into_iter().map(|task| tokio::spawn(task(rx.clone()))).collect();
+    let mut background: Vec<JoinHandle<()>> =
+        background.into_iter().map(|task| tokio::spawn(task(rx.clone()))).collect();
+    let security = Arc::new(security);
+    if security.credentials.is_some() || security.tls.is_some() {
+        background.push(tokio::spawn(security.clone().watch_files(rx.clone())));
+    }
     let mut addrs = Vec::with_capacity(listeners.len());
     let mut tasks = Vec::with_capacity(listeners.len());
-    for (listener, info) in listeners {
+    for (listener, info, sec) in listeners {
         let addr = local_addr(&listener, &config.server.listen)?;
         addrs.push(addr);
-        tasks.push(tokio::spawn(listener::run(listener, info, services.clone(), rx.clone(), limits.clone())));
+        tasks.push(tokio::spawn(listener::run(listener, info, sec, services.clone(), rx.clone(), limits.clone())));
     }
     tracing::info!(addrs = ?addrs, node_id = node.node_id, cluster_id = %node.cluster_id, "kcoord started");
     Ok(RunningDaemon {
@@ -228,6 +240,7 @@ async fn launch(
         metrics_addr,
         fatal,
         shutdown_timeout: Duration::from_millis(config.server.shutdown_timeout_ms),
+        security,
         _lock: lock,
     })
 }
@@ -264,7 +277,7 @@ async fn start_sidecar(
             let bound = local_addr(&l, &addr)?;
             let advertised_port = if listen.port == 0 { bound.port() } else { advertised_base.saturating_add(offset) };
             nodes.0.insert(*id, (advertised_host.clone(), i32::from(advertised_port)));
-            listeners.push((l, ListenerInfo { node_id: *id }));
+            listeners.push((l, ListenerInfo { node_id: *id, index: 0 }, ListenerSecurity::plaintext()));
         }
     } else {
         // One sidecar per broker: this one fronts broker `server.node_id`.
@@ -280,7 +293,7 @@ async fn start_sidecar(
             nodes.0.insert(*id, (ep.host.clone(), i32::from(ep.port)));
         }
         nodes.0.entry(me).or_insert((advertised_host.clone(), i32::from(port)));
-        listeners.push((l, ListenerInfo { node_id: me }));
+        listeners.push((l, ListenerInfo { node_id: me, index: 0 }, ListenerSecurity::plaintext()));
     }
     let owners = GroupOwners::new(
         nodes
@@ -301,7 +314,7 @@ async fn start_sidecar(
     let (fatal_tx, fatal) = mpsc::unbounded_channel();
     let hooks: Arc<dyn GroupHooks> = mirror.clone();
     let coordinator = Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx, &owns, Some(hooks));
-    let first = listeners.first().map(|(_, info)| info.node_id).unwrap_or(me);
+    let first = listeners.first().map(|(_, info, _)| info.node_id).unwrap_or(me);
     let (host, port) = nodes.0.get(&first).cloned().unwrap_or((advertised_host, 0));
     let node = NodeInfo { node_id: first, host, port, cluster_id: view.cluster_id.clone().unwrap_or(own_cluster_id) };
     let sidecar = Arc::new(Sidecar::new(upstream, mirror.clone(), nodes, catalog.clone(), &sc));
@@ -314,9 +327,10 @@ async fn start_sidecar(
         data_plane: None,
         sidecar: Some(sidecar.clone()),
         request_budget: Services::request_budget(&config),
+        listener_endpoints: Vec::new(),
         config,
     });
-    tracing::info!(upstream = ?sc.upstream, fronted = ?listeners.iter().map(|(_, i)| i.node_id).collect::<Vec<_>>(),
+    tracing::info!(upstream = ?sc.upstream, fronted = ?listeners.iter().map(|(_, i, _)| i.node_id).collect::<Vec<_>>(),
         "sidecar mode: serving groups, forwarding the rest upstream");
     let writer_services: Arc<dyn AsCoordinator> = services.clone();
     let refresh_services: Arc<dyn AsCoordinator> = services.clone();
@@ -330,7 +344,7 @@ async fn start_sidecar(
     // splice pipes are shared.
     let max_connections =
         descriptors.max_connections(services.config.server.max_connections, 2, crate::sidecar::PIPE_DESCRIPTORS);
-    launch(services, listeners, node, lock, fatal, background, max_connections).await
+    launch(services, listeners, node, lock, fatal, background, SecurityRuntime::default(), max_connections).await
 }
 
 /// Waits for the upstream's first Metadata, retrying with back-off up to
@@ -375,6 +389,12 @@ impl RunningDaemon {
     /// The identity advertised to clients.
     pub fn node(&self) -> &NodeInfo {
         &self.node
+    }
+
+    /// The TLS certificate and credentials in use; `reload` reads their
+    /// files again (what SIGHUP does).
+    pub fn security(&self) -> &Arc<SecurityRuntime> {
+        &self.security
     }
 
     /// The shared services (for embedding and tests).

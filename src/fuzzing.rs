@@ -127,7 +127,13 @@ pub fn frame(data: &[u8]) {
     let outcome = d.runtime.block_on(async move {
         tokio::time::timeout(
             Duration::from_millis(20),
-            dispatch::handle_frame(services, peer, crate::server::ListenerInfo { node_id: 0 }, frame),
+            dispatch::handle_frame(
+                services,
+                peer,
+                crate::server::ListenerInfo { node_id: 0, index: 0 },
+                crate::security::ANONYMOUS.into(),
+                frame,
+            ),
         )
         .await
     });

@@ -39,6 +39,78 @@ enum Command {
         #[command(subcommand)]
         command: GroupsCommand,
     },
+    /// SASL users in a credentials file (security.credentials_file): salted
+    /// SCRAM credentials, never passwords. A running daemon reloads the
+    /// file when it changes.
+    Users {
+        #[command(subcommand)]
+        command: UsersCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum UsersCommand {
+    /// Add a user or change its password (read from stdin unless --password).
+    Add {
+        #[arg(long)]
+        file: PathBuf,
+        user: String,
+        /// The password (visible to other local users in the process list;
+        /// prefer stdin).
+        #[arg(long)]
+        password: Option<String>,
+        /// SCRAM-SHA-256 and/or SCRAM-SHA-512 (repeatable; default both).
+        #[arg(long = "mechanism")]
+        mechanisms: Vec<String>,
+        #[arg(long, default_value_t = kcoord::security::credentials::DEFAULT_ITERATIONS)]
+        iterations: u32,
+    },
+    /// Remove a user.
+    Remove {
+        #[arg(long)]
+        file: PathBuf,
+        user: String,
+    },
+    /// List users and their mechanisms.
+    List {
+        #[arg(long)]
+        file: PathBuf,
+    },
+}
+
+/// Runs a `kcoord users` command.
+fn run_users(command: UsersCommand) -> ExitCode {
+    use kcoord::admin::users;
+    let result = match command {
+        UsersCommand::Add { file, user, password, mechanisms, iterations } => {
+            let password = match password {
+                Some(p) => Ok(p),
+                None => {
+                    let mut line = String::new();
+                    std::io::stdin()
+                        .read_line(&mut line)
+                        .map(|_| line.trim_end_matches(['\r', '\n']).to_string())
+                        .map_err(|e| e.to_string())
+                }
+            };
+            password.and_then(|p| users::add(&file, &user, &p, &mechanisms, iterations))
+        }
+        UsersCommand::Remove { file, user } => users::remove(&file, &user),
+        UsersCommand::List { file } => users::list(&file),
+    };
+    match result {
+        Ok(out) => {
+            print!("{out}");
+            if !out.is_empty() && !out.ends_with('\n') {
+                println!();
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -328,7 +400,7 @@ fn reread_config() -> Result<Config, String> {
     let built = match cli.command {
         Some(Command::Serve(a)) | Some(Command::Config(a)) => a.build(),
         Some(Command::Sidecar(a)) => a.build(),
-        Some(Command::Groups { .. }) => return Err("not a serving command".into()),
+        Some(Command::Groups { .. }) | Some(Command::Users { .. }) => return Err("not a serving command".into()),
         None => cli.serve.build(),
     };
     built.map_err(|e| e.to_string())
@@ -342,6 +414,7 @@ fn main() -> ExitCode {
         Some(Command::Config(a)) => (a.build(), a.repair, true),
         Some(Command::Sidecar(a)) => (a.build(), a.serve.repair, false),
         Some(Command::Groups { command }) => return run_groups(command),
+        Some(Command::Users { command }) => return run_users(command),
         None => (cli.serve.build(), cli.serve.repair, false),
     };
     let config = match built {
@@ -415,8 +488,9 @@ async fn serve(config: Config, options: StartOptions, reload: ReloadLogLevel) ->
             "group coordinator ready: every shard loaded"
         );
     });
+    let security = daemon.security().clone();
     let failure = tokio::select! {
-        _ = signals.wait(&reload) => None,
+        _ = signals.wait(&reload, &security) => None,
         message = daemon.fatal_error() => Some(message),
     };
     tracing::info!("shutting down");
@@ -432,7 +506,8 @@ async fn serve(config: Config, options: StartOptions, reload: ReloadLogLevel) ->
 
 /// The signals kcoord handles, registered up front. SIGINT (Ctrl-C) and
 /// SIGTERM shut down cleanly. SIGHUP reloads what can change while running
-/// (the log level, from the configuration file and flags read again); every
+/// (the log level, from the configuration file and flags read again; the
+/// TLS certificate and key files; the credentials file); every
 /// other setting needs a restart. SIGUSR1 and SIGUSR2, whose default action
 /// would kill the process without a clean shutdown, are logged and ignored.
 /// SIGQUIT keeps its default (a core dump, meant for debugging); SIGPIPE is
@@ -458,12 +533,12 @@ impl Signals {
     }
 
     /// Serves SIGHUP, SIGUSR1 and SIGUSR2 until SIGINT or SIGTERM arrives.
-    async fn wait(mut self, reload: &ReloadLogLevel) {
+    async fn wait(mut self, reload: &ReloadLogLevel, security: &kcoord::security::SecurityRuntime) {
         loop {
             tokio::select! {
                 _ = self.interrupt.recv() => return,
                 _ = self.terminate.recv() => return,
-                _ = self.hangup.recv() => match reread_config().and_then(|c| reload(&c.log.level).map(|()| c.log.level)) {
+                _ = self.hangup.recv() => match { security.reload(); reread_config() }.and_then(|c| reload(&c.log.level).map(|()| c.log.level)) {
                     Ok(level) => tracing::info!(
                         level = %level,
                         "SIGHUP: log level reloaded (other settings take effect at the next start)"

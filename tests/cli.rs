@@ -1,6 +1,7 @@
 //! The `kcoord` command line as a user runs it: configuration printing and
 //! errors, clean shutdown on SIGTERM, refusing a corrupt log unless
-//! `--repair`, and the `groups` admin commands.
+//! `--repair`, the `groups` admin commands, and `users` with the
+//! credentials file reloaded by a running daemon.
 
 mod common;
 #[path = "data_plane/support.rs"]
@@ -456,4 +457,69 @@ async fn the_groups_commands_list_describe_reset_and_delete() {
     let (ok, _, err) = run(&["describe", "--group", "cli-group"]);
     assert!(!ok && err.contains("does not exist"), "{err}");
     child.kill().ok();
+}
+
+#[test]
+fn users_are_added_listed_and_removed_without_storing_the_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("users.json");
+    let run = |args: &[&str], stdin: &str| {
+        use std::io::Write;
+        let mut child = kcoord()
+            .arg("users")
+            .args(args)
+            .arg("--file")
+            .arg(&file)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn kcoord users");
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run(&["add", "alice"], "correct horse battery\n");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Added user alice (SCRAM-SHA-256, SCRAM-SHA-512)");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains("correct horse"), "{text}");
+    let out = run(&["add", "bob", "--mechanism", "SCRAM-SHA-512", "--iterations", "4096"], "pw\n");
+    assert!(out.status.success());
+    let listed = String::from_utf8(run(&["list"], "").stdout).unwrap();
+    assert_eq!(listed, "alice\tSCRAM-SHA-256 (iterations 8192), SCRAM-SHA-512 (iterations 8192)\nbob\tSCRAM-SHA-512 (iterations 4096)\n");
+    assert!(run(&["remove", "alice"], "").status.success());
+    let out = run(&["remove", "alice"], "");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("Error: no user alice"));
+    let out = run(&["add", "carol", "--iterations", "100"], "pw\n");
+    assert!(!out.status.success(), "iterations below Kafka's minimum are refused");
+    assert_eq!(String::from_utf8(run(&["list"], "").stdout).unwrap(), "bob\tSCRAM-SHA-512 (iterations 4096)\n");
+}
+
+#[test]
+fn a_running_daemon_reloads_the_credentials_file_on_sighup_or_when_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users.json");
+    let mut child = kcoord()
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .args(["--log-format", "json", "--set", "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]"])
+        .arg("--set")
+        .arg(format!("security.credentials_file=\"{}\"", users.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn kcoord");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().expect("stdout")).read_line(&mut line).expect("read");
+    assert!(line.contains("serving on"), "{line}");
+    let lines = stderr_lines(&mut child);
+    wait_for_line(&lines, "\"users\":0");
+    kcoord::admin::users::add(&users, "alice", "pw", &[], 4096).unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    wait_for_line(&lines, "\"users\":1");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = wait_exit(&mut child, DEADLINE).expect("exits");
+    assert_eq!(status.code(), Some(0));
 }

@@ -169,6 +169,8 @@ fn sample_body(key: i16, version: i16) -> Option<Bytes> {
                 .with_types_filter(if version >= 5 { vec![s("classic")] } else { vec![] }),
             version,
         ),
+        17 => enc(SaslHandshakeRequest::default().with_mechanism(s("PLAIN")), version),
+        36 => enc(SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0u\0p")), version),
         42 => enc(DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("g"))]), version),
         47 => enc(
             OffsetDeleteRequest::default().with_group_id(GroupId(s("g"))).with_topics(vec![
@@ -207,7 +209,7 @@ fn one_batch() -> Bytes {
 }
 
 /// Every API key the hostile suite knows how to build a request for.
-const COVERED: &[i16] = &[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 37, 42, 47, 68, 69];
+const COVERED: &[i16] = &[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 36, 37, 42, 47, 68, 69];
 
 fn frame(key: i16, version: i16, body: &[u8]) -> Vec<u8> {
     let support = versions::lookup(key).unwrap();

@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod groups;
 pub mod time;
+pub mod users;
 
 #[cfg(test)]
 mod retry_tests;

@@ -39,7 +39,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use futures_util::FutureExt;
-use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, AcquireError, OwnedSemaphorePermit};
@@ -50,6 +50,8 @@ use super::dispatch::{self, Outcome};
 use super::frame::{Frame, FrameCodec, StreamLarge};
 use super::limits::RateLimitedLog;
 use super::{ListenerInfo, Services};
+use crate::security::sasl::{Admit, Reply, SaslSession};
+use crate::security::ListenerSecurity;
 use crate::sidecar::link::{Answer, Link};
 use crate::sidecar::{Forward, Route, Sidecar};
 
@@ -61,29 +63,138 @@ type Permit = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireEr
 /// Per-connection write buffer.
 const WRITE_BUFFER_BYTES: usize = 8 * 1024;
 
-/// Serves `stream` until the client goes away, a frame is malformed, or the
-/// daemon shuts down (then in-flight requests are finished first).
+/// The read side of a client connection: a plain TCP socket (whose
+/// descriptor a sidecar may splice from) or a TLS stream.
+pub trait ClientRead: AsyncRead + Unpin + Send + 'static {
+    /// The socket, when bytes can be relayed from it without decryption.
+    fn tcp(&self) -> Option<&OwnedReadHalf>;
+}
+
+/// The write side of a client connection.
+pub trait ClientWrite: AsyncWrite + Unpin + Send + Sized + 'static {
+    /// The socket writer, when answers can be spliced into it.
+    fn plain(w: &mut BufWriter<Self>) -> Option<&mut BufWriter<OwnedWriteHalf>>;
+}
+
+impl ClientRead for OwnedReadHalf {
+    fn tcp(&self) -> Option<&OwnedReadHalf> {
+        Some(self)
+    }
+}
+
+impl ClientWrite for OwnedWriteHalf {
+    fn plain(w: &mut BufWriter<Self>) -> Option<&mut BufWriter<OwnedWriteHalf>> {
+        Some(w)
+    }
+}
+
+type TlsStream = tokio_rustls::server::TlsStream<TcpStream>;
+
+impl ClientRead for tokio::io::ReadHalf<TlsStream> {
+    fn tcp(&self) -> Option<&OwnedReadHalf> {
+        None
+    }
+}
+
+impl ClientWrite for tokio::io::WriteHalf<TlsStream> {
+    fn plain(_: &mut BufWriter<Self>) -> Option<&mut BufWriter<OwnedWriteHalf>> {
+        None
+    }
+}
+
+/// Serves a plaintext connection without authentication (kcoord's
+/// original listener; sidecar mode).
 pub async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     listener: ListenerInfo,
     svc: Arc<Services>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+) {
+    accept(stream, peer, listener, ListenerSecurity::plaintext(), svc, shutdown).await
+}
+
+/// Serves a connection accepted on a listener with `security`: the TLS
+/// handshake first (bounded by the listener's handshake timeout), then
+/// requests, SASL authentication first where the listener asks for it.
+pub async fn accept(
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: ListenerInfo,
+    security: Arc<ListenerSecurity>,
+    svc: Arc<Services>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
+    let deadline = Instant::now() + security.handshake_timeout;
+    let auth = Auth {
+        principal: crate::security::ANONYMOUS.into(),
+        sasl: security.sasl.clone().map(SaslSession::new),
+        deadline,
+        failure_delay: security.sasl.as_ref().map(|s| s.failure_delay).unwrap_or_default(),
+    };
+    let Some(tls) = &security.tls else {
+        let (rd, wr) = stream.into_split();
+        return serve_halves(rd, wr, peer, listener, auth, svc, shutdown).await;
+    };
+    let stream = match tokio::time::timeout_at(deadline, tls.acceptor().accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            metrics::counter!("kcoord_tls_handshake_failures_total").increment(1);
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            metrics::counter!("kcoord_connections_closed_total", "reason" => "handshake_timeout").increment(1);
+            tracing::debug!(%peer, "TLS handshake did not finish within security.authentication_timeout_ms");
+            return;
+        }
+    };
+    let principal = crate::security::tls::principal(stream.get_ref().1.peer_certificates());
+    let auth = Auth { principal: principal.into(), ..auth };
+    let (rd, wr) = tokio::io::split(stream);
+    serve_halves(rd, wr, peer, listener, auth, svc, shutdown).await
+}
+
+/// A connection's authentication: its principal so far, and the SASL
+/// exchange it must complete by `deadline` (SASL listeners).
+struct Auth {
+    principal: Arc<str>,
+    sasl: Option<SaslSession>,
+    deadline: Instant,
+    failure_delay: Duration,
+}
+
+impl Auth {
+    fn pending(&self) -> bool {
+        self.sasl.as_ref().is_some_and(|s| !s.is_authenticated())
+    }
+}
+
+/// Serves one connection until the client goes away, a frame is malformed,
+/// authentication fails, or the daemon shuts down (then in-flight requests
+/// are finished first).
+async fn serve_halves<R: ClientRead, W: ClientWrite>(
+    rd: R,
+    wr: W,
+    peer: SocketAddr,
+    listener: ListenerInfo,
+    mut auth: Auth,
+    svc: Arc<Services>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let max_request = svc.config.server.max_request_bytes;
     // A sidecar relays the bodies of large forwarded requests (Produce) from
     // the client socket to the upstream instead of reading them into memory.
-    let codec = match svc.sidecar {
-        Some(_) => FrameCodec::streaming(
+    let codec = match (&svc.sidecar, rd.tcp()) {
+        (Some(_), Some(_)) => FrameCodec::streaming(
             max_request,
             StreamLarge {
                 min_len: crate::sidecar::STREAM_REQUESTS_FROM,
                 accept: |head| crate::sidecar::route_head(head).is_some(),
             },
         ),
-        None => FrameCodec::new(max_request),
+        _ => FrameCodec::new(max_request),
     };
     let mut frames = FramedRead::new(rd, codec);
     // Coalesces pipelined small responses into few writes; larger responses
@@ -101,6 +212,11 @@ pub async fn serve(
     let mut clock = Timeouts::new(&svc.config.server, Instant::now());
     let timer = tokio::time::sleep_until(clock.first_check());
     tokio::pin!(timer);
+    let auth_timer = tokio::time::sleep_until(auth.deadline);
+    tokio::pin!(auth_timer);
+    if let Some(max) = auth.sasl.as_ref().and_then(SaslSession::max_frame) {
+        frames.decoder_mut().set_max(max.min(max_request));
+    }
 
     loop {
         if !reading && inflight.is_empty() {
@@ -135,7 +251,7 @@ pub async fn serve(
                 let Some((frame, _)) = parked.take() else { continue };
                 let Ok(permit) = permit else { return };
                 inflight_bytes += frame.len();
-                inflight.push_back(local(&svc, peer, listener, frame, permit));
+                inflight.push_back(local(&svc, peer, listener, auth.principal.clone(), frame, permit));
             }
             frame = frames.next(), if can_read => {
                 match frame {
@@ -143,7 +259,7 @@ pub async fn serve(
                         clock.first_request_seen = true;
                         // The codec hands over only heads that route_head accepted.
                         let (Some(sidecar), Some(Route::Forward(fwd))) = (svc.sidecar.clone(), crate::sidecar::route_head(&head)) else { return };
-                        let send = Outgoing { head: &head, len, rest_from: Some(frames.get_ref()) };
+                        let send = Outgoing { head: &head, len, rest_from: frames.get_ref().tcp() };
                         let sent = forward(&sidecar, &mut link, listener, send, fwd);
                         // The rest of the frame must arrive as a partial frame would have to.
                         let sent = match partial_limit(&svc.config.server) {
@@ -162,6 +278,39 @@ pub async fn serve(
                     }
                     Some(Ok(Frame::Whole(frame))) => {
                         clock.first_request_seen = true;
+                        if let Some(sasl) = auth.sasl.as_mut() {
+                            match sasl.admit(&frame, Instant::now()) {
+                                Admit::Serve => {}
+                                Admit::Close(reason) => {
+                                    metrics::counter!("kcoord_connections_closed_total", "reason" => "authentication").increment(1);
+                                    tracing::info!(%peer, %reason, "closing connection");
+                                    break;
+                                }
+                                Admit::Sasl => {
+                                    match sasl.handle(frame, Instant::now()).await {
+                                        Reply::Respond(bytes) => inflight.push_back(Box::pin(std::future::ready((Outcome::Respond(bytes), 0)))),
+                                        Reply::Fail { response, reason } => {
+                                            // Kafka answers a failed authentication only after
+                                            // connection.failed.authentication.delay.ms, then closes.
+                                            let delay = auth.failure_delay;
+                                            inflight.push_back(Box::pin(async move {
+                                                tokio::time::sleep(delay).await;
+                                                (response.map_or(Outcome::NoResponse, Outcome::Respond), 0)
+                                            }));
+                                            let close = Outcome::Close(format!("authentication failed: {reason}"));
+                                            inflight.push_back(Box::pin(std::future::ready((close, 0))));
+                                            reading = false;
+                                        }
+                                    }
+                                    if let Some(p) = sasl.principal() {
+                                        auth.principal = p;
+                                    }
+                                    let max = sasl.max_frame().unwrap_or(max_request).min(max_request);
+                                    frames.decoder_mut().set_max(max);
+                                    continue;
+                                }
+                            }
+                        }
                         let route = if svc.sidecar.is_some() { crate::sidecar::route(&frame) } else { Route::Local };
                         match route {
                             Route::Local => {
@@ -169,7 +318,7 @@ pub async fn serve(
                                 match svc.request_budget.clone().try_acquire_many_owned(n) {
                                     Ok(permit) => {
                                         inflight_bytes += frame.len();
-                                        inflight.push_back(local(&svc, peer, listener, frame, permit));
+                                        inflight.push_back(local(&svc, peer, listener, auth.principal.clone(), frame, permit));
                                     }
                                     Err(tokio::sync::TryAcquireError::NoPermits) => {
                                         tracing::debug!(%peer, bytes = n, "request budget spent; waiting before serving");
@@ -205,6 +354,11 @@ pub async fn serve(
                 // A request still waiting for the budget is dropped unserved.
                 parked = None;
             }
+            () = &mut auth_timer, if auth.pending() => {
+                metrics::counter!("kcoord_connections_closed_total", "reason" => "handshake_timeout").increment(1);
+                tracing::info!(%peer, "closing connection: SASL authentication did not finish within security.authentication_timeout_ms");
+                break;
+            }
             () = &mut timer, if clock.enabled() => {
                 let now = Instant::now();
                 let state = State { can_read, idle: inflight.is_empty(), activity: frames.decoder().activity() };
@@ -227,13 +381,14 @@ fn local(
     svc: &Arc<Services>,
     peer: SocketAddr,
     listener: ListenerInfo,
+    principal: Arc<str>,
     frame: Bytes,
     permit: OwnedSemaphorePermit,
 ) -> Served {
     let svc = svc.clone();
     let len = frame.len();
     Box::pin(async move {
-        let outcome = dispatch::handle_frame(svc, peer, listener, frame).await;
+        let outcome = dispatch::handle_frame(svc, peer, listener, principal, frame).await;
         drop(permit);
         (outcome, len)
     })
@@ -300,7 +455,7 @@ async fn forward(
 }
 
 /// Writes one outcome; returns false if the connection must close.
-async fn write_outcome(writer: &mut BufWriter<OwnedWriteHalf>, outcome: Outcome, peer: SocketAddr) -> bool {
+async fn write_outcome<W: ClientWrite>(writer: &mut BufWriter<W>, outcome: Outcome, peer: SocketAddr) -> bool {
     match outcome {
         // The budget share is released once the bytes are handed to the socket.
         Outcome::Respond(bytes) | Outcome::RespondHolding(bytes, _) => match writer.write_all(&bytes).await {
@@ -313,6 +468,11 @@ async fn write_outcome(writer: &mut BufWriter<OwnedWriteHalf>, outcome: Outcome,
         Outcome::Stream(s) => {
             // Written as it arrives; a frame cut short cannot be repaired,
             // so the client connection closes.
+            // Only sidecar connections stream, and they are plaintext.
+            let Some(writer) = W::plain(writer) else {
+                tracing::warn!(%peer, "a streamed answer on an encrypted connection; closing it");
+                return false;
+            };
             let moved = match writer.write_all(&s.head).await {
                 Ok(()) => s.body.forward(writer).await,
                 Err(e) => Err(e),

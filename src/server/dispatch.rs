@@ -14,7 +14,8 @@ use super::{observe, ListenerInfo, Services};
 use crate::protocol::api::{
     api_versions, consumer_group_describe, consumer_group_heartbeat, create_partitions, create_topics, delete_groups,
     delete_topics, describe_groups, fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
-    list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch, produce, sync_group,
+    list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch, produce, sasl_authenticate,
+    sasl_handshake, sync_group,
 };
 use crate::protocol::header::{self, RequestHeader};
 use crate::protocol::versions::{self, ApiSupport};
@@ -42,6 +43,9 @@ pub struct RequestContext {
     pub header: RequestHeader,
     pub peer: SocketAddr,
     pub listener: ListenerInfo,
+    /// The authenticated principal (`User:ANONYMOUS` without authentication),
+    /// kept for authorization.
+    pub principal: Arc<str>,
 }
 
 impl RequestContext {
@@ -94,7 +98,7 @@ impl From<api_versions::RespondError> for RouteError {
 }
 
 /// Starts a response frame: room for the length, then the response header.
-fn start_response(correlation_id: i32, flexible: bool) -> BytesMut {
+pub(crate) fn start_response(correlation_id: i32, flexible: bool) -> BytesMut {
     let mut out = BytesMut::with_capacity(128);
     out.put_i32(0);
     header::write_response_header(&mut out, correlation_id, flexible);
@@ -118,6 +122,14 @@ fn finish_response(mut out: BytesMut, limit: usize) -> Outcome {
     }
 }
 
+/// Fills in the length prefix of a small frame built with
+/// [`start_response`] (`None` if it cannot be described).
+pub(crate) fn finish_frame(mut out: BytesMut) -> Option<Bytes> {
+    let n = i32::try_from(out.len().saturating_sub(4)).ok()?;
+    out[..4].copy_from_slice(&n.to_be_bytes());
+    Some(out.freeze())
+}
+
 /// The response limit for this daemon (`server.max_response_bytes`, at most
 /// what an i32 length prefix allows).
 fn response_limit(svc: &Services) -> usize {
@@ -125,7 +137,13 @@ fn response_limit(svc: &Services) -> usize {
 }
 
 /// Serves one request frame.
-pub async fn handle_frame(svc: Arc<Services>, peer: SocketAddr, listener: ListenerInfo, mut frame: Bytes) -> Outcome {
+pub async fn handle_frame(
+    svc: Arc<Services>,
+    peer: SocketAddr,
+    listener: ListenerInfo,
+    principal: Arc<str>,
+    mut frame: Bytes,
+) -> Outcome {
     let prefix = match header::peek_prefix(&frame) {
         Ok(p) => p,
         Err(e) => return Outcome::Close(e.to_string()),
@@ -167,7 +185,7 @@ pub async fn handle_frame(svc: Arc<Services>, peer: SocketAddr, listener: Listen
             return Outcome::Close(format!("{} request header: {e}", support.name));
         }
     };
-    let ctx = RequestContext { header, peer, listener };
+    let ctx = RequestContext { header, peer, listener, principal };
     let mut out = start_response(prefix.correlation_id, support.flexible_response_header(prefix.api_version));
     let limit = response_limit(&svc);
     let routed = crate::protocol::codec::RESPONSE_LIMIT.scope(limit, route(&svc, &ctx, &mut frame, &mut out)).await;
@@ -246,13 +264,25 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
         }
         k if k == metadata::SUPPORT.key => {
             let req = metadata::decode(body, v)?;
-            let resp = svc.cluster.metadata(&req, &svc.catalog, svc.topic_creator.as_ref());
+            let mut resp = svc.cluster.metadata(&req, &svc.catalog, svc.topic_creator.as_ref());
+            if let Some(ep) = svc.own_endpoint(ctx.listener) {
+                for b in resp.brokers.iter_mut().filter(|b| b.node_id == svc.cluster.node.node_id) {
+                    (b.host, b.port) = (ep.host.clone(), i32::from(ep.port));
+                }
+            }
             observe::errors(metadata::SUPPORT.name, &resp);
             metadata::encode(&resp, v, out)?;
         }
         k if k == find_coordinator::SUPPORT.key => {
             let req = find_coordinator::decode(body, v)?;
             let answers = svc.cluster.coordinator_answers(req.key_type, &req.keys, find_coordinator::share_allowed(v));
+            let (own, ep) = (svc.cluster.node.node_id, svc.own_endpoint(ctx.listener));
+            let answers = answers.map(|mut a| {
+                if let Some(ep) = ep.filter(|_| a.node_id == own && a.error == crate::error_code::ErrorCode::NONE) {
+                    (a.host, a.port) = (ep.host.clone(), i32::from(ep.port));
+                }
+                a
+            });
             let answers = answers.inspect(|a| observe::errors(find_coordinator::SUPPORT.name, a));
             find_coordinator::encode(answers, v, out)?;
         }
@@ -318,6 +348,22 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
             let resp = svc.coordinator.delete_groups(delete_groups::decode(body, v)?).await?;
             observe::errors(delete_groups::SUPPORT.name, &resp);
             delete_groups::encode(&resp, v, out)?;
+        }
+        // Reach here only outside a SASL exchange: on a listener without
+        // SASL, or after authentication. Kafka's KafkaApis answers both so.
+        k if k == sasl_handshake::SUPPORT.key => {
+            sasl_handshake::decode(body, v)?;
+            sasl_handshake::encode(crate::error_code::ErrorCode::ILLEGAL_SASL_STATE, &[], v, out)?;
+        }
+        k if k == sasl_authenticate::SUPPORT.key => {
+            sasl_authenticate::decode(body, v)?;
+            let answer = sasl_authenticate::Answer {
+                error: crate::error_code::ErrorCode::ILLEGAL_SASL_STATE,
+                message: Some("SaslAuthenticate request received after successful authentication".into()),
+                token: Bytes::new(),
+                session_lifetime_ms: 0,
+            };
+            sasl_authenticate::encode(&answer, v, out)?;
         }
         other => return Err(RouteError::Other(format!("no handler for API key {other}"))),
     }

@@ -88,6 +88,12 @@ impl FrameCodec {
         FrameCodec { stream: Some(stream), ..Self::new(max) }
     }
 
+    /// Changes the largest frame accepted from now on (smaller before SASL
+    /// authentication completes).
+    pub fn set_max(&mut self, max: u32) {
+        self.max = max;
+    }
+
     pub fn activity(&self) -> Activity {
         self.activity
     }

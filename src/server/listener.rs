@@ -11,12 +11,14 @@ use tokio::task::JoinSet;
 
 use super::limits::{ConnectionLimits, RateLimitedLog};
 use super::{connection, ListenerInfo, Services};
+use crate::security::ListenerSecurity;
 
 /// Accepts until `shutdown` turns true, then waits for every connection to
 /// finish its in-flight requests.
 pub async fn run(
     listener: TcpListener,
     info: ListenerInfo,
+    security: Arc<ListenerSecurity>,
     svc: Arc<Services>,
     mut shutdown: watch::Receiver<bool>,
     limits: Arc<ConnectionLimits>,
@@ -46,8 +48,11 @@ pub async fn run(
                 metrics::gauge!("kcoord_connections").increment(1.0);
                 let svc = svc.clone();
                 let rx = shutdown.clone();
+                let security = security.clone();
                 tasks.spawn(async move {
-                    connection::serve(stream, peer, info, svc, rx).await;
+                    // Counted against the limits from accept on, before
+                    // any TLS handshake or authentication.
+                    connection::accept(stream, peer, info, security, svc, rx).await;
                     drop(slot);
                     metrics::gauge!("kcoord_connections").decrement(1.0);
                 });

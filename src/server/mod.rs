@@ -31,6 +31,11 @@ pub struct Services {
     /// (`server.max_inflight_request_bytes`): a request holds permits for
     /// its frame's length until it is answered.
     pub request_budget: Arc<tokio::sync::Semaphore>,
+    /// Standalone mode: the address each listener advertises, by
+    /// [`ListenerInfo::index`] (Kafka answers Metadata and FindCoordinator
+    /// with the addresses of the listener the request came in on). Empty in
+    /// sidecar mode, which advertises the fronted brokers' addresses.
+    pub listener_endpoints: Vec<crate::config::Endpoint>,
 }
 
 impl Services {
@@ -38,6 +43,14 @@ impl Services {
     pub fn request_budget(config: &Config) -> Arc<tokio::sync::Semaphore> {
         let bytes = usize::try_from(config.server.max_inflight_request_bytes).unwrap_or(usize::MAX);
         Arc::new(tokio::sync::Semaphore::new(bytes.min(tokio::sync::Semaphore::MAX_PERMITS)))
+    }
+}
+
+impl Services {
+    /// The address this node advertises on `listener`, when it differs by
+    /// listener (standalone mode).
+    pub fn own_endpoint(&self, listener: ListenerInfo) -> Option<&crate::config::Endpoint> {
+        self.listener_endpoints.get(usize::from(listener.index))
     }
 }
 
@@ -52,4 +65,7 @@ impl crate::sidecar::mirror::AsCoordinator for Services {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListenerInfo {
     pub node_id: i32,
+    /// Index into [`Services::listener_endpoints`]: what Metadata and
+    /// FindCoordinator advertise to clients of this listener.
+    pub index: u16,
 }

@@ -23,6 +23,8 @@ pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 
 use super::versions::ApiSupport;
@@ -43,11 +45,13 @@ pub const SUPPORTED: &[ApiSupport] = &[
     sync_group::SUPPORT,
     describe_groups::SUPPORT,
     list_groups::SUPPORT,
+    sasl_handshake::SUPPORT,
     api_versions::SUPPORT,
     create_topics::SUPPORT,
     delete_topics::SUPPORT,
     init_producer_id::SUPPORT,
     create_partitions::SUPPORT,
+    sasl_authenticate::SUPPORT,
     delete_groups::SUPPORT,
     offset_delete::SUPPORT,
     consumer_group_heartbeat::SUPPORT,

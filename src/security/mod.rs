@@ -1,0 +1,145 @@
+//! Authentication: named listeners with Kafka's security protocols, TLS,
+//! SASL (PLAIN, SCRAM-SHA-256/512) and the credentials they check.
+//!
+//! The per-connection state machine lives in [`sasl`]; the connection loop
+//! asks it whether a frame may be served and hands it the SASL frames.
+//! Principals use Kafka's form, `User:<name>`, so ACLs can follow.
+
+pub mod credentials;
+pub mod listeners;
+pub mod plain;
+pub mod sasl;
+pub mod scram;
+pub mod tls;
+
+/// The principal of a connection that did not authenticate (PLAINTEXT, or
+/// SSL without a client certificate), as Kafka's `KafkaPrincipal.ANONYMOUS`.
+pub const ANONYMOUS: &str = "User:ANONYMOUS";
+
+/// Fills `buf` from the operating system's random source.
+pub fn random_bytes(buf: &mut [u8]) {
+    if let Err(e) = getrandom::getrandom(buf) {
+        // No entropy source at all: nothing secure can be done.
+        panic!("the operating system's random source failed: {e}");
+    }
+}
+
+/// How one listener authenticates its connections.
+#[derive(Debug)]
+pub struct ListenerSecurity {
+    /// The listener's name (`PLAINTEXT`, `SASL_SSL`, or a mapped name).
+    pub name: String,
+    pub protocol: listeners::SecurityProtocol,
+    /// SSL and SASL_SSL listeners.
+    pub tls: Option<std::sync::Arc<tls::TlsContext>>,
+    /// SASL_PLAINTEXT and SASL_SSL listeners.
+    pub sasl: Option<std::sync::Arc<sasl::SaslSettings>>,
+    /// A TLS handshake and a SASL authentication must finish within this
+    /// long after accept.
+    pub handshake_timeout: std::time::Duration,
+}
+
+impl ListenerSecurity {
+    /// kcoord's original listener: no TLS, no SASL.
+    pub fn plaintext() -> std::sync::Arc<ListenerSecurity> {
+        std::sync::Arc::new(ListenerSecurity {
+            name: "PLAINTEXT".into(),
+            protocol: listeners::SecurityProtocol::Plaintext,
+            tls: None,
+            sasl: None,
+            handshake_timeout: std::time::Duration::from_secs(10),
+        })
+    }
+}
+
+/// The daemon's reloadable security material and each listener's settings.
+#[derive(Debug, Default)]
+pub struct SecurityRuntime {
+    /// Loaded when a listener uses TLS.
+    pub tls: Option<std::sync::Arc<tls::TlsContext>>,
+    /// Loaded when a listener uses SASL.
+    pub credentials: Option<std::sync::Arc<credentials::CredentialStore>>,
+}
+
+impl SecurityRuntime {
+    /// Loads the certificate and credentials the listeners need, and gives
+    /// each listener its settings (in `specs` order).
+    pub fn build(
+        config: &crate::config::Config,
+        specs: &[listeners::ListenerSpec],
+    ) -> Result<(SecurityRuntime, Vec<std::sync::Arc<ListenerSecurity>>), String> {
+        use std::sync::Arc;
+        let sec = &config.security;
+        let tls = match specs.iter().any(|l| l.protocol.uses_tls()) {
+            true => Some(Arc::new(tls::TlsContext::load(tls::TlsFiles::from_config(sec))?)),
+            false => None,
+        };
+        let credentials = match specs.iter().any(|l| l.protocol.uses_sasl()) {
+            true => {
+                let path = (!sec.credentials_file.is_empty()).then(|| std::path::PathBuf::from(&sec.credentials_file));
+                if path.is_none() {
+                    tracing::warn!("a SASL listener without security.credentials_file: every login fails");
+                }
+                Some(Arc::new(credentials::CredentialStore::open(path)?))
+            }
+            false => None,
+        };
+        let sasl = credentials.as_ref().map(|c| {
+            Arc::new(sasl::SaslSettings {
+                mechanisms: sec.sasl_enabled_mechanisms.clone(),
+                credentials: c.clone(),
+                max_reauth_ms: sec.connections_max_reauth_ms,
+                failure_delay: std::time::Duration::from_millis(sec.connection_failed_authentication_delay_ms),
+                max_receive_bytes: sec.sasl_max_receive_bytes,
+            })
+        });
+        let per_listener = specs
+            .iter()
+            .map(|l| {
+                Arc::new(ListenerSecurity {
+                    name: l.name.clone(),
+                    protocol: l.protocol,
+                    tls: tls.clone().filter(|_| l.protocol.uses_tls()),
+                    sasl: sasl.clone().filter(|_| l.protocol.uses_sasl()),
+                    handshake_timeout: std::time::Duration::from_millis(sec.authentication_timeout_ms),
+                })
+            })
+            .collect();
+        Ok((SecurityRuntime { tls, credentials }, per_listener))
+    }
+
+    /// Reads the certificate files and the credentials file again (SIGHUP).
+    /// What fails to load is logged, and the previous material stays.
+    pub fn reload(&self) {
+        if let Some(t) = &self.tls {
+            if let Err(e) = t.reload() {
+                tracing::error!(error = %e, "cannot reload the TLS certificate; the previous one stays in use");
+            }
+        }
+        if let Some(c) = &self.credentials {
+            if let Err(e) = c.reload() {
+                tracing::error!(error = %e, "cannot reload the credentials file; the previous credentials stay");
+            }
+        }
+    }
+
+    /// Reloads the credentials file and the TLS files whenever they change
+    /// (checked every two seconds), until shutdown.
+    pub async fn watch_files(self: std::sync::Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Some(c) = &self.credentials {
+                        c.reload_if_changed();
+                    }
+                    if let Some(t) = &self.tls {
+                        t.reload_if_changed();
+                    }
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}

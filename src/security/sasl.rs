@@ -1,0 +1,348 @@
+//! One connection's SASL state, as Kafka's `SaslServerAuthenticator` keeps
+//! it: before authentication only ApiVersions, SaslHandshake and
+//! SaslAuthenticate (or, after a v0 handshake, raw tokens) are served;
+//! afterwards the session may expire (`connections_max_reauth_ms`,
+//! KIP-368) and be renewed by re-authenticating on the same connection.
+//!
+//! The connection loop asks [`SaslSession::admit`] about every frame and
+//! hands the SASL ones to [`SaslSession::handle`]; everything else is
+//! served as usual once authenticated.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use tokio::time::Instant;
+
+use super::credentials::CredentialStore;
+use super::scram::{ScramError, ScramMechanism, ScramServer, ScramStep};
+use crate::error_code::ErrorCode;
+use crate::protocol::api::{api_versions, sasl_authenticate, sasl_handshake};
+use crate::protocol::header;
+
+/// A SASL listener's settings.
+#[derive(Debug)]
+pub struct SaslSettings {
+    /// Offered mechanisms, in the configured order.
+    pub mechanisms: Vec<String>,
+    pub credentials: Arc<CredentialStore>,
+    /// Session lifetime; 0 unlimited.
+    pub max_reauth_ms: i64,
+    /// How long a failed authentication waits before it is answered and
+    /// the connection closed.
+    pub failure_delay: Duration,
+    /// Largest frame read before authentication.
+    pub max_receive_bytes: u32,
+}
+
+/// Kafka refuses to start re-authentication more often than once a second
+/// (`KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS`).
+const MIN_REAUTH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What to do with a frame.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admit {
+    /// Serve it as any request.
+    Serve,
+    /// Give it to [`SaslSession::handle`].
+    Sasl,
+    /// Close the connection (the reason is logged).
+    Close(String),
+}
+
+/// What a SASL frame produced.
+#[derive(Debug)]
+pub enum Reply {
+    /// Write this frame and go on.
+    Respond(Bytes),
+    /// Authentication failed: after the failure delay, write the response
+    /// (if any; a raw v0 token gets none) and close.
+    Fail { response: Option<Bytes>, reason: String },
+}
+
+/// The authenticated session.
+#[derive(Debug, Clone)]
+struct Session {
+    principal: Arc<str>,
+    mechanism: String,
+    /// When the session ends unless renewed.
+    expires: Option<Instant>,
+}
+
+enum Exchange {
+    Plain,
+    Scram(ScramMechanism, ScramServer),
+    /// Re-authentication asked for a mechanism other than the session's:
+    /// Kafka fails it at the first token.
+    BadMechanism(String),
+}
+
+enum Phase {
+    /// Expecting SaslHandshake (ApiVersions is fine too).
+    Handshake,
+    /// After the handshake: tokens in SaslAuthenticate requests, or raw
+    /// (v0 handshake).
+    Tokens { mechanism: String, exchange: Exchange, raw: bool },
+    /// Authenticated; requests are served.
+    Done,
+}
+
+pub struct SaslSession {
+    settings: Arc<SaslSettings>,
+    phase: Phase,
+    session: Option<Session>,
+    reauth_started: Option<Instant>,
+}
+
+impl SaslSession {
+    pub fn new(settings: Arc<SaslSettings>) -> Self {
+        SaslSession { settings, phase: Phase::Handshake, session: None, reauth_started: None }
+    }
+
+    /// The authenticated principal, `User:<name>`, once there is one.
+    pub fn principal(&self) -> Option<Arc<str>> {
+        self.session.as_ref().map(|s| s.principal.clone())
+    }
+
+    pub fn is_authenticated(&self) -> bool {
+        self.session.is_some()
+    }
+
+    /// The largest frame to accept now: small until authenticated.
+    pub fn max_frame(&self) -> Option<u32> {
+        (!self.is_authenticated()).then_some(self.settings.max_receive_bytes)
+    }
+
+    /// Decides what happens to `frame` (a whole request frame, without its
+    /// length prefix) at `now`.
+    pub fn admit(&self, frame: &[u8], now: Instant) -> Admit {
+        if let Some(max) = self.max_frame() {
+            if frame.len() > max as usize {
+                return Admit::Close(format!(
+                    "a frame of {} bytes before authentication, over security.sasl_max_receive_bytes ({max})",
+                    frame.len()
+                ));
+            }
+        }
+        if let Phase::Tokens { raw: true, .. } = self.phase {
+            return Admit::Sasl;
+        }
+        let Ok(prefix) = header::peek_prefix(frame) else {
+            return Admit::Close("a frame too short for a request header".into());
+        };
+        let key = prefix.api_key;
+        let name = crate::protocol::versions::api_name(key);
+        match (&self.phase, &self.session) {
+            (Phase::Handshake, None) => match key {
+                k if k == api_versions::SUPPORT.key => Admit::Serve,
+                k if k == sasl_handshake::SUPPORT.key => Admit::Sasl,
+                _ => Admit::Close(format!("Unexpected Kafka request of type {name} during SASL handshake.")),
+            },
+            (Phase::Tokens { .. }, _) => match key {
+                k if k == sasl_authenticate::SUPPORT.key => Admit::Sasl,
+                _ => Admit::Close(format!("Unexpected Kafka request of type {name} during SASL authentication.")),
+            },
+            (_, Some(session)) => {
+                if key == sasl_handshake::SUPPORT.key {
+                    let recent =
+                        self.reauth_started.is_some_and(|t| now.saturating_duration_since(t) < MIN_REAUTH_INTERVAL);
+                    // Re-authentication; otherwise the handshake is served
+                    // (and refused) as any request, as in Kafka.
+                    return if recent || prefix.api_version < 1 { Admit::Serve } else { Admit::Sasl };
+                }
+                match session.expires {
+                    Some(t) if now >= t => Admit::Close(
+                        "the SASL session expired (security.connections_max_reauth_ms) and the client did not re-authenticate"
+                            .into(),
+                    ),
+                    _ => Admit::Serve,
+                }
+            }
+            (Phase::Done, None) => Admit::Close("no SASL session".into()),
+        }
+    }
+
+    /// Serves a frame [`admit`](Self::admit) gave [`Admit::Sasl`].
+    pub async fn handle(&mut self, mut frame: Bytes, now: Instant) -> Reply {
+        if let Phase::Tokens { raw: true, .. } = self.phase {
+            return match self.step(frame, now).await {
+                Ok((token, _)) => Reply::Respond(raw_frame(&token)),
+                Err((_, message)) => Reply::Fail { response: None, reason: message },
+            };
+        }
+        let prefix = match header::peek_prefix(&frame) {
+            Ok(p) => p,
+            Err(e) => return fail_without_answer(e.to_string()),
+        };
+        let support = if prefix.api_key == sasl_handshake::SUPPORT.key {
+            sasl_handshake::SUPPORT
+        } else {
+            sasl_authenticate::SUPPORT
+        };
+        if !support.supports(prefix.api_version) {
+            return fail_without_answer(format!("unsupported version {} of {}", prefix.api_version, support.name));
+        }
+        let flexible = support.is_flexible(prefix.api_version);
+        if let Err(e) = header::parse_request_header(&mut frame, flexible) {
+            return fail_without_answer(format!("{} request header: {e}", support.name));
+        }
+        let v = prefix.api_version;
+        let mut out =
+            crate::server::dispatch::start_response(prefix.correlation_id, support.flexible_response_header(v));
+        if support.key == sasl_handshake::SUPPORT.key {
+            let mechanism = match sasl_handshake::decode(&mut frame, v) {
+                Ok(m) => m,
+                Err(e) => return fail_without_answer(e.to_string()),
+            };
+            let offered = &self.settings.mechanisms;
+            let known = offered.iter().any(|m| *m == mechanism);
+            let error = if known { ErrorCode::NONE } else { ErrorCode::UNSUPPORTED_SASL_MECHANISM };
+            if let Err(e) = sasl_handshake::encode(error, offered, v, &mut out) {
+                return fail_without_answer(e.to_string());
+            }
+            let response = crate::server::dispatch::finish_frame(out);
+            if !known {
+                metrics::counter!("kcoord_authentications_total", "mechanism" => "unsupported", "result" => "failure")
+                    .increment(1);
+                return Reply::Fail { response, reason: format!("Unsupported SASL mechanism {mechanism}") };
+            }
+            let exchange = match &self.session {
+                Some(s) if s.mechanism != mechanism => Exchange::BadMechanism(format!(
+                    "SASL mechanism '{mechanism}' requested by client is not supported for re-authentication of mechanism '{}'",
+                    s.mechanism
+                )),
+                _ => match ScramMechanism::from_name(&mechanism) {
+                    Some(m) => Exchange::Scram(m, ScramServer::new(m)),
+                    None => Exchange::Plain,
+                },
+            };
+            if self.session.is_some() {
+                self.reauth_started = Some(now);
+            }
+            self.phase = Phase::Tokens { mechanism, exchange, raw: v == 0 };
+            return match response {
+                Some(r) => Reply::Respond(r),
+                None => fail_without_answer("the handshake response is too large".into()),
+            };
+        }
+        let token = match sasl_authenticate::decode(&mut frame, v) {
+            Ok(t) => t,
+            Err(e) => return fail_without_answer(e.to_string()),
+        };
+        let (answer, failed) = match self.step(token, now).await {
+            Ok((token, lifetime)) => (
+                sasl_authenticate::Answer {
+                    error: ErrorCode::NONE,
+                    message: None,
+                    token,
+                    session_lifetime_ms: lifetime,
+                },
+                None,
+            ),
+            Err((error, message)) => (
+                sasl_authenticate::Answer {
+                    error,
+                    message: Some(message.clone()),
+                    token: Bytes::new(),
+                    session_lifetime_ms: 0,
+                },
+                Some(message),
+            ),
+        };
+        if let Err(e) = sasl_authenticate::encode(&answer, v, &mut out) {
+            return fail_without_answer(e.to_string());
+        }
+        let response = crate::server::dispatch::finish_frame(out);
+        match (failed, response) {
+            (None, Some(r)) => Reply::Respond(r),
+            (None, None) => fail_without_answer("the SaslAuthenticate response is too large".into()),
+            (Some(reason), response) => Reply::Fail { response, reason },
+        }
+    }
+
+    /// Runs one token through the exchange. `Ok`: the token to send back
+    /// and the session lifetime (0 until complete or when unlimited).
+    async fn step(&mut self, token: Bytes, now: Instant) -> Result<(Bytes, i64), (ErrorCode, String)> {
+        let Phase::Tokens { mechanism, exchange, .. } = &mut self.phase else {
+            return Err((ErrorCode::ILLEGAL_SASL_STATE, "Unexpected SASL token".into()));
+        };
+        let mechanism = mechanism.clone();
+        let reauth = self.session.is_some();
+        let generic = || {
+            format!(
+                "Authentication failed during {} due to invalid credentials with SASL mechanism {mechanism}",
+                if reauth { "re-authentication" } else { "authentication" }
+            )
+        };
+        let failed = |message: String| {
+            metrics::counter!("kcoord_authentications_total", "mechanism" => mechanism.clone(), "result" => "failure")
+                .increment(1);
+            Err((ErrorCode::SASL_AUTHENTICATION_FAILED, message))
+        };
+        let credentials = self.settings.credentials.current();
+        let (user, response) = match exchange {
+            Exchange::BadMechanism(message) => {
+                let m = message.clone();
+                self.phase = Phase::Handshake;
+                return failed(m);
+            }
+            Exchange::Plain => {
+                let (user, password) = match super::plain::parse(&token) {
+                    Ok(up) => up,
+                    Err(m) => return failed(m),
+                };
+                // One PBKDF2 run: kept off the connection threads.
+                let check = {
+                    let (c, u) = (credentials.clone(), user.clone());
+                    tokio::task::spawn_blocking(move || c.plain_password_matches(&u, &password))
+                };
+                if !check.await.unwrap_or(false) {
+                    return failed(super::plain::INVALID.into());
+                }
+                (user, Bytes::new())
+            }
+            Exchange::Scram(m, server) => {
+                let lookup = |u: &str| credentials.scram(u, *m).cloned();
+                match server.step(&token, &lookup, &super::scram::random_nonce()) {
+                    Ok(ScramStep::Challenge(c)) => return Ok((Bytes::from(c), 0)),
+                    Ok(ScramStep::Done { username, response }) => (username, Bytes::from(response)),
+                    Err(ScramError::Specific(m)) => return failed(m),
+                    Err(ScramError::Generic(reason)) => {
+                        tracing::debug!(%reason, "SCRAM authentication failed");
+                        return failed(generic());
+                    }
+                }
+            }
+        };
+        let principal: Arc<str> = Arc::from(format!("User:{user}"));
+        if let Some(old) = &self.session {
+            if old.principal != principal {
+                let strip = |p: &str| p.replacen(':', ".", 1);
+                return failed(format!(
+                    "Cannot change principals during re-authentication from {}: {}",
+                    strip(&old.principal),
+                    strip(&principal)
+                ));
+            }
+        }
+        let lifetime = self.settings.max_reauth_ms.max(0);
+        let expires = (lifetime > 0).then(|| now + Duration::from_millis(lifetime as u64));
+        metrics::counter!("kcoord_authentications_total", "mechanism" => mechanism.clone(), "result" => "success")
+            .increment(1);
+        self.session = Some(Session { principal, mechanism, expires });
+        self.phase = Phase::Done;
+        Ok((response, lifetime))
+    }
+}
+
+/// A raw (v0) SASL token frame: a length prefix and the token.
+fn raw_frame(token: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(4 + token.len());
+    out.put_u32(token.len() as u32);
+    out.put_slice(token);
+    out.freeze()
+}
+
+fn fail_without_answer(reason: String) -> Reply {
+    Reply::Fail { response: None, reason }
+}

@@ -1,0 +1,444 @@
+//! SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677), server side, as
+//! Kafka's `ScramSaslServer` runs them.
+//!
+//! Pure: the exchange is a state machine fed client messages; randomness
+//! (the server nonce) is passed in, so tests are deterministic. Only the
+//! salted credential is ever stored (salt, iterations, StoredKey,
+//! ServerKey); the password never is.
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256, Sha512};
+use subtle::ConstantTimeEq;
+
+/// The two SCRAM mechanisms Kafka supports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ScramMechanism {
+    Sha256,
+    Sha512,
+}
+
+impl ScramMechanism {
+    pub const ALL: [ScramMechanism; 2] = [ScramMechanism::Sha256, ScramMechanism::Sha512];
+
+    /// The SASL mechanism name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScramMechanism::Sha256 => "SCRAM-SHA-256",
+            ScramMechanism::Sha512 => "SCRAM-SHA-512",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ScramMechanism> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Kafka's bounds (`ScramMechanism.minIterations/maxIterations`).
+    pub const MIN_ITERATIONS: u32 = 4096;
+    pub const MAX_ITERATIONS: u32 = 16384;
+
+    fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+        match self {
+            ScramMechanism::Sha256 => {
+                let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes keys of any length");
+                m.update(data);
+                m.finalize().into_bytes().to_vec()
+            }
+            ScramMechanism::Sha512 => {
+                let mut m = <Hmac<Sha512> as Mac>::new_from_slice(key).expect("HMAC takes keys of any length");
+                m.update(data);
+                m.finalize().into_bytes().to_vec()
+            }
+        }
+    }
+
+    fn hash(self, data: &[u8]) -> Vec<u8> {
+        match self {
+            ScramMechanism::Sha256 => Sha256::digest(data).to_vec(),
+            ScramMechanism::Sha512 => Sha512::digest(data).to_vec(),
+        }
+    }
+
+    /// Hi(password, salt, i) of RFC 5802: PBKDF2 with HMAC of the hash.
+    fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+        match self {
+            ScramMechanism::Sha256 => {
+                let mut out = vec![0u8; 32];
+                pbkdf2::pbkdf2_hmac::<Sha256>(password, salt, iterations, &mut out);
+                out
+            }
+            ScramMechanism::Sha512 => {
+                let mut out = vec![0u8; 64];
+                pbkdf2::pbkdf2_hmac::<Sha512>(password, salt, iterations, &mut out);
+                out
+            }
+        }
+    }
+}
+
+/// What the server keeps for one user and mechanism.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramCredential {
+    #[serde(with = "b64")]
+    pub salt: Vec<u8>,
+    #[serde(with = "b64")]
+    pub stored_key: Vec<u8>,
+    #[serde(with = "b64")]
+    pub server_key: Vec<u8>,
+    pub iterations: u32,
+}
+
+mod b64 {
+    use super::*;
+    pub fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&B64.encode(v))
+    }
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        B64.decode(s.as_bytes()).map_err(serde::de::Error::custom)
+    }
+}
+
+impl ScramCredential {
+    /// Derives the stored credential from a password (what `kcoord users
+    /// add` does; the password itself is then forgotten).
+    pub fn derive(mechanism: ScramMechanism, password: &str, salt: Vec<u8>, iterations: u32) -> ScramCredential {
+        let salted = mechanism.salted_password(password.as_bytes(), &salt, iterations);
+        let client_key = mechanism.hmac(&salted, b"Client Key");
+        let stored_key = mechanism.hash(&client_key);
+        let server_key = mechanism.hmac(&salted, b"Server Key");
+        ScramCredential { salt, stored_key, server_key, iterations }
+    }
+
+    /// Whether `password` is the one this credential was derived from
+    /// (SASL/PLAIN is checked this way: no plain password is stored).
+    /// Costs one PBKDF2 run of `iterations` rounds.
+    pub fn matches_password(&self, mechanism: ScramMechanism, password: &str) -> bool {
+        let again = ScramCredential::derive(mechanism, password, self.salt.clone(), self.iterations);
+        bool::from(again.stored_key.ct_eq(&self.stored_key))
+    }
+}
+
+/// Why an exchange failed. `Generic` failures reach the client only as
+/// Kafka's "invalid credentials" message (they may reveal whether a user
+/// exists); `Specific` ones carry their message to the client, as Kafka's
+/// `SaslAuthenticationException` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScramError {
+    Generic(String),
+    Specific(String),
+}
+
+/// One step's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScramStep {
+    /// Send this challenge (server-first-message) and wait for the next token.
+    Challenge(Vec<u8>),
+    /// Authenticated as `username`; send the server-final-message.
+    Done { username: String, response: Vec<u8> },
+}
+
+enum State {
+    ClientFirst,
+    ClientFinal {
+        username: String,
+        credential: ScramCredential,
+        nonce: String,
+        gs2_header: String,
+        first_bare: String,
+        server_first: String,
+    },
+    Finished,
+}
+
+/// The server's side of one exchange.
+pub struct ScramServer {
+    mechanism: ScramMechanism,
+    state: State,
+}
+
+impl ScramServer {
+    pub fn new(mechanism: ScramMechanism) -> Self {
+        ScramServer { mechanism, state: State::ClientFirst }
+    }
+
+    /// Feeds the next client message. `lookup` finds a user's credential;
+    /// `server_nonce` is used for the first message. Any error ends the
+    /// exchange.
+    pub fn step(
+        &mut self,
+        message: &[u8],
+        lookup: &dyn Fn(&str) -> Option<ScramCredential>,
+        server_nonce: &str,
+    ) -> Result<ScramStep, ScramError> {
+        let state = std::mem::replace(&mut self.state, State::Finished);
+        let text = std::str::from_utf8(message).map_err(|_| ScramError::Generic("message is not UTF-8".into()))?;
+        match state {
+            State::ClientFirst => {
+                let first = parse_client_first(text)?;
+                let Some(credential) = lookup(&first.username) else {
+                    return Err(ScramError::Generic("Authentication failed: Invalid user credentials".into()));
+                };
+                if let Some(authzid) = &first.authzid {
+                    if *authzid != first.username {
+                        return Err(ScramError::Specific(
+                            "Authentication failed: Client requested an authorization id that is different from username"
+                                .into(),
+                        ));
+                    }
+                }
+                if credential.iterations < ScramMechanism::MIN_ITERATIONS {
+                    return Err(ScramError::Generic(format!(
+                        "Iterations {} is less than the minimum {} for {}",
+                        credential.iterations,
+                        ScramMechanism::MIN_ITERATIONS,
+                        self.mechanism.name()
+                    )));
+                }
+                let nonce = format!("{}{}", first.nonce, server_nonce);
+                let server_first = format!("r={nonce},s={},i={}", B64.encode(&credential.salt), credential.iterations);
+                self.state = State::ClientFinal {
+                    username: first.username,
+                    credential,
+                    nonce,
+                    gs2_header: first.gs2_header,
+                    first_bare: first.bare,
+                    server_first: server_first.clone(),
+                };
+                Ok(ScramStep::Challenge(server_first.into_bytes()))
+            }
+            State::ClientFinal { username, credential, nonce, gs2_header, first_bare, server_first } => {
+                let fin = parse_client_final(text)?;
+                if fin.nonce != nonce {
+                    return Err(ScramError::Generic("Invalid client nonce in the final client message.".into()));
+                }
+                if fin.channel_binding != B64.encode(gs2_header.as_bytes()) {
+                    return Err(ScramError::Generic("Authentication failed: Invalid client final message".into()));
+                }
+                let auth_message = format!("{first_bare},{server_first},{}", fin.without_proof);
+                let signature = self.mechanism.hmac(&credential.stored_key, auth_message.as_bytes());
+                if fin.proof.len() != signature.len() {
+                    return Err(ScramError::Generic("Invalid client credentials".into()));
+                }
+                let client_key: Vec<u8> = fin.proof.iter().zip(&signature).map(|(a, b)| a ^ b).collect();
+                let computed = self.mechanism.hash(&client_key);
+                if !bool::from(computed.ct_eq(&credential.stored_key)) {
+                    return Err(ScramError::Generic("Invalid client credentials".into()));
+                }
+                let server_signature = self.mechanism.hmac(&credential.server_key, auth_message.as_bytes());
+                let response = format!("v={}", B64.encode(server_signature)).into_bytes();
+                Ok(ScramStep::Done { username, response })
+            }
+            State::Finished => Err(ScramError::Generic("Unexpected challenge in Sasl server state COMPLETE".into())),
+        }
+    }
+}
+
+struct ClientFirst {
+    gs2_header: String,
+    authzid: Option<String>,
+    username: String,
+    nonce: String,
+    /// client-first-message-bare: what the AuthMessage starts with.
+    bare: String,
+}
+
+/// `gs2-header client-first-message-bare`, e.g. `n,,n=alice,r=abc`.
+/// Extensions after the nonce (KIP-84's `tokenauth`) are accepted and ignored.
+fn parse_client_first(text: &str) -> Result<ClientFirst, ScramError> {
+    let bad = || ScramError::Generic(format!("Invalid SCRAM client first message {text:?}"));
+    let mut parts = text.splitn(3, ',');
+    let cb = parts.next().ok_or_else(bad)?;
+    let authz = parts.next().ok_or_else(bad)?;
+    let bare = parts.next().ok_or_else(bad)?;
+    if cb != "n" && cb != "y" {
+        // "p=..." asks for channel binding, which Kafka does not support.
+        return Err(bad());
+    }
+    let authzid = match authz {
+        "" => None,
+        a => Some(decode_saslname(a.strip_prefix("a=").ok_or_else(bad)?).ok_or_else(bad)?),
+    };
+    let mut attrs = bare.split(',');
+    let username = decode_saslname(attrs.next().and_then(|a| a.strip_prefix("n=")).ok_or_else(bad)?).ok_or_else(bad)?;
+    let nonce = attrs.next().and_then(|a| a.strip_prefix("r=")).ok_or_else(bad)?.to_string();
+    if username.is_empty() || nonce.is_empty() || !nonce.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b',') {
+        return Err(bad());
+    }
+    Ok(ClientFirst { gs2_header: format!("{cb},{authz},"), authzid, username, nonce, bare: bare.to_string() })
+}
+
+/// RFC 5802 saslname: `=2C` is `,` and `=3D` is `=`; any other `=` is an error.
+fn decode_saslname(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('=') {
+        out.push_str(&rest[..i]);
+        let esc = rest.get(i..i + 3)?;
+        out.push(match esc {
+            "=2C" => ',',
+            "=3D" => '=',
+            _ => return None,
+        });
+        rest = &rest[i + 3..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+struct ClientFinal {
+    channel_binding: String,
+    nonce: String,
+    proof: Vec<u8>,
+    without_proof: String,
+}
+
+/// `c=...,r=...[,extensions],p=...`.
+fn parse_client_final(text: &str) -> Result<ClientFinal, ScramError> {
+    let bad = || ScramError::Generic("Authentication failed: Invalid client final message".into());
+    let (without_proof, proof) = text.rsplit_once(",p=").ok_or_else(bad)?;
+    let mut attrs = without_proof.split(',');
+    let channel_binding = attrs.next().and_then(|a| a.strip_prefix("c=")).ok_or_else(bad)?.to_string();
+    let nonce = attrs.next().and_then(|a| a.strip_prefix("r=")).ok_or_else(bad)?.to_string();
+    let proof = B64.decode(proof.as_bytes()).map_err(|_| bad())?;
+    Ok(ClientFinal { channel_binding, nonce, proof, without_proof: without_proof.to_string() })
+}
+
+/// A fresh server nonce: printable, without commas.
+pub fn random_nonce() -> String {
+    let mut bytes = [0u8; 24];
+    crate::security::random_bytes(&mut bytes);
+    B64.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The client side of the exchange, to test the server against.
+    pub(crate) fn client_final(
+        mech: ScramMechanism,
+        password: &str,
+        client_first_bare: &str,
+        server_first: &str,
+    ) -> (String, Vec<u8>) {
+        let mut salt = None;
+        let mut iterations = 0;
+        let mut nonce = "";
+        for a in server_first.split(',') {
+            if let Some(s) = a.strip_prefix("s=") {
+                salt = Some(B64.decode(s).unwrap());
+            } else if let Some(i) = a.strip_prefix("i=") {
+                iterations = i.parse().unwrap();
+            } else if let Some(r) = a.strip_prefix("r=") {
+                nonce = r;
+            }
+        }
+        let salted = mech.salted_password(password.as_bytes(), &salt.unwrap(), iterations);
+        let client_key = mech.hmac(&salted, b"Client Key");
+        let stored_key = mech.hash(&client_key);
+        let without_proof = format!("c=biws,r={nonce}");
+        let auth = format!("{client_first_bare},{server_first},{without_proof}");
+        let sig = mech.hmac(&stored_key, auth.as_bytes());
+        let proof: Vec<u8> = client_key.iter().zip(&sig).map(|(a, b)| a ^ b).collect();
+        let server_sig = mech.hmac(&mech.hmac(&salted, b"Server Key"), auth.as_bytes());
+        (format!("{without_proof},p={}", B64.encode(proof)), server_sig)
+    }
+
+    fn run(mech: ScramMechanism, stored_password: &str, password: &str) -> Result<ScramStep, ScramError> {
+        let cred = ScramCredential::derive(mech, stored_password, b"salty".to_vec(), 4096);
+        let lookup = |u: &str| (u == "alice").then(|| cred.clone());
+        let mut server = ScramServer::new(mech);
+        let ScramStep::Challenge(first) = server.step(b"n,,n=alice,r=cnonce", &lookup, "snonce")? else {
+            panic!("expected a challenge")
+        };
+        let first = String::from_utf8(first).unwrap();
+        assert!(first.starts_with("r=cnoncesnonce,s="), "{first}");
+        let (fin, server_sig) = client_final(mech, password, "n=alice,r=cnonce", &first);
+        let step = server.step(fin.as_bytes(), &lookup, "unused")?;
+        if let ScramStep::Done { response, .. } = &step {
+            assert_eq!(response, format!("v={}", B64.encode(server_sig)).as_bytes());
+        }
+        Ok(step)
+    }
+
+    #[test]
+    fn the_right_password_authenticates_with_either_mechanism() {
+        for mech in ScramMechanism::ALL {
+            assert!(
+                matches!(run(mech, "s3cret", "s3cret"), Ok(ScramStep::Done { username, .. }) if username == "alice")
+            );
+        }
+    }
+
+    #[test]
+    fn a_wrong_password_fails_without_revealing_why() {
+        for mech in ScramMechanism::ALL {
+            assert!(matches!(run(mech, "s3cret", "guess"), Err(ScramError::Generic(_))));
+        }
+    }
+
+    #[test]
+    fn an_unknown_user_fails_at_the_first_message() {
+        let mut server = ScramServer::new(ScramMechanism::Sha512);
+        let r = server.step(b"n,,n=mallory,r=x", &|_| None, "s");
+        assert_eq!(r, Err(ScramError::Generic("Authentication failed: Invalid user credentials".into())));
+    }
+
+    #[test]
+    fn a_different_authorization_id_is_refused_with_kafkas_message() {
+        let cred = ScramCredential::derive(ScramMechanism::Sha256, "pw", b"s".to_vec(), 4096);
+        let mut server = ScramServer::new(ScramMechanism::Sha256);
+        let r = server.step(b"n,a=bob,n=alice,r=x", &|_| Some(cred.clone()), "s");
+        assert!(matches!(r, Err(ScramError::Specific(m)) if m.contains("authorization id")));
+    }
+
+    #[test]
+    fn garbage_messages_fail_cleanly() {
+        for junk in [&b""[..], b",,,", b"p=tls,,n=a,r=b", b"n,,n=a", b"n,,n=a=,r=b", b"\xff\xfe", b"n,,r=x,n=a"] {
+            let mut server = ScramServer::new(ScramMechanism::Sha256);
+            assert!(server.step(junk, &|_| None, "s").is_err(), "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn saslnames_decode_commas_and_equals() {
+        assert_eq!(decode_saslname("a=2Cb=3Dc").as_deref(), Some("a,b=c"));
+        assert_eq!(decode_saslname("a=xx"), None);
+    }
+
+    #[test]
+    fn plain_passwords_are_checked_against_the_salted_credential() {
+        let cred = ScramCredential::derive(ScramMechanism::Sha512, "pw", b"salt".to_vec(), 4096);
+        assert!(cred.matches_password(ScramMechanism::Sha512, "pw"));
+        assert!(!cred.matches_password(ScramMechanism::Sha512, "pW"));
+    }
+
+    #[test]
+    fn rfc7677_test_vector() {
+        // RFC 7677 section 3: user "user", password "pencil".
+        let salt = B64.decode("W22ZaJ0SNY7soEsUEjb6gQ==").unwrap();
+        let cred = ScramCredential::derive(ScramMechanism::Sha256, "pencil", salt, 4096);
+        let mut server = ScramServer::new(ScramMechanism::Sha256);
+        let lookup = |_: &str| Some(cred.clone());
+        let first =
+            server.step(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO", &lookup, "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0").unwrap();
+        assert_eq!(
+            first,
+            ScramStep::Challenge(
+                b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096".to_vec()
+            )
+        );
+        let fin = b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=";
+        let done = server.step(fin, &lookup, "").unwrap();
+        assert_eq!(
+            done,
+            ScramStep::Done {
+                username: "user".into(),
+                response: b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=".to_vec()
+            }
+        );
+    }
+}

@@ -1,0 +1,221 @@
+//! TLS for SSL and SASL_SSL listeners (rustls, ring provider): PEM files,
+//! optional client certificates checked against a CA (mTLS) with Kafka's
+//! principal, and reload of the files on SIGHUP.
+
+use std::io::BufReader;
+use std::sync::{Arc, RwLock};
+
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::ServerConfig;
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::SecurityConfig;
+
+/// Whether and how clients present certificates (Kafka's `ssl.client.auth`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    None,
+    Requested,
+    Required,
+}
+
+/// The files a TLS listener is built from.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub certificate: String,
+    pub private_key: String,
+    pub ca: String,
+    pub client_auth: ClientAuth,
+}
+
+impl TlsFiles {
+    pub fn from_config(c: &SecurityConfig) -> TlsFiles {
+        let client_auth = match c.tls_client_auth.as_str() {
+            "required" => ClientAuth::Required,
+            "requested" => ClientAuth::Requested,
+            _ => ClientAuth::None,
+        };
+        TlsFiles {
+            certificate: c.tls_certificate.clone(),
+            private_key: c.tls_private_key.clone(),
+            ca: c.tls_ca.clone(),
+            client_auth,
+        }
+    }
+}
+
+/// The current TLS configuration, replaced whole on reload: connections
+/// accepted afterwards use the new certificate, existing ones keep theirs.
+#[derive(Debug)]
+pub struct TlsContext {
+    files: TlsFiles,
+    current: RwLock<Arc<ServerConfig>>,
+    /// Modification times and sizes of the files last looked at.
+    seen: std::sync::Mutex<Vec<Option<(std::time::SystemTime, u64)>>>,
+}
+
+impl TlsContext {
+    pub fn load(files: TlsFiles) -> Result<TlsContext, String> {
+        let config = build(&files)?;
+        let seen = std::sync::Mutex::new(stamps(&files));
+        Ok(TlsContext { files, current: RwLock::new(Arc::new(config)), seen })
+    }
+
+    /// Reads the files again; on error the previous configuration stays.
+    pub fn reload(&self) -> Result<(), String> {
+        let stamps = stamps(&self.files);
+        let config = build(&self.files);
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = stamps;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config?);
+        tracing::info!(certificate = %self.files.certificate, "TLS certificate loaded");
+        Ok(())
+    }
+
+    /// Reloads when a certificate, key or CA file changed since it was last
+    /// read (a failed load is not retried until a file changes again).
+    pub fn reload_if_changed(&self) {
+        if stamps(&self.files) == *self.seen.lock().unwrap_or_else(|e| e.into_inner()) {
+            return;
+        }
+        if let Err(e) = self.reload() {
+            tracing::error!(error = %e, "cannot reload the TLS certificate; the previous one stays in use");
+        }
+    }
+
+    pub fn acceptor(&self) -> TlsAcceptor {
+        TlsAcceptor::from(self.current.read().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+}
+
+fn stamps(files: &TlsFiles) -> Vec<Option<(std::time::SystemTime, u64)>> {
+    [&files.certificate, &files.private_key, &files.ca]
+        .iter()
+        .map(|p| std::fs::metadata(p).ok().and_then(|m| Some((m.modified().ok()?, m.len()))))
+        .collect()
+}
+
+fn read_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    let certs: Vec<_> =
+        rustls_pemfile::certs(&mut BufReader::new(f)).collect::<Result<_, _>>().map_err(|e| format!("{path}: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!("{path}: no PEM certificate found"));
+    }
+    Ok(certs)
+}
+
+fn read_key(path: &str) -> Result<PrivateKeyDer<'static>, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    rustls_pemfile::private_key(&mut BufReader::new(f))
+        .map_err(|e| format!("{path}: {e}"))?
+        .ok_or_else(|| format!("{path}: no PEM private key found"))
+}
+
+fn build(files: &TlsFiles) -> Result<ServerConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = match files.client_auth {
+        ClientAuth::None => builder.with_no_client_auth(),
+        auth => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in read_certs(&files.ca)? {
+                roots.add(c).map_err(|e| format!("{}: {e}", files.ca))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if auth == ClientAuth::Requested { verifier.allow_unauthenticated() } else { verifier };
+            builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("{}: {e}", files.ca))?)
+        }
+    };
+    let certs = read_certs(&files.certificate)?;
+    let key = read_key(&files.private_key)?;
+    builder.with_single_cert(certs, key).map_err(|e| format!("{}: {e}", files.certificate))
+}
+
+/// Kafka's principal for a TLS client: `User:` and the subject of its
+/// certificate in RFC 2253 form (Java's `X500Principal.getName()`, most
+/// specific attribute first: `User:CN=alice,OU=eng,O=Example`), or
+/// `User:ANONYMOUS` without a certificate.
+pub fn principal(peer_certificates: Option<&[CertificateDer<'_>]>) -> String {
+    let Some(cert) = peer_certificates.and_then(|c| c.first()) else { return super::ANONYMOUS.into() };
+    match x509_parser::parse_x509_certificate(cert.as_ref()) {
+        Ok((_, parsed)) => format!("User:{}", rfc2253(parsed.subject())),
+        Err(_) => super::ANONYMOUS.into(),
+    }
+}
+
+fn rfc2253(name: &x509_parser::x509::X509Name<'_>) -> String {
+    let rdns: Vec<String> = name
+        .iter()
+        .map(|rdn| {
+            rdn.iter()
+                .map(|atv| {
+                    let oid = atv.attr_type().to_id_string();
+                    let key = match oid.as_str() {
+                        "2.5.4.3" => "CN".to_string(),
+                        "2.5.4.6" => "C".to_string(),
+                        "2.5.4.7" => "L".to_string(),
+                        "2.5.4.8" => "ST".to_string(),
+                        "2.5.4.9" => "STREET".to_string(),
+                        "2.5.4.10" => "O".to_string(),
+                        "2.5.4.11" => "OU".to_string(),
+                        "0.9.2342.19200300.100.1.25" => "DC".to_string(),
+                        "0.9.2342.19200300.100.1.1" => "UID".to_string(),
+                        other => other.to_string(),
+                    };
+                    let value = atv.as_str().map(escape).unwrap_or_else(|_| {
+                        format!("#{}", atv.attr_value().data.iter().map(|b| format!("{b:02x}")).collect::<String>())
+                    });
+                    format!("{key}={value}")
+                })
+                .collect::<Vec<_>>()
+                .join("+")
+        })
+        .collect();
+    rdns.into_iter().rev().collect::<Vec<_>>().join(",")
+}
+
+/// RFC 2253 escaping of an attribute value.
+fn escape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for (i, c) in v.chars().enumerate() {
+        let edge = (i == 0 && (c == ' ' || c == '#')) || (i + 1 == v.chars().count() && c == ' ');
+        if matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';') || edge {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cert_with_subject(attrs: &[(rcgen::DnType, &str)]) -> CertificateDer<'static> {
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        for (t, v) in attrs {
+            p.distinguished_name.push(t.clone(), *v);
+        }
+        let key = rcgen::KeyPair::generate().unwrap();
+        p.self_signed(&key).unwrap().der().clone()
+    }
+
+    #[test]
+    fn the_principal_is_the_subject_most_specific_attribute_first_as_kafka_prints_it() {
+        use rcgen::DnType::*;
+        let cert =
+            cert_with_subject(&[(CountryName, "DE"), (OrganizationName, "Example, Inc."), (CommonName, "alice")]);
+        assert_eq!(principal(Some(&[cert])), "User:CN=alice,O=Example\\, Inc.,C=DE");
+    }
+
+    #[test]
+    fn without_a_certificate_the_principal_is_anonymous() {
+        assert_eq!(principal(None), "User:ANONYMOUS");
+        assert_eq!(principal(Some(&[])), "User:ANONYMOUS");
+        assert_eq!(principal(Some(&[CertificateDer::from(vec![1, 2, 3])])), "User:ANONYMOUS");
+    }
+}

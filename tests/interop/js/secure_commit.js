@@ -1,0 +1,41 @@
+// kafkajs over SSL with SASL SCRAM-SHA-256: consumes 5 messages in a group,
+// commits offset 5 and prints what admin.fetchOffsets returns.
+// Arguments: bootstrap group topic ca.pem user password.
+const fs = require('fs')
+const { Kafka, logLevel } = require('kafkajs')
+const [bootstrap, group, topic, caFile, username, password] = process.argv.slice(2)
+
+async function main () {
+  const kafka = new Kafka({
+    clientId: 'kcoord-interop-js-secure',
+    brokers: [bootstrap],
+    logLevel: logLevel.WARN,
+    ssl: { ca: [fs.readFileSync(caFile, 'utf-8')], servername: 'localhost' },
+    sasl: { mechanism: 'scram-sha-256', username, password }
+  })
+  const consumer = kafka.consumer({ groupId: group, sessionTimeout: 6000, heartbeatInterval: 500 })
+  await consumer.connect()
+  await consumer.subscribe({ topics: [topic], fromBeginning: true })
+  await new Promise((resolve, reject) => {
+    let seen = 0
+    consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition }) => {
+        seen += 1
+        if (seen === 5) {
+          await consumer.commitOffsets([{ topic, partition, offset: '5' }])
+          resolve()
+        }
+      }
+    }).catch(reject)
+    setTimeout(() => reject(new Error('timed out')), 60000)
+  })
+  await consumer.disconnect()
+  const admin = kafka.admin()
+  await admin.connect()
+  const offsets = await admin.fetchOffsets({ groupId: group, topics: [topic] })
+  await admin.disconnect()
+  console.log(JSON.stringify({ fetched: offsets[0].partitions.map(p => ({ partition: p.partition, offset: Number(p.offset) })) }))
+}
+
+main().catch(e => { console.error(e); process.exit(1) })

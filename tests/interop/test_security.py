@@ -1,0 +1,124 @@
+"""Real clients over TLS and SASL: librdkafka (SASL_SSL with SCRAM-SHA-512
+and PLAIN), kafka-python (SASL_PLAINTEXT with PLAIN) and kafkajs (SSL with
+SCRAM-SHA-256) join a group and commit; a wrong password is an
+authentication error. The CA and certificates are made per test with the
+openssl command line; nothing secret is committed."""
+
+import subprocess
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from conftest import KCOORD_BIN, node_script, wait_for
+
+USER, PASSWORD = "alice", "alice-secret"
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def secure(make_kcoord, tmp_path):
+    """A kcoord with SASL_SSL and SASL_PLAINTEXT listeners and user alice.
+    Returns (kcoord, {"SASL_SSL": addr, "SASL_PLAINTEXT": addr}, ca path)."""
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=kcoord test CA",
+            "-keyout", "ca.key", "-out", "ca.pem", cwd=pki)
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "server.key",
+            "-out", "server.csr", cwd=pki)
+    (pki / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-days", "2", "-extfile", "san.ext", "-out", "server.pem", cwd=pki)
+    users = tmp_path / "users.json"
+    subprocess.run([KCOORD_BIN, "users", "add", "--file", str(users), USER], input=PASSWORD + "\n",
+                   text=True, check=True, capture_output=True)
+    assert PASSWORD not in users.read_text()
+    k = make_kcoord(topics=["sec:1"], settings=[
+        'server.listeners=["SASL_SSL://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0", "SSL://127.0.0.1:0"]',
+        f'security.tls_certificate="{pki / "server.pem"}"',
+        f'security.tls_private_key="{pki / "server.key"}"',
+        f'security.credentials_file="{users}"',
+    ])
+    line = next(l for l in k._lines if "serving on" in l)
+    addrs = line.split("serving on ")[1].split()[0].split(",")
+    listeners = dict(zip(["SASL_SSL", "SASL_PLAINTEXT", "SSL"], addrs))
+    return k, listeners, str(pki / "ca.pem")
+
+
+def rdk_conf(addr, ca, mechanism, password=PASSWORD):
+    return {"bootstrap.servers": addr, "security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+            "sasl.username": USER, "sasl.password": password, "ssl.ca.location": ca}
+
+
+def produce(conf, topic, n=10):
+    p = Producer(conf)
+    for i in range(n):
+        p.produce(topic, value=f"v{i}", partition=0)
+    assert p.flush(30) == 0
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_confluent_kafka_over_sasl_ssl_joins_a_group_and_commits(secure, mechanism):
+    _, listeners, ca = secure
+    conf = rdk_conf(listeners["SASL_SSL"], ca, mechanism)
+    produce(conf, "sec")
+    group = f"rdk-{mechanism.lower()}"
+    c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "session.timeout.ms": 6000})
+    c.subscribe(["sec"])
+    seen = 0
+    while seen < 5:
+        m = c.poll(1.0)
+        if m is not None and not m.error():
+            seen += 1
+    c.commit(offsets=[TopicPartition("sec", 0, 5)], asynchronous=False)
+    assert c.committed([TopicPartition("sec", 0)], timeout=30)[0].offset == 5
+    c.close()
+
+
+def test_confluent_kafka_with_a_wrong_password_gets_an_authentication_error(secure):
+    _, listeners, ca = secure
+    errors = []
+    p = Producer({**rdk_conf(listeners["SASL_SSL"], ca, "SCRAM-SHA-512", password="wrong"),
+                  "error_cb": lambda e: errors.append(e)})
+    wait_for("an authentication error", lambda: p.poll(0.5) is not None and any(
+        "Authentication failed" in e.str() or "AUTHENTICATION" in e.name() for e in errors), timeout=60)
+    with pytest.raises(KafkaException):
+        p.list_topics(timeout=3)
+
+
+def test_kafka_python_over_sasl_plaintext_with_plain_joins_a_group_and_commits(secure):
+    from kafka import KafkaConsumer, TopicPartition as KTP
+    from kafka.structs import OffsetAndMetadata
+
+    _, listeners, ca = secure
+    produce(rdk_conf(listeners["SASL_SSL"], ca, "PLAIN"), "sec")
+    c = KafkaConsumer("sec", bootstrap_servers=listeners["SASL_PLAINTEXT"], group_id="kp-plain",
+                      security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_plain_username=USER,
+                      sasl_plain_password=PASSWORD, auto_offset_reset="earliest", enable_auto_commit=False,
+                      session_timeout_ms=6000, heartbeat_interval_ms=500)
+    seen = 0
+    while seen < 5:
+        for records in c.poll(timeout_ms=1000).values():
+            seen += len(records)
+    c.commit({KTP("sec", 0): OffsetAndMetadata(5, "", -1)})
+    assert c.committed(KTP("sec", 0)) == 5
+    c.close()
+
+
+def test_kafkajs_over_ssl_with_scram_sha_256_joins_a_group_and_commits(make_kcoord, secure, tmp_path):
+    k, listeners, ca = secure
+    produce(rdk_conf(listeners["SASL_SSL"], ca, "SCRAM-SHA-256"), "sec")
+    out = node_script("secure_commit", listeners["SASL_SSL"], "js-scram", "sec", ca, USER, PASSWORD)
+    assert out["fetched"] == [{"partition": 0, "offset": 5}]
+
+
+def test_confluent_kafka_over_ssl_lists_topics(secure):
+    _, listeners, ca = secure
+    admin_conf = {"bootstrap.servers": listeners["SSL"], "security.protocol": "SSL", "ssl.ca.location": ca}
+    md = Producer(admin_conf).list_topics(timeout=30)
+    assert "sec" in md.topics
+    # The broker is advertised with the SSL listener's address.
+    assert [f"{b.host}:{b.port}" for b in md.brokers.values()] == [listeners["SSL"]]

@@ -1,0 +1,563 @@
+//! Named listeners, TLS (with client certificates) and SASL (PLAIN,
+//! SCRAM-SHA-256/512) as a Kafka client sees them: what is answered, what
+//! is refused, and when connections close. Certificates are generated per
+//! test with rcgen; nothing secret is committed.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use common::{eventually, sb, TestServer, DEADLINE};
+use hmac::{Hmac, Mac};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
+use kcoord::security::credentials::Credentials;
+use kcoord::security::scram::ScramMechanism;
+use sha2::{Digest, Sha256, Sha512};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const SASL_AUTHENTICATION_FAILED: i16 = 58;
+const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+const ILLEGAL_SASL_STATE: i16 = 34;
+
+/// A Kafka client over any byte stream (TCP or TLS).
+struct Conn<S> {
+    io: S,
+    correlation: i32,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
+    fn new(io: S) -> Self {
+        Conn { io, correlation: 0 }
+    }
+
+    async fn send<R: Request>(&mut self, req: &R, version: i16) -> std::io::Result<R::Response> {
+        self.correlation += 1;
+        let key = ApiKey::try_from(R::KEY).unwrap();
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation)
+            .with_client_id(Some(sb("security-test")));
+        let mut body = BytesMut::new();
+        header.encode(&mut body, key.request_header_version(version)).unwrap();
+        req.encode(&mut body, version).unwrap();
+        self.write_frame(&body).await?;
+        let mut frame = self.read_frame().await?;
+        let hv = <R::Response as HeaderVersion>::header_version(version);
+        let h = ResponseHeader::decode(&mut frame, hv).unwrap();
+        assert_eq!(h.correlation_id, self.correlation);
+        let resp = R::Response::decode(&mut frame, version).unwrap();
+        assert_eq!(frame.remaining(), 0);
+        Ok(resp)
+    }
+
+    async fn write_frame(&mut self, body: &[u8]) -> std::io::Result<()> {
+        let mut out = BytesMut::with_capacity(body.len() + 4);
+        out.put_i32(body.len() as i32);
+        out.extend_from_slice(body);
+        self.io.write_all(&out).await?;
+        self.io.flush().await
+    }
+
+    async fn read_frame(&mut self) -> std::io::Result<Bytes> {
+        let len = tokio::time::timeout(DEADLINE, self.io.read_i32())
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no response"))??;
+        let mut buf = vec![0u8; len as usize];
+        self.io.read_exact(&mut buf).await?;
+        Ok(Bytes::from(buf))
+    }
+
+    /// The server closed the connection (whatever it sent before, such as
+    /// a TLS alert, is skipped).
+    async fn closed(&mut self) -> bool {
+        let mut buf = [0u8; 1024];
+        let until_eof = async {
+            loop {
+                match self.io.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        };
+        tokio::time::timeout(DEADLINE, until_eof).await.is_ok()
+    }
+
+    async fn handshake(&mut self, mechanism: &str) -> SaslHandshakeResponse {
+        self.send(&SaslHandshakeRequest::default().with_mechanism(sb(mechanism)), 1).await.expect("handshake")
+    }
+
+    async fn authenticate(&mut self, token: &[u8]) -> SaslAuthenticateResponse {
+        let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token));
+        self.send(&req, 2).await.expect("authenticate")
+    }
+
+    async fn plain(&mut self, user: &str, password: &str) -> SaslAuthenticateResponse {
+        assert_eq!(self.handshake("PLAIN").await.error_code, 0);
+        self.authenticate(format!("\0{user}\0{password}").as_bytes()).await
+    }
+
+    /// A whole SCRAM exchange; the last response (an error, or success
+    /// with the server's signature checked).
+    async fn scram(&mut self, mech: ScramMechanism, user: &str, password: &str) -> SaslAuthenticateResponse {
+        assert_eq!(self.handshake(mech.name()).await.error_code, 0);
+        let bare = format!("n={user},r=clientnonce42");
+        let first = self.authenticate(format!("n,,{bare}").as_bytes()).await;
+        if first.error_code != 0 {
+            return first;
+        }
+        let server_first = String::from_utf8(first.auth_bytes.to_vec()).unwrap();
+        let (fin, server_signature) = scram_client_final(mech, password, &bare, &server_first);
+        let last = self.authenticate(fin.as_bytes()).await;
+        if last.error_code == 0 {
+            assert_eq!(last.auth_bytes.as_ref(), format!("v={}", B64.encode(server_signature)).as_bytes());
+        }
+        last
+    }
+
+    async fn metadata(&mut self) -> std::io::Result<MetadataResponse> {
+        self.send(&MetadataRequest::default().with_topics(Some(vec![])), 12).await
+    }
+}
+
+fn hmac(mech: ScramMechanism, key: &[u8], data: &[u8]) -> Vec<u8> {
+    match mech {
+        ScramMechanism::Sha256 => {
+            let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).unwrap();
+            m.update(data);
+            m.finalize().into_bytes().to_vec()
+        }
+        ScramMechanism::Sha512 => {
+            let mut m = <Hmac<Sha512> as Mac>::new_from_slice(key).unwrap();
+            m.update(data);
+            m.finalize().into_bytes().to_vec()
+        }
+    }
+}
+
+/// The client-final-message and the server signature to expect.
+fn scram_client_final(mech: ScramMechanism, password: &str, bare: &str, server_first: &str) -> (String, Vec<u8>) {
+    let attr = |k: &str| server_first.split(',').find_map(|a| a.strip_prefix(k)).unwrap().to_string();
+    let (nonce, salt, iterations) = (attr("r="), B64.decode(attr("s=")).unwrap(), attr("i=").parse::<u32>().unwrap());
+    let salted = match mech {
+        ScramMechanism::Sha256 => {
+            let mut out = vec![0u8; 32];
+            pbkdf2::pbkdf2_hmac::<Sha256>(password.as_bytes(), &salt, iterations, &mut out);
+            out
+        }
+        ScramMechanism::Sha512 => {
+            let mut out = vec![0u8; 64];
+            pbkdf2::pbkdf2_hmac::<Sha512>(password.as_bytes(), &salt, iterations, &mut out);
+            out
+        }
+    };
+    let client_key = hmac(mech, &salted, b"Client Key");
+    let stored_key = match mech {
+        ScramMechanism::Sha256 => Sha256::digest(&client_key).to_vec(),
+        ScramMechanism::Sha512 => Sha512::digest(&client_key).to_vec(),
+    };
+    let without_proof = format!("c=biws,r={nonce}");
+    let auth = format!("{bare},{server_first},{without_proof}");
+    let signature = hmac(mech, &stored_key, auth.as_bytes());
+    let proof: Vec<u8> = client_key.iter().zip(&signature).map(|(a, b)| a ^ b).collect();
+    let server_signature = hmac(mech, &hmac(mech, &salted, b"Server Key"), auth.as_bytes());
+    (format!("{without_proof},p={}", B64.encode(proof)), server_signature)
+}
+
+fn write_users(path: &Path, users: &[(&str, &str)]) {
+    let mut c = Credentials::default();
+    for (u, p) in users {
+        c.set_password(u, p, &ScramMechanism::ALL, 4096);
+    }
+    c.save(path).unwrap();
+}
+
+/// A daemon with a SASL_PLAINTEXT listener and a PLAINTEXT one, user alice.
+async fn sasl_server(extra: &[&str]) -> (TestServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users.json");
+    write_users(&users, &[("alice", "alice-secret")]);
+    let mut settings = vec![
+        "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\", \"PLAINTEXT://127.0.0.1:0\"]".to_string(),
+        format!("security.credentials_file=\"{}\"", users.display()),
+        "security.connection_failed_authentication_delay_ms=10".to_string(),
+    ];
+    settings.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = settings.iter().map(String::as_str).collect();
+    (TestServer::start_with(&refs).await, dir)
+}
+
+async fn tcp(addr: std::net::SocketAddr) -> Conn<TcpStream> {
+    Conn::new(TcpStream::connect(addr).await.unwrap())
+}
+
+#[tokio::test]
+async fn sasl_plain_login_lets_requests_through() {
+    let (s, _dir) = sasl_server(&[]).await;
+    let mut c = tcp(s.addr).await;
+    // ApiVersions is served before authentication, and lists the SASL APIs.
+    let v = c.send(&ApiVersionsRequest::default(), 2).await.unwrap();
+    assert!(v.api_keys.iter().any(|k| k.api_key == 17 && k.max_version == 1));
+    assert!(v.api_keys.iter().any(|k| k.api_key == 36 && k.max_version == 2));
+    let hs = c.handshake("PLAIN").await;
+    assert_eq!(hs.error_code, 0);
+    assert!(hs.mechanisms.iter().any(|m| m.as_str() == "SCRAM-SHA-512"));
+    let auth = c.authenticate(b"\0alice\0alice-secret").await;
+    assert_eq!((auth.error_code, auth.session_lifetime_ms), (0, 0));
+    let md = c.metadata().await.unwrap();
+    assert_eq!(md.brokers[0].port, i32::from(s.addr.port()));
+}
+
+#[tokio::test]
+async fn a_wrong_plain_password_gets_kafkas_error_and_the_connection_closes() {
+    let (s, _dir) = sasl_server(&[]).await;
+    let mut c = tcp(s.addr).await;
+    let auth = c.plain("alice", "guess").await;
+    assert_eq!(auth.error_code, SASL_AUTHENTICATION_FAILED);
+    assert_eq!(auth.error_message.as_deref(), Some("Authentication failed: Invalid username or password"));
+    assert!(c.closed().await);
+    // Nobody else is affected.
+    let mut other = tcp(s.addr).await;
+    assert_eq!(other.plain("alice", "alice-secret").await.error_code, 0);
+}
+
+#[tokio::test]
+async fn scram_sha_256_and_512_logins_succeed_with_the_right_password_only() {
+    let (s, _dir) = sasl_server(&[]).await;
+    for mech in ScramMechanism::ALL {
+        let mut c = tcp(s.addr).await;
+        assert_eq!(c.scram(mech, "alice", "alice-secret").await.error_code, 0, "{}", mech.name());
+        assert!(c.metadata().await.is_ok());
+
+        let mut bad = tcp(s.addr).await;
+        let r = bad.scram(mech, "alice", "wrong").await;
+        assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
+        let expected = format!(
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
+            mech.name()
+        );
+        assert_eq!(r.error_message.as_deref(), Some(expected.as_str()));
+        assert!(bad.closed().await);
+
+        let mut unknown = tcp(s.addr).await;
+        let r = unknown.scram(mech, "mallory", "x").await;
+        assert_eq!(r.error_message.as_deref(), Some(expected.as_str()), "an unknown user looks like a wrong password");
+    }
+}
+
+#[tokio::test]
+async fn requests_other_than_sasl_before_authentication_close_the_connection() {
+    let (s, _dir) = sasl_server(&[]).await;
+    let mut c = tcp(s.addr).await;
+    assert!(c.metadata().await.is_err() || c.closed().await);
+    // Also in the middle of an exchange.
+    let mut c = tcp(s.addr).await;
+    assert_eq!(c.handshake("SCRAM-SHA-256").await.error_code, 0);
+    assert!(c.metadata().await.is_err() || c.closed().await);
+}
+
+#[tokio::test]
+async fn an_unsupported_mechanism_is_refused_with_the_enabled_ones() {
+    let (s, _dir) = sasl_server(&["security.sasl_enabled_mechanisms=[\"SCRAM-SHA-512\"]"]).await;
+    let mut c = tcp(s.addr).await;
+    let hs = c.handshake("PLAIN").await;
+    assert_eq!(hs.error_code, UNSUPPORTED_SASL_MECHANISM);
+    assert_eq!(hs.mechanisms.iter().map(|m| m.as_str()).collect::<Vec<_>>(), ["SCRAM-SHA-512"]);
+    assert!(c.closed().await);
+}
+
+#[tokio::test]
+async fn handshake_v0_is_followed_by_raw_tokens() {
+    let (s, _dir) = sasl_server(&[]).await;
+    let mut c = tcp(s.addr).await;
+    let hs = c.send(&SaslHandshakeRequest::default().with_mechanism(sb("PLAIN")), 0).await.unwrap();
+    assert_eq!(hs.error_code, 0);
+    c.write_frame(b"\0alice\0alice-secret").await.unwrap();
+    assert_eq!(c.read_frame().await.unwrap().len(), 0, "PLAIN answers an empty token");
+    assert!(c.metadata().await.is_ok());
+}
+
+#[tokio::test]
+async fn sasl_requests_on_a_plaintext_listener_get_illegal_sasl_state() {
+    let (s, _dir) = sasl_server(&[]).await;
+    let plaintext = s.daemon.as_ref().unwrap().local_addrs()[1];
+    let mut c = tcp(plaintext).await;
+    assert_eq!(c.handshake("PLAIN").await.error_code, ILLEGAL_SASL_STATE);
+    let r = c.authenticate(b"\0alice\0alice-secret").await;
+    assert_eq!(r.error_code, ILLEGAL_SASL_STATE);
+    assert!(c.metadata().await.is_ok());
+}
+
+#[tokio::test]
+async fn metadata_and_find_coordinator_answer_the_listener_the_client_came_in_on() {
+    let (s, _dir) = sasl_server(&[]).await;
+    let addrs = s.daemon.as_ref().unwrap().local_addrs().to_vec();
+    let mut sasl = tcp(addrs[0]).await;
+    assert_eq!(sasl.plain("alice", "alice-secret").await.error_code, 0);
+    let mut plain = tcp(addrs[1]).await;
+    for (c, addr) in [(&mut sasl, addrs[0]), (&mut plain, addrs[1])] {
+        let md = c.metadata().await.unwrap();
+        assert_eq!(md.brokers[0].port, i32::from(addr.port()));
+        let fc = c.send(&FindCoordinatorRequest::default().with_key(sb("g")), 3).await.unwrap();
+        assert_eq!((fc.error_code, fc.port), (0, i32::from(addr.port())));
+    }
+}
+
+#[tokio::test]
+async fn oversized_tokens_before_authentication_close_the_connection() {
+    let (s, _dir) = sasl_server(&["security.sasl_max_receive_bytes=1024"]).await;
+    let mut c = tcp(s.addr).await;
+    assert_eq!(c.handshake("PLAIN").await.error_code, 0);
+    let big = vec![b'x'; 4096];
+    let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(big));
+    assert!(c.send(&req, 2).await.is_err() || c.closed().await);
+}
+
+#[tokio::test]
+async fn a_silent_unauthenticated_connection_is_closed_after_the_authentication_timeout() {
+    let (s, _dir) =
+        sasl_server(&["security.authentication_timeout_ms=200", "server.partial_request_timeout_ms=-1"]).await;
+    let mut c = tcp(s.addr).await;
+    assert!(c.closed().await);
+}
+
+#[tokio::test]
+async fn sessions_report_their_lifetime_expire_and_are_renewed_by_reauthentication() {
+    let (s, _dir) = sasl_server(&["security.connections_max_reauth_ms=60000"]).await;
+    let mut c = tcp(s.addr).await;
+    let auth = c.plain("alice", "alice-secret").await;
+    assert_eq!((auth.error_code, auth.session_lifetime_ms), (0, 60000));
+    // Re-authentication on the same connection (KIP-368).
+    let again = c.scram(ScramMechanism::Sha512, "alice", "alice-secret").await;
+    assert_eq!(again.error_code, SASL_AUTHENTICATION_FAILED, "the mechanism cannot change");
+    assert!(c.closed().await);
+
+    let mut c = tcp(s.addr).await;
+    assert_eq!(c.plain("alice", "alice-secret").await.error_code, 0);
+    let again = c.plain("alice", "alice-secret").await;
+    assert_eq!((again.error_code, again.session_lifetime_ms), (0, 60000));
+    assert!(c.metadata().await.is_ok());
+    s.shutdown().await;
+
+    // A short session ends: the next request after expiry closes the connection.
+    let (s, _dir) = sasl_server(&["security.connections_max_reauth_ms=300"]).await;
+    let mut c = tcp(s.addr).await;
+    assert_eq!(c.plain("alice", "alice-secret").await.session_lifetime_ms, 300);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while c.metadata().await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "the expired session was never closed");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn reauthentication_as_another_user_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users.json");
+    write_users(&users, &[("alice", "a-pw"), ("bob", "b-pw")]);
+    let s = TestServer::start_with(&[
+        "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]",
+        &format!("security.credentials_file=\"{}\"", users.display()),
+        "security.connection_failed_authentication_delay_ms=0",
+    ])
+    .await;
+    let mut c = tcp(s.addr).await;
+    assert_eq!(c.plain("alice", "a-pw").await.error_code, 0);
+    let r = c.plain("bob", "b-pw").await;
+    assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Cannot change principals during re-authentication from User.alice: User.bob")
+    );
+}
+
+#[tokio::test]
+async fn users_added_to_the_credentials_file_can_log_in_without_a_restart() {
+    let (s, dir) = sasl_server(&[]).await;
+    let users = dir.path().join("users.json");
+    kcoord::admin::users::add(&users, "carol", "carol-pw", &[], 4096).unwrap();
+    eventually("carol can log in", || async {
+        let mut c = tcp(s.addr).await;
+        (c.plain("carol", "carol-pw").await.error_code == 0).then_some(())
+    })
+    .await;
+    kcoord::admin::users::remove(&users, "carol").unwrap();
+    s.daemon.as_ref().unwrap().security().reload();
+    let mut c = tcp(s.addr).await;
+    assert_eq!(c.plain("carol", "carol-pw").await.error_code, SASL_AUTHENTICATION_FAILED);
+}
+
+// ---------------------------------------------------------------------------
+// TLS
+
+struct Pki {
+    ca_pem: String,
+    ca: rcgen::Certificate,
+    ca_key: rcgen::KeyPair,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(rcgen::DnType::CommonName, name);
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let ca = p.self_signed(&ca_key).unwrap();
+        Pki { ca_pem: ca.pem(), ca, ca_key }
+    }
+
+    /// (certificate PEM, key PEM) signed by this CA.
+    fn issue(&self, sans: &[&str], cn: &str, org: Option<&str>) -> (String, String) {
+        let mut p = rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        if let Some(o) = org {
+            p.distinguished_name.push(rcgen::DnType::OrganizationName, o);
+        }
+        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+struct TlsFiles {
+    dir: tempfile::TempDir,
+}
+
+impl TlsFiles {
+    fn write(&self, name: &str, text: &str) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+}
+
+fn client_config(ca_pem: &str, identity: Option<(String, String)>) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let b = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match identity {
+        None => b.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain = rustls_pemfile::certs(&mut cert.as_bytes()).collect::<Result<Vec<_>, _>>().unwrap();
+            let key = rustls_pemfile::private_key(&mut key.as_bytes()).unwrap().unwrap();
+            b.with_client_auth_cert(chain, key).unwrap()
+        }
+    };
+    Arc::new(config)
+}
+
+async fn tls_connect(
+    addr: std::net::SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> std::io::Result<Conn<tokio_rustls::client::TlsStream<TcpStream>>> {
+    let tcp = TcpStream::connect(addr).await?;
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let stream = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await?;
+    Ok(Conn::new(stream))
+}
+
+/// A daemon with SSL (client certificates as configured) and SASL_SSL listeners.
+async fn tls_server(pki: &Pki, files: &TlsFiles, client_auth: &str) -> TestServer {
+    let (cert, key) = pki.issue(&["localhost", "127.0.0.1"], "kcoord", None);
+    let users = files.dir.path().join("users.json");
+    write_users(&users, &[("alice", "alice-secret")]);
+    TestServer::start_with(&[
+        "server.listeners=[\"SSL://127.0.0.1:0\", \"SASL_SSL://127.0.0.1:0\"]",
+        &format!("security.tls_certificate=\"{}\"", files.write("server.pem", &cert)),
+        &format!("security.tls_private_key=\"{}\"", files.write("server.key", &key)),
+        &format!("security.tls_ca=\"{}\"", files.write("ca.pem", &pki.ca_pem)),
+        &format!("security.tls_client_auth=\"{client_auth}\""),
+        &format!("security.credentials_file=\"{}\"", users.display()),
+        "security.authentication_timeout_ms=500",
+        "server.partial_request_timeout_ms=-1",
+    ])
+    .await
+}
+
+#[tokio::test]
+async fn tls_clients_with_a_certificate_from_the_ca_are_served_and_others_refused() {
+    let pki = Pki::new("test CA");
+    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let s = tls_server(&pki, &files, "required").await;
+    let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
+    let identity = pki.issue(&[], "alice", Some("Example"));
+    let mut c = tls_connect(ssl, client_config(&pki.ca_pem, Some(identity))).await.unwrap();
+    let md = c.metadata().await.unwrap();
+    assert_eq!(md.brokers[0].port, i32::from(ssl.port()));
+
+    // No client certificate, or one from another CA: the handshake fails.
+    let refused = |c: std::io::Result<Conn<_>>| async move {
+        match c {
+            Err(_) => true,
+            Ok(mut c) => c.metadata().await.is_err(),
+        }
+    };
+    assert!(refused(tls_connect(ssl, client_config(&pki.ca_pem, None)).await).await);
+    let stranger = Pki::new("other CA").issue(&[], "mallory", None);
+    assert!(refused(tls_connect(ssl, client_config(&pki.ca_pem, Some(stranger))).await).await);
+}
+
+#[tokio::test]
+async fn sasl_ssl_authenticates_over_tls() {
+    let pki = Pki::new("test CA");
+    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let s = tls_server(&pki, &files, "none").await;
+    let sasl_ssl = s.daemon.as_ref().unwrap().local_addrs()[1];
+    let mut c = tls_connect(sasl_ssl, client_config(&pki.ca_pem, None)).await.unwrap();
+    assert_eq!(c.scram(ScramMechanism::Sha512, "alice", "alice-secret").await.error_code, 0);
+    assert!(c.metadata().await.is_ok());
+}
+
+#[tokio::test]
+async fn a_tls_handshake_that_never_starts_is_closed_and_others_are_served() {
+    let pki = Pki::new("test CA");
+    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let s = tls_server(&pki, &files, "none").await;
+    let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
+    let mut silent = tcp(ssl).await;
+    let mut garbage = tcp(ssl).await;
+    garbage.io.write_all(b"\x00\x00\x00\x10this is not TLS!").await.unwrap();
+    let mut c = tls_connect(ssl, client_config(&pki.ca_pem, None)).await.unwrap();
+    assert!(c.metadata().await.is_ok());
+    assert!(garbage.closed().await);
+    assert!(silent.closed().await);
+}
+
+#[tokio::test]
+async fn a_replaced_certificate_is_served_after_sighup_or_once_the_files_change() {
+    let pki = Pki::new("first CA");
+    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let s = tls_server(&pki, &files, "none").await;
+    let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
+    let next = Pki::new("second CA");
+    assert!(tls_connect(ssl, client_config(&next.ca_pem, None)).await.is_err());
+    let (cert, key) = next.issue(&["localhost"], "kcoord", None);
+    files.write("server.pem", &cert);
+    files.write("server.key", &key);
+    // Picked up by the file watcher...
+    eventually("the new certificate is served", || async {
+        tls_connect(ssl, client_config(&next.ca_pem, None)).await.ok().map(|_| ())
+    })
+    .await;
+    // ...and by SIGHUP's reload.
+    s.daemon.as_ref().unwrap().security().reload();
+    let mut c = tls_connect(ssl, client_config(&next.ca_pem, None)).await.unwrap();
+    assert!(c.metadata().await.is_ok());
+    // A broken file is not taken: the current certificate stays.
+    files.write("server.pem", "not a certificate");
+    s.daemon.as_ref().unwrap().security().reload();
+    assert!(tls_connect(ssl, client_config(&next.ca_pem, None)).await.is_ok());
+}
