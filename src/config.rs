@@ -149,6 +149,74 @@ pub struct ConsumerGroupConfig {
     pub max_size: i32,
     /// Server-side assignors by name; the first is the default.
     pub assignors: Vec<String>,
+    /// Online migration between classic and consumer groups (Kafka's
+    /// `group.consumer.migration.policy`).
+    pub migration_policy: MigrationPolicy,
+}
+
+/// Kafka's `ConsumerGroupMigrationPolicy`: which online conversions between
+/// a classic group and a consumer group are allowed. Read case-insensitively,
+/// as Kafka parses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MigrationPolicy {
+    /// Both upgrade and downgrade (Kafka's default).
+    #[default]
+    Bidirectional,
+    /// Only classic → consumer.
+    Upgrade,
+    /// Only consumer → classic.
+    Downgrade,
+    /// Neither.
+    Disabled,
+}
+
+impl MigrationPolicy {
+    pub const NAMES: [&'static str; 4] = ["bidirectional", "upgrade", "downgrade", "disabled"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MigrationPolicy::Bidirectional => "bidirectional",
+            MigrationPolicy::Upgrade => "upgrade",
+            MigrationPolicy::Downgrade => "downgrade",
+            MigrationPolicy::Disabled => "disabled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<MigrationPolicy> {
+        match s.to_ascii_lowercase().as_str() {
+            "bidirectional" => Some(MigrationPolicy::Bidirectional),
+            "upgrade" => Some(MigrationPolicy::Upgrade),
+            "downgrade" => Some(MigrationPolicy::Downgrade),
+            "disabled" => Some(MigrationPolicy::Disabled),
+            _ => None,
+        }
+    }
+
+    pub fn upgrade_enabled(self) -> bool {
+        matches!(self, MigrationPolicy::Bidirectional | MigrationPolicy::Upgrade)
+    }
+
+    pub fn downgrade_enabled(self) -> bool {
+        matches!(self, MigrationPolicy::Bidirectional | MigrationPolicy::Downgrade)
+    }
+}
+
+impl Serialize for MigrationPolicy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for MigrationPolicy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        MigrationPolicy::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "group.consumer.migration_policy must be one of {} (got {s:?})",
+                MigrationPolicy::NAMES.join(", ")
+            ))
+        })
+    }
 }
 
 impl Default for ConsumerGroupConfig {
@@ -162,6 +230,7 @@ impl Default for ConsumerGroupConfig {
             max_heartbeat_interval_ms: 15_000,
             max_size: i32::MAX,
             assignors: vec!["uniform".into(), "range".into()],
+            migration_policy: MigrationPolicy::Bidirectional,
         }
     }
 }

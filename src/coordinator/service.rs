@@ -141,9 +141,11 @@ impl Coordinator {
     /// import for the requests that read or create the group's offsets.
     async fn call(&self, group_id: &str, req: Request) -> Result<Response> {
         let shard = self.shard_of(group_id);
-        if let (Some(hooks), Some(_), true) =
-            (&self.hooks, shard, matches!(req, Request::Join(_) | Request::Commit(_) | Request::Fetch { .. }))
-        {
+        if let (Some(hooks), Some(_), true) = (
+            &self.hooks,
+            shard,
+            matches!(req.unwrapped(), Request::Join(_) | Request::Commit(_) | Request::Fetch { .. }),
+        ) {
             if let Err(error) = hooks.before_first_use(self, group_id).await {
                 return Ok(req.error_response(error));
             }
@@ -161,7 +163,7 @@ impl Coordinator {
 
     pub async fn join_group(&self, req: JoinGroupRequest) -> Result<JoinGroupResponse> {
         let g = req.group_id.clone();
-        match self.call(&g, Request::Join(req)).await? {
+        match self.call(&g, self.with_topics(Request::Join(req))).await? {
             Response::Join(r) => Ok(r),
             other => Err(unexpected(other)),
         }
@@ -169,7 +171,7 @@ impl Coordinator {
 
     pub async fn sync_group(&self, req: SyncGroupRequest) -> Result<SyncGroupResponse> {
         let g = req.group_id.clone();
-        match self.call(&g, Request::Sync(req)).await? {
+        match self.call(&g, self.with_topics(Request::Sync(req))).await? {
             Response::Sync(r) => Ok(r),
             other => Err(unexpected(other)),
         }
@@ -219,6 +221,13 @@ impl Coordinator {
             }
         });
         fan_out(calls).await
+    }
+
+    /// A classic request with the catalog's topics: if its group is a
+    /// consumer group (online migration), its member's subscription and
+    /// assignment name topics that the group knows by id.
+    fn with_topics(&self, req: Request) -> Request {
+        Request::WithTopics { topics: std::sync::Arc::new(self.topic_image()), inner: Box::new(req) }
     }
 
     /// The catalog's topics as the core's topic metadata.

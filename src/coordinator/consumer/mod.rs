@@ -8,13 +8,21 @@
 //! request: validation, join, heartbeat, leave, fencing and timers),
 //! `offsets` (member-epoch checks of OffsetCommit and OffsetFetch),
 //! `describe` (ListGroups), `assignor` (the server-side assignors,
-//! `uniform` and `range`).
+//! `uniform` and `range`), `migration` (online upgrade of a classic group
+//! and downgrade back), `classic_member` (classic members' JoinGroup,
+//! SyncGroup, Heartbeat and LeaveGroup inside a consumer group),
+//! `embedded` (the consumer protocol bytes those members exchange).
 
 pub mod assignor;
+pub mod classic_member;
 pub mod describe;
+pub mod embedded;
 pub mod group;
 pub mod heartbeat;
 pub mod messages;
+pub mod migration;
+#[cfg(test)]
+mod migration_tests;
 pub mod offsets;
 pub mod reconcile;
 pub mod records;
