@@ -340,7 +340,13 @@ mod classic_to_consumer {
     /// a JoinGroup for an empty consumer group first deletes it (Kafka's
     /// `maybeDeleteEmptyConsumerGroup`) and then goes to a new classic
     /// group. Returns the request when it is not for a consumer group.
-    pub fn route(rt: &mut ConsumerRuntime, req: Request, token: ReplyToken, cx: &mut Cx) -> Option<Request> {
+    pub fn route(
+        groups: &mut Groups,
+        rt: &mut ConsumerRuntime,
+        req: Request,
+        token: ReplyToken,
+        cx: &mut Cx,
+    ) -> Option<Request> {
         let Some(group_id) = req.group_id() else { return Some(req) };
         let Some(g) = cx.store.consumer_group(group_id) else { return Some(req) };
         let empty = g.members.is_empty();
@@ -354,7 +360,17 @@ mod classic_to_consumer {
                 } else {
                     let tombstones = super::super::consumer::group::tombstones(g);
                     match cx.append(tombstones) {
-                        Ok(()) => return Some(Request::Join(r)),
+                        Ok(()) => {
+                            // Its offsets stay: they make a simple group, as
+                            // they do when the log is replayed.
+                            let id = r.group_id.clone();
+                            if cx.store.has_offsets(&id) && !groups.contains_key(&id) {
+                                let mut simple = ClassicGroup::new(&id, cx.now);
+                                simple.state_timestamp = None;
+                                groups.insert(id, simple);
+                            }
+                            return Some(Request::Join(r));
+                        }
                         Err(e) => cx.reply(token, Response::Join(JoinGroupResponse::error(e, r.member_id))),
                     }
                 }
@@ -454,6 +470,14 @@ impl ShardCore {
             {
                 self.groups.remove(group);
             }
+            // A consumer group deleted with its offsets kept (a classic
+            // JoinGroup took its id): the offsets make a simple group again,
+            // as they do live and in a snapshot, where they come first.
+            (RecordKey::Consumer { group, kind: records::ConsumerKey::Metadata }, None)
+                if self.store.has_offsets(group) =>
+            {
+                self.offset_loaded(group, stored.timestamp);
+            }
             _ => {}
         }
     }
@@ -550,8 +574,8 @@ impl ShardCore {
             }
             req => req,
         };
-        let (_, consumer, mut cx) = self.split_all(now, sink, out);
-        if let Some(req) = classic_to_consumer::route(consumer, req, token, &mut cx) {
+        let (groups, consumer, mut cx) = self.split_all(now, sink, out);
+        if let Some(req) = classic_to_consumer::route(groups, consumer, req, token, &mut cx) {
             self.handle_own(req, token, now, sink, out);
         }
     }

@@ -75,7 +75,13 @@ pub fn upgrade(c: &ClassicGroup, image: &TopicImage) -> Result<Upgrade, Malforme
     let protocol = c.protocol_name.as_deref();
     let mut members = Vec::with_capacity(c.members.len());
     for m in c.members.values() {
-        let sub = embedded::parse_subscription(&m.metadata(protocol))?;
+        // Before its first rebalance completes, a group has no protocol
+        // yet: a member's first protocol speaks for it.
+        let metadata = match protocol {
+            Some(_) => m.metadata(protocol),
+            None => m.protocols.first().map(|p| p.metadata.clone()).unwrap_or_default(),
+        };
+        let sub = embedded::parse_subscription(&metadata)?;
         let owned = if m.assignment.is_empty() { Vec::new() } else { embedded::parse_assignment(&m.assignment)? };
         let assigned = embedded::to_assignment(&owned, image);
         let metadata = MemberMetadataValue {
