@@ -944,6 +944,20 @@ mod tests {
     }
 
     #[test]
+    fn migration_policy_takes_kafkas_values_case_insensitively() {
+        let policy =
+            |v: &str| ConfigBuilder::new().set(&format!("group.consumer.migration_policy={v}")).unwrap().build();
+        assert_eq!(Config::default().group.consumer.migration_policy, MigrationPolicy::Bidirectional);
+        assert_eq!(policy("upgrade").unwrap().group.consumer.migration_policy, MigrationPolicy::Upgrade);
+        assert_eq!(policy("DOWNGRADE").unwrap().group.consumer.migration_policy, MigrationPolicy::Downgrade);
+        assert_eq!(policy("Disabled").unwrap().group.consumer.migration_policy, MigrationPolicy::Disabled);
+        let err = policy("sideways").unwrap_err().to_string();
+        assert!(err.contains("bidirectional, upgrade, downgrade, disabled"), "{err}");
+        let p = MigrationPolicy::Upgrade;
+        assert!(p.upgrade_enabled() && !p.downgrade_enabled());
+    }
+
+    #[test]
     fn invalid_values_are_rejected() {
         assert!(ConfigBuilder::new().set("group.max_size=0").unwrap().build().is_err());
         assert!(ConfigBuilder::new().set("server.listen=nonsense").unwrap().build().is_err());

@@ -136,11 +136,27 @@ def test_a_live_classic_group_rolls_over_to_the_consumer_protocol_and_back_witho
                                    extra=["--events", str(logs[name]), "--auto-commit"])
         return members[name]
 
+    t0 = time.time()
+
+    def mark(what):
+        print(f"{time.time() - t0:6.1f}s {what}", flush=True)
+
+    def processed(m):
+        return sum(1 for e in read_events(logs[m.name]) if e[1] == "msg")
+
+    def settle(step):
+        """Balanced, and every member processing records again."""
+        wait_balanced(live, SIX)
+        before = {m.name: processed(m) for m in live}
+        wait_for(f"every member to process records after {step}",
+                 lambda: all(processed(m) >= before[m.name] + 20 for m in live))
+        mark(step)
+
     producing = Producing(k.bootstrap)
     live = []
     try:
         live = [start(f"classic{i}", "range") for i in range(3)]
-        wait_balanced(live, SIX)
+        settle("classic group formed")
         assert group_type(k, "roll") == ConsumerGroupType.CLASSIC
 
         # Upgrade: one member at a time, classic out, consumer protocol in.
@@ -149,7 +165,7 @@ def test_a_live_classic_group_rolls_over_to_the_consumer_protocol_and_back_witho
             old.close()
             live.remove(old)
             live.append(start(f"consumer{i}", "consumer"))
-            wait_balanced(live, SIX)
+            settle(f"upgrade step {i}")
             if i == 0:
                 assert group_type(k, "roll") == ConsumerGroupType.CONSUMER, "upgraded by its first consumer member"
 
@@ -159,14 +175,16 @@ def test_a_live_classic_group_rolls_over_to_the_consumer_protocol_and_back_witho
             old = members[f"consumer{i}"]
             old.close()
             live.remove(old)
-            wait_balanced(live, SIX)
+            settle(f"downgrade step {i}")
         wait_for("the group to be classic again", lambda: group_type(k, "roll") == ConsumerGroupType.CLASSIC)
+        assert "downgraded the consumer group to a classic group" in k.log()
 
         producing.stop()
         produced = set(producing.acked)
         assert len(produced) > 500, len(produced)
         keys = lambda: {e[4] for path in logs.values() for e in read_events(path) if e[1] == "msg"}
         wait_for("every acknowledged record to be consumed", lambda: produced <= keys(), timeout=60)
+        mark("all consumed")
         for m in members.values():
             assert not m.state().get("fatal"), (m.name, m.state())
     finally:
