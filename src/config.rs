@@ -211,6 +211,74 @@ pub struct ConsumerGroupConfig {
     pub max_size: i32,
     /// Server-side assignors by name; the first is the default.
     pub assignors: Vec<String>,
+    /// Online migration between classic and consumer groups (Kafka's
+    /// `group.consumer.migration.policy`).
+    pub migration_policy: MigrationPolicy,
+}
+
+/// Kafka's `ConsumerGroupMigrationPolicy`: which online conversions between
+/// a classic group and a consumer group are allowed. Read case-insensitively,
+/// as Kafka parses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MigrationPolicy {
+    /// Both upgrade and downgrade (Kafka's default).
+    #[default]
+    Bidirectional,
+    /// Only classic → consumer.
+    Upgrade,
+    /// Only consumer → classic.
+    Downgrade,
+    /// Neither.
+    Disabled,
+}
+
+impl MigrationPolicy {
+    pub const NAMES: [&'static str; 4] = ["bidirectional", "upgrade", "downgrade", "disabled"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MigrationPolicy::Bidirectional => "bidirectional",
+            MigrationPolicy::Upgrade => "upgrade",
+            MigrationPolicy::Downgrade => "downgrade",
+            MigrationPolicy::Disabled => "disabled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<MigrationPolicy> {
+        match s.to_ascii_lowercase().as_str() {
+            "bidirectional" => Some(MigrationPolicy::Bidirectional),
+            "upgrade" => Some(MigrationPolicy::Upgrade),
+            "downgrade" => Some(MigrationPolicy::Downgrade),
+            "disabled" => Some(MigrationPolicy::Disabled),
+            _ => None,
+        }
+    }
+
+    pub fn upgrade_enabled(self) -> bool {
+        matches!(self, MigrationPolicy::Bidirectional | MigrationPolicy::Upgrade)
+    }
+
+    pub fn downgrade_enabled(self) -> bool {
+        matches!(self, MigrationPolicy::Bidirectional | MigrationPolicy::Downgrade)
+    }
+}
+
+impl Serialize for MigrationPolicy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for MigrationPolicy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        MigrationPolicy::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "group.consumer.migration_policy must be one of {} (got {s:?})",
+                MigrationPolicy::NAMES.join(", ")
+            ))
+        })
+    }
 }
 
 impl Default for ConsumerGroupConfig {
@@ -224,6 +292,7 @@ impl Default for ConsumerGroupConfig {
             max_heartbeat_interval_ms: 15_000,
             max_size: i32::MAX,
             assignors: vec!["uniform".into(), "range".into()],
+            migration_policy: MigrationPolicy::Bidirectional,
         }
     }
 }
@@ -999,6 +1068,20 @@ mod tests {
         assert!(TopicSpec::parse("t:0").is_err());
         let c = ConfigBuilder::new().push("topics.define", toml::Value::String("a:2".into())).unwrap();
         assert_eq!(c.build().unwrap().defined_topics().len(), 1);
+    }
+
+    #[test]
+    fn migration_policy_takes_kafkas_values_case_insensitively() {
+        let policy =
+            |v: &str| ConfigBuilder::new().set(&format!("group.consumer.migration_policy={v}")).unwrap().build();
+        assert_eq!(Config::default().group.consumer.migration_policy, MigrationPolicy::Bidirectional);
+        assert_eq!(policy("upgrade").unwrap().group.consumer.migration_policy, MigrationPolicy::Upgrade);
+        assert_eq!(policy("DOWNGRADE").unwrap().group.consumer.migration_policy, MigrationPolicy::Downgrade);
+        assert_eq!(policy("Disabled").unwrap().group.consumer.migration_policy, MigrationPolicy::Disabled);
+        let err = policy("sideways").unwrap_err().to_string();
+        assert!(err.contains("bidirectional, upgrade, downgrade, disabled"), "{err}");
+        let p = MigrationPolicy::Upgrade;
+        assert!(p.upgrade_enabled() && !p.downgrade_enabled());
     }
 
     #[test]

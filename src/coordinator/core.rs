@@ -12,11 +12,11 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use super::classic::{self, group::ClassicGroup, group::GroupState, history::Cause};
-use super::consumer::heartbeat::{self as consumer_heartbeat, ConsumerRuntime};
+use super::consumer::heartbeat::{self as consumer_heartbeat, ConsumerRuntime, MemberTimer};
 use super::consumer::messages::{
     ConsumerDescribeRequest, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse, DescribedConsumerGroup,
 };
-use super::consumer::target::Assigners;
+use super::consumer::target::{Assigners, TopicImage};
 use super::messages::*;
 use super::offsets;
 use super::records::{self, Record, RecordKey, RecordValue, RecordView, StoredRecord};
@@ -24,6 +24,7 @@ use super::store::{RecordSink, Store};
 use super::timers::{DeadlineQueue, Pop, Slot, TimerKey};
 use crate::config::Config;
 use crate::error_code::ErrorCode;
+use std::sync::Arc;
 
 /// Identifies where a response must be delivered.
 pub type ReplyToken = u64;
@@ -71,9 +72,24 @@ pub enum Request {
     ConsumerHeartbeat(Box<ConsumerHeartbeatRequest>),
     /// KIP-848 ConsumerGroupDescribe of one group.
     ConsumerDescribe(ConsumerDescribeRequest),
+    /// A request with the topic metadata of the moment (standalone mode
+    /// wraps JoinGroup and SyncGroup in it): a classic member of a consumer
+    /// group names topics, the consumer group knows topic ids.
+    WithTopics {
+        topics: Arc<TopicImage>,
+        inner: Box<Request>,
+    },
 }
 
 impl Request {
+    /// The request itself, without a [`Request::WithTopics`] wrapper.
+    pub fn unwrapped(&self) -> &Request {
+        match self {
+            Request::WithTopics { inner, .. } => inner.unwrapped(),
+            other => other,
+        }
+    }
+
     /// The group the request is about (ListGroups is about every group).
     pub fn group_id(&self) -> Option<&str> {
         Some(match self {
@@ -89,6 +105,7 @@ impl Request {
             Request::Details { group_id } => group_id,
             Request::ConsumerHeartbeat(r) => &r.group_id,
             Request::ConsumerDescribe(r) => &r.group_id,
+            Request::WithTopics { inner, .. } => return inner.group_id(),
             Request::List(_) | Request::DeleteTopicOffsets { .. } | Request::Summaries | Request::Stats => return None,
         })
     }
@@ -127,6 +144,7 @@ impl Request {
             Request::ConsumerDescribe(r) => {
                 Response::ConsumerDescribe(DescribedConsumerGroup::error(&r.group_id, error, None))
             }
+            Request::WithTopics { inner, .. } => inner.error_response(error),
             Request::ConsumerHeartbeat(_) => Response::ConsumerHeartbeat(ConsumerHeartbeatResponse {
                 error_message: None,
                 ..ConsumerHeartbeatResponse::error(error, "")
@@ -225,6 +243,8 @@ pub struct ConsumerConfig {
     pub max_size: i32,
     /// `group.consumer.assignors`: names, the first being the default.
     pub assignors: Vec<String>,
+    /// `group.consumer.migration_policy`.
+    pub migration_policy: crate::config::MigrationPolicy,
 }
 
 impl ConsumerConfig {
@@ -234,6 +254,7 @@ impl ConsumerConfig {
             heartbeat_interval_ms: c.heartbeat_interval_ms,
             max_size: c.max_size,
             assignors: c.assignors.clone(),
+            migration_policy: c.migration_policy,
         }
     }
 }
@@ -309,22 +330,74 @@ impl Cx<'_> {
     }
 }
 
-/// The answer to a classic-protocol request (JoinGroup, SyncGroup,
-/// Heartbeat, LeaveGroup) for a group id that is a consumer group: classic
-/// members may not join it (Kafka's INCONSISTENT_GROUP_PROTOCOL), and no
-/// classic member of it exists (UNKNOWN_MEMBER_ID).
-// TODO(migration): Kafka lets classic members join a consumer group
-// (`classicGroupJoinToConsumerGroup`) and converts an empty consumer group
-// to a classic one; both are out of scope for now (docs/consumer-groups.md).
-fn classic_request_to_consumer_group(store: &Store, req: &Request) -> Option<ErrorCode> {
-    let (group_id, error) = match req {
-        Request::Join(r) => (&r.group_id, ErrorCode::INCONSISTENT_GROUP_PROTOCOL),
-        Request::Sync(r) => (&r.group_id, ErrorCode::UNKNOWN_MEMBER_ID),
-        Request::Heartbeat(r) => (&r.group_id, ErrorCode::UNKNOWN_MEMBER_ID),
-        Request::Leave(r) => (&r.group_id, ErrorCode::UNKNOWN_MEMBER_ID),
-        _ => return None,
-    };
-    store.consumer_group(group_id).is_some().then_some(error)
+/// Classic-protocol requests for a consumer group's id (online migration).
+mod classic_to_consumer {
+    use super::*;
+    use crate::coordinator::consumer::classic_member;
+
+    /// Serves JoinGroup, SyncGroup, Heartbeat and LeaveGroup for a group id
+    /// that is a consumer group, as Kafka's `classicGroup*ToConsumerGroup`;
+    /// a JoinGroup for an empty consumer group first deletes it (Kafka's
+    /// `maybeDeleteEmptyConsumerGroup`) and then goes to a new classic
+    /// group. Returns the request when it is not for a consumer group.
+    pub fn route(
+        groups: &mut Groups,
+        rt: &mut ConsumerRuntime,
+        req: Request,
+        token: ReplyToken,
+        cx: &mut Cx,
+    ) -> Option<Request> {
+        let Some(group_id) = req.group_id() else { return Some(req) };
+        let Some(g) = cx.store.consumer_group(group_id) else { return Some(req) };
+        let empty = g.members.is_empty();
+        match req {
+            Request::Join(r) => {
+                if let Some(error) = classic::join::precheck(&r, cx) {
+                    cx.reply(token, Response::Join(JoinGroupResponse::error(error, r.member_id)));
+                } else if !empty {
+                    let resp = classic_member::join(rt, &r, cx);
+                    cx.reply(token, Response::Join(resp));
+                } else {
+                    let tombstones = super::super::consumer::group::tombstones(g);
+                    match cx.append(tombstones) {
+                        Ok(()) => {
+                            // Its offsets stay: they make a simple group, as
+                            // they do when the log is replayed.
+                            let id = r.group_id.clone();
+                            if cx.store.has_offsets(&id) && !groups.contains_key(&id) {
+                                let mut simple = ClassicGroup::new(&id, cx.now);
+                                simple.state_timestamp = None;
+                                groups.insert(id, simple);
+                            }
+                            return Some(Request::Join(r));
+                        }
+                        Err(e) => cx.reply(token, Response::Join(JoinGroupResponse::error(e, r.member_id))),
+                    }
+                }
+            }
+            Request::Sync(r) => {
+                let resp = match classic::sync::precheck(&r) {
+                    Some(error) => SyncGroupResponse::error(error),
+                    None => classic_member::sync(rt, &r, cx),
+                };
+                cx.reply(token, Response::Sync(resp));
+            }
+            Request::Heartbeat(r) => {
+                let resp = if r.group_id.is_empty() {
+                    HeartbeatResponse { error: ErrorCode::INVALID_GROUP_ID }
+                } else {
+                    classic_member::heartbeat(rt, &r, cx)
+                };
+                cx.reply(token, Response::Heartbeat(resp));
+            }
+            Request::Leave(r) => {
+                let resp = classic_member::leave(rt, &r, cx);
+                cx.reply(token, Response::Leave(resp));
+            }
+            other => return Some(other),
+        }
+        None
+    }
 }
 
 /// One shard's groups, offsets and timers.
@@ -396,6 +469,14 @@ impl ShardCore {
                 if self.groups.get(group).is_some_and(|g| g.members.is_empty()) =>
             {
                 self.groups.remove(group);
+            }
+            // A consumer group deleted with its offsets kept (a classic
+            // JoinGroup took its id): the offsets make a simple group again,
+            // as they do live and in a snapshot, where they come first.
+            (RecordKey::Consumer { group, kind: records::ConsumerKey::Metadata }, None)
+                if self.store.has_offsets(group) =>
+            {
+                self.offset_loaded(group, stored.timestamp);
             }
             _ => {}
         }
@@ -486,10 +567,28 @@ impl ShardCore {
         sink: &mut dyn RecordSink,
         out: &mut Vec<Reply>,
     ) {
-        if let Some(error) = classic_request_to_consumer_group(&self.store, &req) {
-            out.push(Reply { token, response: req.error_response(error) });
-            return;
+        let req = match req {
+            Request::WithTopics { topics, inner } => {
+                self.consumer.topics = topics;
+                *inner
+            }
+            req => req,
+        };
+        let (groups, consumer, mut cx) = self.split_all(now, sink, out);
+        if let Some(req) = classic_to_consumer::route(groups, consumer, req, token, &mut cx) {
+            self.handle_own(req, token, now, sink, out);
         }
+    }
+
+    /// Serves a request that goes to the kind of group it was made for.
+    fn handle_own(
+        &mut self,
+        req: Request,
+        token: ReplyToken,
+        now: i64,
+        sink: &mut dyn RecordSink,
+        out: &mut Vec<Reply>,
+    ) {
         let (groups, consumer, mut cx) = self.split_all(now, sink, out);
         match req {
             Request::ConsumerDescribe(r) => {
@@ -561,6 +660,10 @@ impl ShardCore {
                 let resp = offsets::import(groups, &r, &mut cx);
                 cx.reply(token, Response::Import(resp));
             }
+            Request::WithTopics { inner, .. } => {
+                // Unwrapped by `handle`; a nested one carries nothing more.
+                cx.reply(token, inner.error_response(ErrorCode::INVALID_REQUEST));
+            }
         }
     }
 
@@ -595,12 +698,16 @@ impl ShardCore {
                     }
                 }
                 TimerKey::ConsumerSession { group, member } => {
-                    let (_, consumer, mut cx) = self.split_all(now, sink, out);
-                    consumer.on_session_timer(&group, &member, deadline, &mut cx);
+                    self.consumer_timer(MemberTimer::Session, &group, &member, deadline, now, sink, out)
                 }
                 TimerKey::ConsumerRebalance { group, member } => {
-                    let (_, consumer, mut cx) = self.split_all(now, sink, out);
-                    consumer.on_rebalance_timer(&group, &member, deadline, &mut cx);
+                    self.consumer_timer(MemberTimer::Rebalance, &group, &member, deadline, now, sink, out)
+                }
+                TimerKey::ConsumerJoin { group, member } => {
+                    self.consumer_timer(MemberTimer::Join, &group, &member, deadline, now, sink, out)
+                }
+                TimerKey::ConsumerSync { group, member } => {
+                    self.consumer_timer(MemberTimer::Sync, &group, &member, deadline, now, sink, out)
                 }
                 TimerKey::Sync { group } => {
                     let (groups, mut cx) = self.split(now, sink, out);
@@ -610,6 +717,21 @@ impl ShardCore {
                 }
             }
         }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn consumer_timer(
+        &mut self,
+        which: MemberTimer,
+        group: &str,
+        member: &str,
+        deadline: i64,
+        now: i64,
+        sink: &mut dyn RecordSink,
+        out: &mut Vec<Reply>,
+    ) {
+        let (groups, consumer, mut cx) = self.split_all(now, sink, out);
+        consumer.on_timer(groups, which, group, member, deadline, &mut cx);
     }
 
     /// Kafka's unload on resignation: every group becomes Dead and parked

@@ -13,6 +13,7 @@ use super::core::{CountingIds, Request, Response, ShardCore};
 use super::messages::*;
 use super::testkit::{join, test_config, Harness};
 use crate::coordinator::classic::group::GroupState;
+use crate::coordinator::consumer::embedded;
 use crate::coordinator::consumer::messages::ConsumerHeartbeatRequest;
 use crate::coordinator::consumer::records::Assignment;
 use crate::coordinator::consumer::target::TopicImage;
@@ -55,7 +56,8 @@ enum Op {
         ms: i64,
     },
     /// KIP-848: a consumer-protocol member (re-)joins; `shared` puts it in
-    /// a classic group's id, to exercise the boundary between the two.
+    /// a classic group's id, to exercise the boundary between the two:
+    /// online upgrade, classic members inside a consumer group, downgrade.
     CJoin {
         slot: usize,
         static_member: bool,
@@ -99,7 +101,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::DeleteTopic),
         2 => prop_oneof![Just(1i64), Just(5_000), Just(20_000), Just(700_000), Just(8 * 24 * 3600 * 1000)]
             .prop_map(|ms| Op::Advance { ms }),
-        3 => (0..SLOTS, any::<bool>(), any::<bool>(), prop::bool::weighted(0.2), 0..REGEXES.len())
+        3 => (0..SLOTS, any::<bool>(), any::<bool>(), prop::bool::weighted(0.4), 0..REGEXES.len())
             .prop_map(|(slot, static_member, both_topics, shared, regex)| {
                 Op::CJoin { slot, static_member, both_topics, shared, regex }
             }),
@@ -305,30 +307,41 @@ impl Sim {
                 if changed {
                     b = b.metadata(&["t", "x"]);
                 }
-                self.send(slot, Request::Join(b.build()));
+                let join = Request::Join(b.build());
+                self.send(slot, Request::WithTopics { topics: consumer_topics(), inner: Box::new(join) });
             }
             Op::Sync { slot } => {
                 let s = self.slots[slot].clone();
                 let g = group_of(slot);
+                // Disjoint consumer-protocol assignments of t, so that an
+                // upgrade (online migration) carries them over.
                 let members: Vec<(String, bytes::Bytes)> = self
                     .h
                     .core
                     .group(&g)
-                    .map(|g| g.members.keys().map(|m| (m.clone(), bytes::Bytes::from(format!("a-{m}")))).collect())
+                    .map(|g| {
+                        let n = g.members.len().max(1);
+                        g.members
+                            .keys()
+                            .enumerate()
+                            .map(|(i, m)| {
+                                let parts: Vec<i32> = (0..4).filter(|p| *p as usize % n == i).collect();
+                                (m.clone(), embedded::encode_assignment(&[("t".to_string(), parts)], 0))
+                            })
+                            .collect()
+                    })
                     .unwrap_or_default();
-                self.send(
-                    slot,
-                    Request::Sync(SyncGroupRequest {
-                        version: 3,
-                        group_id: g,
-                        generation_id: s.generation,
-                        member_id: s.member_id,
-                        group_instance_id: None,
-                        protocol_type: None,
-                        protocol_name: None,
-                        assignments: members,
-                    }),
-                );
+                let sync = Request::Sync(SyncGroupRequest {
+                    version: 3,
+                    group_id: g,
+                    generation_id: s.generation,
+                    member_id: s.member_id,
+                    group_instance_id: None,
+                    protocol_type: None,
+                    protocol_name: None,
+                    assignments: members,
+                });
+                self.send(slot, Request::WithTopics { topics: consumer_topics(), inner: Box::new(sync) });
             }
             Op::Heartbeat { slot } => {
                 let s = self.slots[slot].clone();

@@ -144,7 +144,7 @@ impl Coordinator {
     /// import for the requests that read or create the group's offsets.
     async fn call(&self, group_id: &str, req: Request) -> Result<Response> {
         let shard = self.shard_of(group_id);
-        if let (Some(hooks), Some(_), true) = (&self.hooks, shard, reads_or_creates_offsets(&req)) {
+        if let (Some(hooks), Some(_), true) = (&self.hooks, shard, reads_or_creates_offsets(req.unwrapped())) {
             if let Err(error) = hooks.before_first_use(self, group_id).await {
                 return Ok(req.error_response(error));
             }
@@ -162,7 +162,7 @@ impl Coordinator {
 
     pub async fn join_group(&self, req: JoinGroupRequest) -> Result<JoinGroupResponse> {
         let g = req.group_id.clone();
-        match self.call(&g, Request::Join(req)).await? {
+        match self.call(&g, self.with_topics(Request::Join(req))).await? {
             Response::Join(r) => Ok(r),
             other => Err(unexpected(other)),
         }
@@ -170,7 +170,7 @@ impl Coordinator {
 
     pub async fn sync_group(&self, req: SyncGroupRequest) -> Result<SyncGroupResponse> {
         let g = req.group_id.clone();
-        match self.call(&g, Request::Sync(req)).await? {
+        match self.call(&g, self.with_topics(Request::Sync(req))).await? {
             Response::Sync(r) => Ok(r),
             other => Err(unexpected(other)),
         }
@@ -229,6 +229,13 @@ impl Coordinator {
             }
         });
         fan_out(calls).await
+    }
+
+    /// A classic request with the catalog's topics: if its group is a
+    /// consumer group (online migration), its member's subscription and
+    /// assignment name topics that the group knows by id.
+    fn with_topics(&self, req: Request) -> Request {
+        Request::WithTopics { topics: self.topic_image(), inner: Box::new(req) }
     }
 
     /// The catalog's topics as the core's topic metadata, rebuilt only

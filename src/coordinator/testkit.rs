@@ -37,6 +37,7 @@ pub fn test_config() -> CoreConfig {
             heartbeat_interval_ms: 5_000,
             max_size: i32::MAX,
             assignors: vec!["uniform".into(), "range".into()],
+            migration_policy: crate::config::MigrationPolicy::Bidirectional,
         },
     }
 }

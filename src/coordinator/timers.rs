@@ -27,6 +27,10 @@ pub enum TimerKey {
     ConsumerSession { group: String, member: String },
     /// A consumer-group member's deadline to revoke partitions (KIP-848).
     ConsumerRebalance { group: String, member: String },
+    /// A classic member of a consumer group told to rejoin (online migration).
+    ConsumerJoin { group: String, member: String },
+    /// A classic member of a consumer group that joined and must sync.
+    ConsumerSync { group: String, member: String },
 }
 
 /// A min-queue of (deadline, key) entries, possibly stale.

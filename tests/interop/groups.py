@@ -50,9 +50,10 @@ class Member:
         return self.proc.poll() is None
 
 
-def rdk_member(tmp_path, name, kcoord, group, topic, strategy="range", instance_id=None, session_ms=6000):
+def rdk_member(tmp_path, name, kcoord, group, topic, strategy="range", instance_id=None, session_ms=6000,
+               extra=()):
     argv = [sys.executable, str(WORKERS / "rdk_member.py"), "--bootstrap", kcoord.bootstrap, "--group", group,
-            "--topic", topic, "--strategy", strategy, "--session-ms", str(session_ms)]
+            "--topic", topic, "--strategy", strategy, "--session-ms", str(session_ms)] + list(extra)
     if instance_id:
         argv += ["--instance-id", instance_id]
     return Member(tmp_path, name, argv)

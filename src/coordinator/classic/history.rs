@@ -29,6 +29,9 @@ pub enum Cause {
     AssignmentWriteFailed { error: String },
     /// After loading, the group had more members than `group.max_size`.
     OverMaxSize,
+    /// The group was a consumer group whose last consumer-protocol member
+    /// left (online downgrade); its classic members rejoin.
+    Downgraded { member_id: String },
 }
 
 impl Cause {
@@ -44,6 +47,7 @@ impl Cause {
             Cause::PendingSyncTimeout { .. } => "pending_sync_timeout",
             Cause::AssignmentWriteFailed { .. } => "assignment_write_failed",
             Cause::OverMaxSize => "over_max_size",
+            Cause::Downgraded { .. } => "downgraded",
         }
     }
 }

@@ -24,19 +24,8 @@ fn reply(cx: &mut Cx, token: ReplyToken, response: JoinGroupResponse) {
 /// Serves a JoinGroup: validation, group creation, then the new-member or
 /// existing-member path.
 pub fn join_group(groups: &mut Groups, req: JoinGroupRequest, token: ReplyToken, cx: &mut Cx) {
-    if req.group_id.is_empty() {
-        return reply(cx, token, JoinGroupResponse::error(ErrorCode::INVALID_GROUP_ID, req.member_id));
-    }
-    if req.session_timeout_ms < cx.cfg.min_session_timeout_ms || req.session_timeout_ms > cx.cfg.max_session_timeout_ms
-    {
-        return reply(cx, token, JoinGroupResponse::error(ErrorCode::INVALID_SESSION_TIMEOUT, req.member_id));
-    }
-    if let Some(field) = unstorable_field(&req) {
-        // Kafka's GroupMetadata record holds these as int16-length strings:
-        // a member the record cannot hold would leave its group unable to
-        // complete a rebalance (every SyncGroup failing to write it).
-        tracing::debug!(group = %req.group_id, field, "JoinGroup refused: a string is too long for the group record");
-        return reply(cx, token, JoinGroupResponse::error(ErrorCode::INVALID_REQUEST, req.member_id));
+    if let Some(error) = precheck(&req, cx) {
+        return reply(cx, token, JoinGroupResponse::error(error, req.member_id));
     }
     let is_unknown = req.member_id.is_empty();
     let created = !groups.contains_key(&req.group_id);
@@ -71,6 +60,27 @@ pub fn join_group(groups: &mut Groups, req: JoinGroupRequest, token: ReplyToken,
             reply(cx, token, JoinGroupResponse::error(e, ""));
         }
     }
+}
+
+/// The checks Kafka makes before it looks at the group, whatever its
+/// type: the group id, the session timeout bounds, and (kcoord) strings
+/// the group's record could not hold.
+pub fn precheck(req: &JoinGroupRequest, cx: &Cx) -> Option<ErrorCode> {
+    if req.group_id.is_empty() {
+        return Some(ErrorCode::INVALID_GROUP_ID);
+    }
+    if req.session_timeout_ms < cx.cfg.min_session_timeout_ms || req.session_timeout_ms > cx.cfg.max_session_timeout_ms
+    {
+        return Some(ErrorCode::INVALID_SESSION_TIMEOUT);
+    }
+    if let Some(field) = unstorable_field(req) {
+        // Kafka's GroupMetadata record holds these as int16-length strings:
+        // a member the record cannot hold would leave its group unable to
+        // complete a rebalance (every SyncGroup failing to write it).
+        tracing::debug!(group = %req.group_id, field, "JoinGroup refused: a string is too long for the group record");
+        return Some(ErrorCode::INVALID_REQUEST);
+    }
+    None
 }
 
 /// Remembers how many records had been written, to tell whether a request wrote any.

@@ -40,12 +40,20 @@ fn validate(g: &ClassicGroup, req: &SyncGroupRequest) -> Result<(), ErrorCode> {
     Ok(())
 }
 
-pub fn sync_group(groups: &mut Groups, req: SyncGroupRequest, token: ReplyToken, cx: &mut Cx) {
+/// The checks Kafka makes before it looks at the group, whatever its type.
+pub fn precheck(req: &SyncGroupRequest) -> Option<ErrorCode> {
     if req.version >= 5 && (req.protocol_type.is_none() || req.protocol_name.is_none()) {
-        return reply(cx, token, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
+        return Some(ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
     }
     if req.group_id.is_empty() {
-        return reply(cx, token, ErrorCode::INVALID_GROUP_ID);
+        return Some(ErrorCode::INVALID_GROUP_ID);
+    }
+    None
+}
+
+pub fn sync_group(groups: &mut Groups, req: SyncGroupRequest, token: ReplyToken, cx: &mut Cx) {
+    if let Some(error) = precheck(&req) {
+        return reply(cx, token, error);
     }
     let Some(g) = groups.get_mut(&req.group_id) else {
         return reply(cx, token, ErrorCode::UNKNOWN_MEMBER_ID);

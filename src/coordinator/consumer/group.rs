@@ -126,6 +126,24 @@ impl ConsumerMember {
         self.metadata.instance_id.as_deref()
     }
 
+    /// A member that joined through JoinGroup (online migration): Kafka's
+    /// `useClassicProtocol`.
+    pub fn uses_classic_protocol(&self) -> bool {
+        self.metadata.classic_member_metadata.is_some()
+    }
+
+    /// The session timeout a classic member asked for in its JoinGroup.
+    pub fn classic_session_timeout_ms(&self) -> Option<i32> {
+        self.metadata.classic_member_metadata.as_ref().map(|c| c.session_timeout_ms)
+    }
+
+    /// The name of a classic member's first protocol: the one its JoinGroup
+    /// answer names and its SyncGroup must carry.
+    pub fn classic_protocol_name(&self) -> Option<&str> {
+        let c = self.metadata.classic_member_metadata.as_ref()?;
+        c.supported_protocols.first().map(|(name, _)| name.as_str())
+    }
+
     /// The CurrentMemberAssignment value this member's assignment state is.
     pub fn current_assignment_value(&self) -> CurrentAssignmentValue {
         CurrentAssignmentValue {
@@ -204,6 +222,47 @@ impl ConsumerGroup {
     /// The epoch of the member owning a partition, −1 when it is free.
     pub fn partition_epoch(&self, topic: &Uuid, partition: i32) -> i32 {
         self.partition_epochs.get(&(*topic, partition)).copied().unwrap_or(-1)
+    }
+
+    /// Kafka's `supportsClassicProtocols`: the consumer protocol type, and
+    /// (unless the group is empty) one protocol every classic member has.
+    pub fn supports_classic_protocols(&self, protocol_type: &str, names: &[&str]) -> bool {
+        if protocol_type != crate::coordinator::classic::group::CONSUMER_PROTOCOL_TYPE {
+            return false;
+        }
+        if self.members.is_empty() {
+            return !names.is_empty();
+        }
+        let classic: Vec<&ConsumerMember> = self.members.values().filter(|m| m.uses_classic_protocol()).collect();
+        names.iter().any(|name| {
+            classic.iter().all(|m| {
+                m.metadata
+                    .classic_member_metadata
+                    .as_ref()
+                    .is_some_and(|c| c.supported_protocols.iter().any(|(n, _)| n == name))
+            })
+        })
+    }
+
+    /// Kafka's `allMembersUseClassicProtocolExcept`: `member_id` uses the
+    /// consumer protocol and every other member the classic one.
+    pub fn all_members_use_classic_protocol_except(&self, member_id: &str) -> bool {
+        self.members.get(member_id).is_some_and(|m| !m.uses_classic_protocol())
+            && self.members.values().filter(|m| m.member_id != member_id).all(ConsumerMember::uses_classic_protocol)
+    }
+
+    /// Kafka's `waitingOnUnreleasedPartition`: the member waits for a
+    /// partition of its target that another member still owns.
+    pub fn waiting_on_unreleased_partition(&self, m: &ConsumerMember) -> bool {
+        if m.state != MemberState::UnreleasedPartitions {
+            return false;
+        }
+        let Some(target) = self.target.get(&m.member_id) else { return false };
+        target.iter().any(|(topic, parts)| {
+            parts
+                .iter()
+                .any(|p| !m.assigned.get(topic).is_some_and(|a| a.contains(p)) && self.partition_epoch(topic, *p) != -1)
+        })
     }
 
     pub fn target_of(&self, member_id: &str) -> Assignment {

@@ -16,6 +16,7 @@ use super::group::{
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 };
 use super::messages::{ConsumerHeartbeatRequest, ConsumerHeartbeatResponse};
+use super::migration;
 use super::reconcile::reconcile;
 use super::records::{Assignment, GroupMetadataValue, MemberMetadataValue};
 use super::regex::{self as subscription_regex, Resolved};
@@ -40,13 +41,63 @@ pub struct ConsumerRuntime {
     timers: FastMap<(String, String), MemberTimers>,
 }
 
-/// A member's two timers. The rebalance timer remembers the epoch it was
-/// armed for: it fences only a member still in that epoch.
+/// A member's timers. The rebalance timer remembers the epoch it was armed
+/// for: it fences only a member still in that epoch. Classic members (online
+/// migration) have no rebalance timer but a join timer (armed when they are
+/// told to rejoin) and a sync timer (armed when they joined), as Kafka's.
 #[derive(Debug, Default)]
 struct MemberTimers {
     session: Slot,
     rebalance: Slot,
     rebalance_epoch: i32,
+    join: Slot,
+    sync: Slot,
+}
+
+/// Which of a member's timers fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberTimer {
+    Session,
+    Rebalance,
+    Join,
+    Sync,
+}
+
+impl MemberTimer {
+    fn key(self, group: &str, member: &str) -> TimerKey {
+        let (group, member) = (group.to_string(), member.to_string());
+        match self {
+            MemberTimer::Session => TimerKey::ConsumerSession { group, member },
+            MemberTimer::Rebalance => TimerKey::ConsumerRebalance { group, member },
+            MemberTimer::Join => TimerKey::ConsumerJoin { group, member },
+            MemberTimer::Sync => TimerKey::ConsumerSync { group, member },
+        }
+    }
+
+    fn slot(self, t: &mut MemberTimers) -> &mut Slot {
+        match self {
+            MemberTimer::Session => &mut t.session,
+            MemberTimer::Rebalance => &mut t.rebalance,
+            MemberTimer::Join => &mut t.join,
+            MemberTimer::Sync => &mut t.sync,
+        }
+    }
+
+    /// Kafka's log line when this timer fences a member.
+    fn reason(self) -> &'static str {
+        match self {
+            MemberTimer::Session => "the member session expired",
+            MemberTimer::Rebalance => "it failed to transition from its epoch within the rebalance timeout",
+            MemberTimer::Join => "the classic member failed to join within the rebalance timeout",
+            MemberTimer::Sync => "the member failed to sync within timeout",
+        }
+    }
+}
+
+/// The session timeout of a member: a classic member's own (from its
+/// JoinGroup), else `group.consumer.session_timeout_ms`.
+pub fn session_timeout_ms(m: &ConsumerMember, cx: &Cx) -> i32 {
+    m.classic_session_timeout_ms().unwrap_or(cx.cfg.consumer.session_timeout_ms)
 }
 
 impl ConsumerRuntime {
@@ -54,110 +105,161 @@ impl ConsumerRuntime {
         ConsumerRuntime { assigners, ..Default::default() }
     }
 
-    fn arm_session(&mut self, group: &str, member: &str, cx: &mut Cx) {
-        let deadline = cx.now + i64::from(cx.cfg.consumer.session_timeout_ms);
-        let key = (group.to_string(), member.to_string());
-        let t = self.timers.entry(key).or_default();
-        t.session.schedule(
-            deadline,
-            || TimerKey::ConsumerSession { group: group.to_string(), member: member.to_string() },
-            cx.timers,
-        );
-    }
-
-    fn arm_rebalance(&mut self, group: &str, member: &str, epoch: i32, timeout_ms: i32, cx: &mut Cx) {
+    fn arm(&mut self, which: MemberTimer, group: &str, member: &str, timeout_ms: i32, cx: &mut Cx) {
         let deadline = cx.now + i64::from(timeout_ms.max(0));
         let t = self.timers.entry((group.to_string(), member.to_string())).or_default();
-        t.rebalance_epoch = epoch;
-        t.rebalance.schedule(
-            deadline,
-            || TimerKey::ConsumerRebalance { group: group.to_string(), member: member.to_string() },
-            cx.timers,
-        );
+        which.slot(t).schedule(deadline, || which.key(group, member), cx.timers);
     }
 
-    fn cancel_rebalance(&mut self, group: &str, member: &str) {
+    fn cancel(&mut self, which: MemberTimer, group: &str, member: &str) {
         if let Some(t) = self.timers.get_mut(&(group.to_string(), member.to_string())) {
-            t.rebalance.cancel();
+            which.slot(t).cancel();
         }
     }
 
-    fn forget(&mut self, group: &str, member: &str) {
+    pub(super) fn arm_session(&mut self, group: &str, member: &str, timeout_ms: i32, cx: &mut Cx) {
+        self.arm(MemberTimer::Session, group, member, timeout_ms, cx);
+    }
+
+    fn arm_rebalance(&mut self, group: &str, member: &str, epoch: i32, timeout_ms: i32, cx: &mut Cx) {
+        self.arm(MemberTimer::Rebalance, group, member, timeout_ms, cx);
+        if let Some(t) = self.timers.get_mut(&(group.to_string(), member.to_string())) {
+            t.rebalance_epoch = epoch;
+        }
+    }
+
+    fn cancel_rebalance(&mut self, group: &str, member: &str) {
+        self.cancel(MemberTimer::Rebalance, group, member);
+    }
+
+    /// Kafka's `scheduleConsumerGroupJoinTimeoutIfAbsent`.
+    pub(super) fn arm_join_if_absent(&mut self, group: &str, member: &str, timeout_ms: i32, cx: &mut Cx) {
+        let armed = self.timers.get(&(group.to_string(), member.to_string())).is_some_and(|t| t.join.is_armed());
+        if !armed {
+            self.arm(MemberTimer::Join, group, member, timeout_ms, cx);
+        }
+    }
+
+    pub(super) fn cancel_join(&mut self, group: &str, member: &str) {
+        self.cancel(MemberTimer::Join, group, member);
+    }
+
+    pub(super) fn arm_sync(&mut self, group: &str, member: &str, timeout_ms: i32, cx: &mut Cx) {
+        self.arm(MemberTimer::Sync, group, member, timeout_ms, cx);
+    }
+
+    pub(super) fn cancel_sync(&mut self, group: &str, member: &str) {
+        self.cancel(MemberTimer::Sync, group, member);
+    }
+
+    pub(super) fn forget(&mut self, group: &str, member: &str) {
         self.timers.remove(&(group.to_string(), member.to_string()));
     }
 
+    /// Drops every member timer of a group (it became a classic group).
+    pub(super) fn forget_group(&mut self, group: &str) {
+        self.timers.retain(|(g, _), _| g != group);
+    }
+
     /// Arms every member's session after loading (Kafka's `onLoaded`), and
-    /// the rebalance timer of members waiting for a revocation.
+    /// the rebalance timer of consumer-protocol members waiting for a
+    /// revocation.
     pub fn on_loaded(&mut self, cx: &mut Cx) {
-        let members: Vec<(String, String, MemberState, i32, i32)> = cx
+        let members: Vec<(String, String, bool, i32, i32)> = cx
             .store
             .consumer_groups()
             .flat_map(|g| {
                 g.members.values().map(|m| {
-                    (g.group_id.clone(), m.member_id.clone(), m.state, m.member_epoch, m.metadata.rebalance_timeout_ms)
+                    let revoking = m.state == MemberState::UnrevokedPartitions && !m.uses_classic_protocol();
+                    (g.group_id.clone(), m.member_id.clone(), revoking, m.member_epoch, m.metadata.rebalance_timeout_ms)
                 })
             })
             .collect();
-        for (g, m, state, epoch, timeout) in members {
-            self.arm_session(&g, &m, cx);
-            if state == MemberState::UnrevokedPartitions {
+        for (g, m, revoking, epoch, timeout) in members {
+            let session = cx
+                .store
+                .consumer_group(&g)
+                .and_then(|grp| grp.members.get(&m))
+                .map(|mm| session_timeout_ms(mm, cx))
+                .unwrap_or(cx.cfg.consumer.session_timeout_ms);
+            self.arm_session(&g, &m, session, cx);
+            if revoking {
                 self.arm_rebalance(&g, &m, epoch, timeout, cx);
             }
         }
     }
 
-    /// A session timer fired: the member is fenced if it still exists.
-    pub fn on_session_timer(&mut self, group: &str, member: &str, popped: i64, cx: &mut Cx) {
+    /// One of a member's timers fired: the member is fenced if it still
+    /// exists (and, for the rebalance timer, is still in the epoch in which
+    /// it was asked to revoke).
+    pub fn on_timer(
+        &mut self,
+        classic: &mut Groups,
+        which: MemberTimer,
+        group: &str,
+        member: &str,
+        popped: i64,
+        cx: &mut Cx,
+    ) {
         let key = (group.to_string(), member.to_string());
         let Some(t) = self.timers.get_mut(&key) else { return };
-        let fired = t.session.on_pop(
-            popped,
-            cx.now,
-            || TimerKey::ConsumerSession { group: group.to_string(), member: member.to_string() },
-            cx.timers,
-        );
-        if fired == Pop::Fire {
-            tracing::info!(group, member, "member fenced from the consumer group because the member session expired");
-            self.fence_or_retry(group, member, cx);
-        }
-    }
-
-    /// A rebalance timer fired: the member is fenced if it is still in
-    /// the epoch in which it was asked to revoke.
-    pub fn on_rebalance_timer(&mut self, group: &str, member: &str, popped: i64, cx: &mut Cx) {
-        let key = (group.to_string(), member.to_string());
-        let Some(t) = self.timers.get_mut(&key) else { return };
-        let fired = t.rebalance.on_pop(
-            popped,
-            cx.now,
-            || TimerKey::ConsumerRebalance { group: group.to_string(), member: member.to_string() },
-            cx.timers,
-        );
-        let epoch = t.rebalance_epoch;
+        let fired = which.slot(t).on_pop(popped, cx.now, || which.key(group, member), cx.timers);
         if fired != Pop::Fire {
             return;
         }
-        let still = cx.store.consumer_group(group).and_then(|g| g.members.get(member)).map(|m| m.member_epoch);
-        if still == Some(epoch) {
-            tracing::info!(group, member, epoch, "member fenced from the consumer group because it failed to transition from its epoch within the rebalance timeout");
-            self.fence_or_retry(group, member, cx);
+        if which == MemberTimer::Rebalance {
+            let epoch = t.rebalance_epoch;
+            let still = cx.store.consumer_group(group).and_then(|g| g.members.get(member)).map(|m| m.member_epoch);
+            if still != Some(epoch) {
+                return;
+            }
         }
+        tracing::info!(group, member, "member fenced from the consumer group because {}", which.reason());
+        self.fence_or_retry(classic, group, member, cx);
     }
 
     /// Fences on expiry; if the write fails the member is still there, so
     /// its session is armed again rather than left without a timer.
-    fn fence_or_retry(&mut self, group: &str, member: &str, cx: &mut Cx) {
-        if let Err(e) = self.fence(group, member, cx) {
+    fn fence_or_retry(&mut self, classic: &mut Groups, group: &str, member: &str, cx: &mut Cx) {
+        if let Err(e) = self.fence(classic, group, member, cx) {
             tracing::warn!(group, member, error = %e.name(), "could not fence an expired member; retrying at the next session timeout");
-            self.arm_session(group, member, cx);
+            let timeout = cx
+                .store
+                .consumer_group(group)
+                .and_then(|g| g.members.get(member))
+                .map(|m| session_timeout_ms(m, cx))
+                .unwrap_or(cx.cfg.consumer.session_timeout_ms);
+            self.arm_session(group, member, timeout, cx);
         }
     }
 
-    /// Removes a member (leave, session or rebalance expiry): its three
-    /// records are tombstoned and the group epoch is bumped.
-    fn fence(&mut self, group_id: &str, member_id: &str, cx: &mut Cx) -> Result<(), ErrorCode> {
+    /// Kafka's `consumerGroupFenceMember`: removes a member (leave, or an
+    /// expired timer): its three records are tombstoned and the group epoch
+    /// is bumped; or, when it is the last consumer-protocol member among
+    /// classic ones and the policy allows it, the group becomes a classic
+    /// group (online downgrade).
+    pub(super) fn fence(
+        &mut self,
+        classic: &mut Groups,
+        group_id: &str,
+        member_id: &str,
+        cx: &mut Cx,
+    ) -> Result<(), ErrorCode> {
         let Some(g) = cx.store.consumer_group(group_id) else { return Ok(()) };
         let Some(m) = g.members.get(member_id) else { return Ok(()) };
+        if migration::may_downgrade(g, member_id, cx.cfg) {
+            match migration::downgrade(g, member_id, &self.topics, cx.now) {
+                Ok(down) => {
+                    cx.append(down.records)?;
+                    self.forget_group(group_id);
+                    migration::install_downgraded(classic, down.group, member_id, cx);
+                    return Ok(());
+                }
+                Err(e) => {
+                    tracing::warn!(group = group_id, error = %e, "cannot downgrade the consumer group; removing the member only")
+                }
+            }
+        }
         let mut records = removal_records(group_id, member_id);
         let (regex_records, counts, resolved) = subscription_regex::on_member_removed(g, m);
         records.extend(regex_records);
@@ -170,7 +272,7 @@ impl ConsumerRuntime {
     }
 }
 
-fn removal_records(group_id: &str, member_id: &str) -> Vec<Record> {
+pub(super) fn removal_records(group_id: &str, member_id: &str) -> Vec<Record> {
     vec![
         Record::consumer(group_id, ConsumerKey::CurrentAssignment(member_id.to_string()), None),
         Record::consumer(group_id, ConsumerKey::TargetMember(member_id.to_string()), None),
@@ -178,7 +280,7 @@ fn removal_records(group_id: &str, member_id: &str) -> Vec<Record> {
     ]
 }
 
-fn epoch_record(group_id: &str, epoch: i32, metadata_hash: i64) -> Record {
+pub(super) fn epoch_record(group_id: &str, epoch: i32, metadata_hash: i64) -> Record {
     Record::consumer(
         group_id,
         ConsumerKey::Metadata,
@@ -186,7 +288,7 @@ fn epoch_record(group_id: &str, epoch: i32, metadata_hash: i64) -> Record {
     )
 }
 
-fn member_record(group_id: &str, m: &ConsumerMember) -> Record {
+pub(super) fn member_record(group_id: &str, m: &ConsumerMember) -> Record {
     Record::consumer(
         group_id,
         ConsumerKey::Member(m.member_id.clone()),
@@ -194,7 +296,7 @@ fn member_record(group_id: &str, m: &ConsumerMember) -> Record {
     )
 }
 
-fn current_record(group_id: &str, m: &ConsumerMember) -> Record {
+pub(super) fn current_record(group_id: &str, m: &ConsumerMember) -> Record {
     Record::consumer(
         group_id,
         ConsumerKey::CurrentAssignment(m.member_id.clone()),
@@ -205,7 +307,7 @@ fn current_record(group_id: &str, m: &ConsumerMember) -> Record {
 /// The topic names the group subscribes to once `old` is replaced by
 /// `new` (either may be absent) and `also_removed` is gone: by name, or
 /// through a pattern (`regexes`: the pattern counts and resolutions after).
-fn subscribed_after(
+pub(super) fn subscribed_after(
     g: &ConsumerGroup,
     old: Option<&ConsumerMember>,
     new: Option<&ConsumerMember>,
@@ -228,7 +330,7 @@ fn subscribed_after(
     names
 }
 
-fn hash_of(names: &BTreeSet<String>, image: &TopicImage) -> i64 {
+pub(super) fn hash_of(names: &BTreeSet<String>, image: &TopicImage) -> i64 {
     metadata_hash(names.iter().filter_map(|n| image.get(n).map(|(id, p)| (n.as_str(), id, p))))
 }
 
@@ -323,18 +425,18 @@ fn check_epoch(m: &ConsumerMember, received: i32, owned: Option<&Assignment>) ->
     Ok(())
 }
 
-fn unknown_member(member_id: &str, group_id: &str) -> Refusal {
+pub(super) fn unknown_member(member_id: &str, group_id: &str) -> Refusal {
     ConsumerHeartbeatResponse::error(
         ErrorCode::UNKNOWN_MEMBER_ID,
         format!("Member {member_id} is not a member of group {group_id}."),
     )
 }
 
-fn unknown_instance(instance_id: &str) -> Refusal {
+pub(super) fn unknown_instance(instance_id: &str) -> Refusal {
     ConsumerHeartbeatResponse::error(ErrorCode::UNKNOWN_MEMBER_ID, format!("Instance id {instance_id} is unknown."))
 }
 
-fn fenced_instance(member_id: &str, instance_id: &str, owner: &str) -> Refusal {
+pub(super) fn fenced_instance(member_id: &str, instance_id: &str, owner: &str) -> Refusal {
     ConsumerHeartbeatResponse::error(
         ErrorCode::FENCED_INSTANCE_ID,
         format!("Static member {member_id} with instance id {instance_id} was fenced by member {owner}."),
@@ -354,7 +456,7 @@ fn not_consumer(group_id: &str) -> Refusal {
 
 /// Kafka's `Uuid.randomUuid().toString()`: 16 random bytes as URL-safe
 /// base64 without padding (22 characters).
-fn kafka_uuid_string(cx: &mut Cx) -> String {
+pub(super) fn kafka_uuid_string(cx: &mut Cx) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let raw = cx.ids.next_uuid();
     let Ok(id) = uuid::Uuid::parse_str(&raw) else { return raw };
@@ -385,8 +487,12 @@ struct Plan {
     /// Whether the reconciliation changed the member's assignment state.
     reconciled_changed: bool,
     assignment_changed: bool,
-    /// An empty classic group of the same id is deleted by this write.
+    /// The classic group of the same id is deleted by this write (it was
+    /// empty, or it is upgraded to this consumer group).
     drops_classic: bool,
+    /// The members of a classic group upgraded by this write (their
+    /// sessions are armed with their own timeouts).
+    upgraded: Vec<(String, i32)>,
 }
 
 /// Serves one ConsumerGroupHeartbeat.
@@ -423,7 +529,14 @@ pub fn heartbeat(
         };
     }
     if plan.drops_classic {
-        classic.remove(&req.group_id);
+        if let Some(mut old) = classic.remove(&req.group_id) {
+            // Kafka's `convertToConsumerGroup`: members waiting in a
+            // rebalance are told another one is under way, so they rejoin.
+            migration::release_parked(&mut old, cx);
+        }
+    }
+    for (member, session) in &plan.upgraded {
+        rt.arm_session(&req.group_id, member, *session, cx);
     }
     let m = plan.member;
     if let Some(old) = &plan.replaced {
@@ -436,7 +549,8 @@ pub fn heartbeat(
             rt.cancel_rebalance(&req.group_id, &m.member_id);
         }
     }
-    rt.arm_session(&req.group_id, &m.member_id, cx);
+    let session = cx.cfg.consumer.session_timeout_ms;
+    rt.arm_session(&req.group_id, &m.member_id, session, cx);
     let full = req.member_epoch == 0
         || (req.rebalance_timeout_ms != -1 && req.subscribed_topic_names.is_some() && req.topic_partitions.is_some());
     ConsumerHeartbeatResponse {
@@ -467,8 +581,7 @@ fn updated_member(member: &ConsumerMember, req: &ConsumerHeartbeatRequest) -> Co
         md.server_assignor = Some(a.clone());
     }
     if let Some(names) = &req.subscribed_topic_names {
-        let set: BTreeSet<&String> = names.iter().collect();
-        md.subscribed_topic_names = set.into_iter().cloned().collect();
+        md.subscribed_topic_names = sorted_topics(names);
     }
     if let Some(r) = &req.subscribed_topic_regex {
         // An empty pattern clears the member's (Kafka keeps "", which it
@@ -481,9 +594,14 @@ fn updated_member(member: &ConsumerMember, req: &ConsumerHeartbeatRequest) -> Co
     m
 }
 
-/// Finds the group (or starts one), checks size and member, and computes
-/// the records of Kafka's three steps: member and group epoch, target
-/// assignment, reconciliation.
+/// Topic names as kcoord stores a subscription: sorted, without duplicates.
+pub(super) fn sorted_topics(names: &[String]) -> Vec<String> {
+    let set: BTreeSet<&String> = names.iter().collect();
+    set.into_iter().cloned().collect()
+}
+
+/// Finds the group (or starts one, or upgrades a classic one), checks size
+/// and member, and computes the records of Kafka's three steps.
 fn plan_heartbeat(
     classic: &Groups,
     rt: &ConsumerRuntime,
@@ -493,23 +611,37 @@ fn plan_heartbeat(
     let create = req.member_epoch == 0;
     let mut records = Vec::new();
     let mut drops_classic = false;
+    let mut upgraded = Vec::new();
     let fresh;
     let group: &ConsumerGroup = match cx.store.consumer_group(&req.group_id) {
         Some(g) => g,
         None => {
             match classic.get(&req.group_id) {
                 None if !create => return Err(not_found(&req.group_id)),
-                None => {}
+                None => fresh = ConsumerGroup::new(&req.group_id),
                 // An empty classic group gives way to the consumer group.
                 Some(c) if create && c.state == GroupState::Empty => {
                     records.push(Record::group_tombstone(&req.group_id));
                     drops_classic = true;
+                    fresh = ConsumerGroup::new(&req.group_id);
                 }
-                // TODO(migration): Kafka upgrades a non-empty classic group
-                // here under group.consumer.migration.policy.
+                Some(c) if create && migration::may_upgrade(c, cx.cfg) => {
+                    let up = migration::upgrade(c, &rt.topics).map_err(|_| {
+                        ConsumerHeartbeatResponse::error(
+                            ErrorCode::GROUP_ID_NOT_FOUND,
+                            format!(
+                                "Cannot upgrade the classic group {} to consumer group because the embedded consumer protocol is malformed.",
+                                req.group_id
+                            ),
+                        )
+                    })?;
+                    records.extend(up.records);
+                    upgraded = up.sessions;
+                    drops_classic = true;
+                    fresh = up.group;
+                }
                 Some(_) => return Err(not_consumer(&req.group_id)),
             }
-            fresh = ConsumerGroup::new(&req.group_id);
             &fresh
         }
     };
@@ -521,19 +653,53 @@ fn plan_heartbeat(
         ));
     }
     let owned = req.owned();
-    let (member, replaced) = find_member(group, req, owned.as_ref(), create, &mut records)?;
-    let replaced_member = replaced.as_ref().and_then(|id| group.members.get(id));
+    let who = Who { member_id: &req.member_id, instance_id: req.instance_id.as_deref(), epoch: req.member_epoch };
+    let (member, replaced) = find_member(group, &who, owned.as_ref(), create, false, &mut records)?;
+    let updated = updated_member(&member, req);
+    let step = plan_steps(group, rt, &member, updated, replaced.as_deref(), owned.as_ref(), cx.now, &mut records)?;
+    Ok(Plan {
+        records,
+        member: step.member,
+        replaced,
+        reconciled_changed: step.reconciled_changed,
+        assignment_changed: step.assignment_changed,
+        drops_classic,
+        upgraded,
+    })
+}
+
+/// The outcome of Kafka's three steps for one member.
+pub(super) struct Steps {
+    pub member: ConsumerMember,
+    pub reconciled_changed: bool,
+    pub assignment_changed: bool,
+}
+
+/// Kafka's three steps, shared by ConsumerGroupHeartbeat and a classic
+/// member's JoinGroup: 1. the member record and the group epoch; 2. the
+/// target assignment, recomputed when the group epoch moved past it;
+/// 3. reconciliation of the member towards its target.
+pub(super) fn plan_steps(
+    group: &ConsumerGroup,
+    rt: &ConsumerRuntime,
+    member: &ConsumerMember,
+    mut updated: ConsumerMember,
+    replaced: Option<&str>,
+    owned: Option<&Assignment>,
+    now: i64,
+    records: &mut Vec<Record>,
+) -> Result<Steps, Refusal> {
+    let replaced_member = replaced.and_then(|id| group.members.get(id));
 
     // 1. The member and the group epoch.
-    let mut updated = updated_member(&member, req);
     // A new group moves away from epoch 0 (Kafka 4.x).
     let mut bump = group.group_epoch == 0;
     if updated.metadata != member.metadata {
         records.push(member_record(&group.group_id, &updated));
-        bump = updated.metadata.subscribed_topic_names != member.metadata.subscribed_topic_names;
+        bump |= updated.metadata.subscribed_topic_names != member.metadata.subscribed_topic_names;
     }
     let old = group.members.get(&member.member_id);
-    let regexes = subscription_regex::plan(group, &member, &updated, old, replaced_member, &rt.topics, cx.now)
+    let regexes = subscription_regex::plan(group, &member, &updated, old, replaced_member, &rt.topics, now)
         .map_err(|m| ConsumerHeartbeatResponse::error(ErrorCode::INVALID_REGULAR_EXPRESSION, m))?;
     records.extend(regexes.records);
     bump |= regexes.bump;
@@ -550,7 +716,7 @@ fn plan_heartbeat(
 
     // 2. The target assignment, recomputed when the group epoch moved past it.
     let (target_epoch, target) = if group_epoch > group.assignment_epoch {
-        let members = target::members_after(group, &updated, replaced.as_deref());
+        let members = target::members_after(group, &updated, replaced);
         let assigner = rt.assigners.preferred(members.values().map(|(m, _)| *m)).ok_or_else(|| {
             ConsumerHeartbeatResponse::error(ErrorCode::UNKNOWN_SERVER_ERROR, "No server assignor is configured.")
         })?;
@@ -573,7 +739,7 @@ fn plan_heartbeat(
         records.extend(new.records);
         (group_epoch, new.targets.get(&updated.member_id).cloned().unwrap_or_default())
     } else {
-        let t = match (group.target.get(&updated.member_id), &replaced) {
+        let t = match (group.target.get(&updated.member_id), replaced) {
             (Some(t), _) => t.clone(),
             (None, Some(prev)) => group.target_of(prev),
             (None, None) => Assignment::new(),
@@ -585,7 +751,7 @@ fn plan_heartbeat(
     let mut reconciled_changed = false;
     if !updated.is_reconciled_to(target_epoch) {
         let epoch_of = |t: &uuid::Uuid, p: i32| group.partition_epoch(t, p);
-        let next = reconcile(&updated, target_epoch, &target, &epoch_of, owned.as_ref())
+        let next = reconcile(&updated, target_epoch, &target, &epoch_of, owned)
             .map_err(|e| ConsumerHeartbeatResponse::error(ErrorCode::FENCED_MEMBER_EPOCH, e.0))?;
         if next != updated {
             reconciled_changed = true;
@@ -594,47 +760,60 @@ fn plan_heartbeat(
         }
     }
     let assignment_changed = updated.assigned != member.assigned;
-    Ok(Plan { records, member: updated, replaced, reconciled_changed, assignment_changed, drops_classic })
+    Ok(Steps { member: updated, reconciled_changed, assignment_changed })
+}
+
+/// Who a request speaks for.
+pub(super) struct Who<'a> {
+    pub member_id: &'a str,
+    pub instance_id: Option<&'a str>,
+    /// The member epoch sent (not checked for classic members).
+    pub epoch: i32,
 }
 
 /// Kafka's `getOrMaybeSubscribe{Dynamic,Static}ConsumerGroupMember`: the
 /// member this request speaks for, and the static member it replaces.
-fn find_member(
+/// `classic`: the request is a classic member's JoinGroup, whose epoch is
+/// not checked and which may take over an instance id not yet released.
+pub(super) fn find_member(
     group: &ConsumerGroup,
-    req: &ConsumerHeartbeatRequest,
+    who: &Who,
     owned: Option<&Assignment>,
     create: bool,
+    classic: bool,
     records: &mut Vec<Record>,
 ) -> Result<(ConsumerMember, Option<String>), Refusal> {
-    let existing = group.members.get(&req.member_id);
-    let Some(instance_id) = req.instance_id.as_deref() else {
+    let existing = group.members.get(who.member_id);
+    let Some(instance_id) = who.instance_id else {
         let member = match existing {
             Some(m) => m.clone(),
-            None if create => ConsumerMember::new(&req.member_id),
-            None => return Err(unknown_member(&req.member_id, &group.group_id)),
+            None if create => ConsumerMember::new(who.member_id),
+            None => return Err(unknown_member(who.member_id, &group.group_id)),
         };
-        check_epoch(&member, req.member_epoch, owned)?;
+        if !classic {
+            check_epoch(&member, who.epoch, owned)?;
+        }
         return Ok((member, None));
     };
     let holder = group.static_member(instance_id);
     if create {
         let Some(holder) = holder else {
-            let member = existing.cloned().unwrap_or_else(|| ConsumerMember::new(&req.member_id));
+            let member = existing.cloned().unwrap_or_else(|| ConsumerMember::new(who.member_id));
             return Ok((member, None));
         };
-        if holder.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+        if !classic && !holder.uses_classic_protocol() && holder.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH {
             return Err(ConsumerHeartbeatResponse::error(
                 ErrorCode::UNRELEASED_INSTANCE_ID,
                 format!(
                     "Static member {} with instance id {instance_id} cannot join the group because the instance id is owned by {} member.",
-                    req.member_id, holder.member_id
+                    who.member_id, holder.member_id
                 ),
             ));
         }
         // The new member id takes over the departed instance: its
         // subscription and assignments, from epoch 0.
         let mut member = holder.clone();
-        member.member_id = req.member_id.clone();
+        member.member_id = who.member_id.to_string();
         member.member_epoch = 0;
         member.previous_member_epoch = 0;
         records.extend(removal_records(&group.group_id, &holder.member_id));
@@ -651,17 +830,19 @@ fn find_member(
         return Ok((member, replaced));
     }
     let Some(holder) = holder else { return Err(unknown_instance(instance_id)) };
-    if holder.member_id != req.member_id {
-        return Err(fenced_instance(&req.member_id, instance_id, &holder.member_id));
+    if holder.member_id != who.member_id {
+        return Err(fenced_instance(who.member_id, instance_id, &holder.member_id));
     }
-    check_epoch(holder, req.member_epoch, owned)?;
+    if !classic {
+        check_epoch(holder, who.epoch, owned)?;
+    }
     Ok((holder.clone(), None))
 }
 
 /// Kafka's `consumerGroupLeave`: epoch −1 removes the member; −2 (static
 /// only) keeps it, assignment and all, until its session expires.
 fn leave(
-    classic: &Groups,
+    classic: &mut Groups,
     rt: &mut ConsumerRuntime,
     req: &ConsumerHeartbeatRequest,
     cx: &mut Cx,
@@ -715,7 +896,7 @@ fn leave(
     }
     let member_id = member.member_id.clone();
     tracing::info!(group = %req.group_id, member = %member_id, "member left the consumer group");
-    match rt.fence(&req.group_id, &member_id, cx) {
+    match rt.fence(classic, &req.group_id, &member_id, cx) {
         Ok(()) => ok(LEAVE_GROUP_MEMBER_EPOCH),
         Err(e) => failed(e),
     }

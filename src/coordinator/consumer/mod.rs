@@ -9,14 +9,22 @@
 //! `offsets` (member-epoch checks of OffsetCommit and OffsetFetch),
 //! `regex` (regular-expression subscriptions), `retention` (OffsetDelete,
 //! offset expiry and deletion of empty groups), `describe` (ListGroups),
-//! `assignor` (the server-side assignors,
-//! `uniform` and `range`).
+//! `assignor` (the server-side assignors, `uniform` and `range`),
+//! `migration` (online upgrade of a classic group and downgrade back),
+//! `classic_member` (classic members' JoinGroup, SyncGroup, Heartbeat and
+//! LeaveGroup inside a consumer group), `embedded` (the consumer protocol
+//! bytes those members exchange).
 
 pub mod assignor;
+pub mod classic_member;
 pub mod describe;
+pub mod embedded;
 pub mod group;
 pub mod heartbeat;
 pub mod messages;
+pub mod migration;
+#[cfg(test)]
+mod migration_tests;
 pub mod offsets;
 pub mod reconcile;
 pub mod records;

@@ -2,6 +2,9 @@
 //! `ConsumerGroup.validateOffsetCommit` / `validateOffsetFetch`. A member
 //! commits and fetches with its member epoch (OffsetCommit v9+); a stale
 //! epoch gets STALE_MEMBER_EPOCH so the client refreshes before retrying.
+//! A classic member of a consumer group (online migration) commits with its
+//! member epoch as generation through any OffsetCommit version, and a
+//! mismatch is ILLEGAL_GENERATION, as a classic group would answer.
 
 use super::group::ConsumerGroup;
 use crate::coordinator::messages::{OffsetCommitRequest, OffsetFetchGroup};
@@ -18,13 +21,14 @@ pub fn validate_commit(g: &ConsumerGroup, req: &OffsetCommitRequest) -> Result<(
         return Ok(());
     }
     let member = g.members.get(&req.member_id).ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
-    if req.version < MEMBER_EPOCH_COMMIT_VERSION {
+    let classic = member.uses_classic_protocol();
+    if !classic && req.version < MEMBER_EPOCH_COMMIT_VERSION {
         // "OffsetCommit version 9 or above must be used by members using the
         // modern group protocol".
         return Err(ErrorCode::UNSUPPORTED_VERSION);
     }
     if req.generation_id != member.member_epoch {
-        return Err(ErrorCode::STALE_MEMBER_EPOCH);
+        return Err(if classic { ErrorCode::ILLEGAL_GENERATION } else { ErrorCode::STALE_MEMBER_EPOCH });
     }
     Ok(())
 }
@@ -36,7 +40,11 @@ pub fn validate_fetch(g: &ConsumerGroup, req: &OffsetFetchGroup) -> Result<(), E
     };
     let member = g.members.get(member_id).ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
     if req.member_epoch != member.member_epoch {
-        return Err(ErrorCode::STALE_MEMBER_EPOCH);
+        return Err(if member.uses_classic_protocol() {
+            ErrorCode::ILLEGAL_GENERATION
+        } else {
+            ErrorCode::STALE_MEMBER_EPOCH
+        });
     }
     Ok(())
 }

@@ -28,8 +28,15 @@ def main():
     ap.add_argument("--consume", action="store_true", help="record consumed messages too")
     ap.add_argument("--record", help="append a 'partition offset key' line per consumed message to this file")
     ap.add_argument("--auto-commit", action="store_true", help="enable.auto.commit (every 500 ms)")
+    ap.add_argument("--events", help="append a timestamped processing log: 'T assign P', 'T revoke P', "
+                    "'T msg P OFFSET KEY', 'T closed'")
     args = ap.parse_args()
     record = open(args.record, "a", buffering=1) if args.record else None
+    events = open(args.events, "a", buffering=1) if args.events else None
+
+    def event(*fields):
+        if events:
+            events.write(" ".join([f"{time.time():.6f}"] + [str(f) for f in fields]) + "\n")
 
     state = {"pid": os.getpid(), "assigned": [], "generations": 0, "revocations": 0, "errors": [], "fatal": None,
              "member_id": None, "consumed": 0}
@@ -43,6 +50,8 @@ def main():
     owned = set()
 
     def on_assign(consumer, partitions):
+        for p in partitions:
+            event("assign", p.partition)
         owned.update((p.topic, p.partition) for p in partitions)
         state["assigned"] = sorted(owned)
         state["generations"] += 1
@@ -50,6 +59,8 @@ def main():
         save()
 
     def on_revoke(consumer, partitions):
+        for p in partitions:
+            event("revoke", p.partition)
         owned.difference_update((p.topic, p.partition) for p in partitions)
         state["assigned"] = sorted(owned)
         state["revocations"] += 1
@@ -101,9 +112,10 @@ def main():
             break
         if msg is not None and not msg.error():
             state["consumed"] += 1
+            key = msg.key().decode() if msg.key() is not None else ""
             if record:
-                key = msg.key().decode() if msg.key() is not None else ""
                 record.write(f"{msg.partition()} {msg.offset()} {key}\n")
+            event("msg", msg.partition(), msg.offset(), key)
         elif msg is not None and msg.error() and msg.error().fatal():
             state["fatal"] = msg.error().str()
             save()
@@ -114,6 +126,7 @@ def main():
         consumer.close()
     except KafkaException:
         pass
+    event("closed")
     state["closed"] = True
     save()
 
