@@ -274,20 +274,9 @@ impl Sim {
     fn consumer_request(&self, slot: usize) -> ConsumerHeartbeatRequest {
         let s = &self.cslots[slot];
         ConsumerHeartbeatRequest {
-            version: 1,
-            group_id: s.group.clone(),
-            member_id: s.member_id.clone(),
-            member_epoch: s.epoch,
             instance_id: s.instance_id.clone(),
-            rack_id: None,
-            rebalance_timeout_ms: -1,
-            subscribed_topic_names: None,
-            subscribed_topic_regex: None,
-            server_assignor: None,
-            topic_partitions: None,
             client_id: format!("cc{slot}"),
-            client_host: "/127.0.0.1".into(),
-            topics: consumer_topics(self.with_xy),
+            ..ConsumerHeartbeatRequest::unchanged(&s.group, &s.member_id, s.epoch, consumer_topics(self.with_xy))
         }
     }
 

@@ -34,6 +34,28 @@ pub struct ConsumerHeartbeatRequest {
 }
 
 impl ConsumerHeartbeatRequest {
+    /// A v1 heartbeat of `member` at `epoch` that changes nothing (only the
+    /// required fields): what the core's tests build their requests on.
+    #[cfg(test)]
+    pub fn unchanged(group_id: &str, member: &str, epoch: i32, topics: Arc<TopicImage>) -> Self {
+        ConsumerHeartbeatRequest {
+            version: 1,
+            group_id: group_id.into(),
+            member_id: member.into(),
+            member_epoch: epoch,
+            instance_id: None,
+            rack_id: None,
+            rebalance_timeout_ms: -1,
+            subscribed_topic_names: None,
+            subscribed_topic_regex: None,
+            server_assignor: None,
+            topic_partitions: None,
+            client_id: "client".into(),
+            client_host: "/127.0.0.1".into(),
+            topics,
+        }
+    }
+
     /// The owned partitions as an assignment (None when not sent).
     pub fn owned(&self) -> Option<Assignment> {
         self.topic_partitions.as_ref().map(|tps| {

@@ -41,20 +41,10 @@ fn with_topics(req: Request) -> Request {
 /// A consumer-protocol (re-)join at epoch 0 subscribing to foo.
 fn cjoin(member: &str) -> ConsumerHeartbeatRequest {
     ConsumerHeartbeatRequest {
-        version: 1,
-        group_id: "grp".into(),
-        member_id: member.into(),
-        member_epoch: 0,
-        instance_id: None,
-        rack_id: None,
         rebalance_timeout_ms: 60_000,
         subscribed_topic_names: Some(vec!["foo".into()]),
-        subscribed_topic_regex: None,
-        server_assignor: None,
         topic_partitions: Some(vec![]),
-        client_id: "client".into(),
-        client_host: "/127.0.0.1".into(),
-        topics: image(),
+        ..ConsumerHeartbeatRequest::unchanged("grp", member, 0, image())
     }
 }
 

@@ -33,22 +33,7 @@ fn owned(x: &Assignment) -> Option<Vec<(Uuid, Vec<i32>)>> {
 
 /// A heartbeat that changes nothing (only the required fields).
 fn hb(member: &str, epoch: i32) -> ConsumerHeartbeatRequest {
-    ConsumerHeartbeatRequest {
-        version: 1,
-        group_id: "grp".into(),
-        member_id: member.into(),
-        member_epoch: epoch,
-        instance_id: None,
-        rack_id: None,
-        rebalance_timeout_ms: -1,
-        subscribed_topic_names: None,
-        subscribed_topic_regex: None,
-        server_assignor: None,
-        topic_partitions: None,
-        client_id: "client".into(),
-        client_host: "/127.0.0.1".into(),
-        topics: image(6),
-    }
+    ConsumerHeartbeatRequest::unchanged("grp", member, epoch, image(6))
 }
 
 /// A (re-)join: epoch 0 with every field a first request needs.
