@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import rawkafka
@@ -293,3 +294,22 @@ class Stats:
             return set()
         return {b["nodename"] for b in self.latest["brokers"].values() if b.get("nodename")}
 
+
+
+@contextmanager
+def per_broker_sidecars(mock, workdir, settings=()):
+    """Three sidecars, one per mock broker, each listing all three as peers
+    (yields {node id: Sidecar}); all must exit cleanly."""
+    ports = free_ports(3)
+    peers = {i: f"127.0.0.1:{ports[i - 1]}" for i in (1, 2, 3)}
+    nodes = {}
+    try:
+        for i in (1, 2, 3):
+            # The broker it fronts first, then the rest of the cluster to bootstrap from.
+            upstream = ",".join([mock.addresses[i]] + [mock.addresses[j] for j in (1, 2, 3) if j != i])
+            nodes[i] = Sidecar(workdir / f"node{i}", upstream, settings=settings, node_id=i, peers=peers,
+                               port=ports[i - 1]).start()
+        yield nodes
+    finally:
+        codes = {i: n.stop() for i, n in nodes.items()}
+    assert all(code == 0 for code in codes.values()), codes

@@ -15,8 +15,8 @@ import rawkafka
 from conftest import kcat_path, needs_kcat, node_script, wait_for
 from groups import stop_all, wait_balanced
 from sidecar_harness import (FETCH, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, PRODUCE, STARTED, SYNC_GROUP,
-                             MockCluster, Sidecar, Stats, free_ports, group_owned_by, owner_of, rdk_worker,
-                             read_records)
+                             MockCluster, Sidecar, Stats, free_ports, group_owned_by, owner_of, per_broker_sidecars,
+                             rdk_worker, read_records)
 
 # Every test has its own topic on the upstream, created before the sidecars start.
 TOPICS = {"selftest": 2, "grp": 6, "restart": 3, "legacy": 3, "wt": 3, "moves": 3, "clients": 3, "pb": 6}
@@ -532,19 +532,8 @@ def test_kcat_consumes_and_commits_in_a_group_through_the_sidecar(sidecar, clien
 
 @pytest.fixture
 def per_broker(mock, tmp_path):
-    """Three sidecars, one per mock broker, each listing all three as peers."""
-    ports = free_ports(3)
-    peers = {i: f"127.0.0.1:{ports[i - 1]}" for i in (1, 2, 3)}
-    nodes = {}
-    try:
-        for i in (1, 2, 3):
-            # The broker it fronts first, then the rest of the cluster to bootstrap from.
-            upstream = ",".join([mock.addresses[i]] + [mock.addresses[j] for j in (1, 2, 3) if j != i])
-            nodes[i] = Sidecar(tmp_path / f"node{i}", upstream, node_id=i, peers=peers, port=ports[i - 1]).start()
+    with per_broker_sidecars(mock, tmp_path) as nodes:
         yield nodes
-    finally:
-        codes = {i: n.stop() for i, n in nodes.items()}
-    assert all(code == 0 for code in codes.values()), codes
 
 
 def heartbeat_answers(conn, group, expected, timeout=30):

@@ -9,7 +9,8 @@ from confluent_kafka.admin import AdminClient
 
 from conftest import wait_for
 from groups import stop_all, wait_balanced
-from sidecar_harness import MockCluster, Sidecar, free_ports, group_owned_by, owner_of, rdk_worker, read_records
+from sidecar_harness import (MockCluster, Sidecar, group_owned_by, owner_of, per_broker_sidecars, rdk_worker,
+                             read_records)
 from test_sidecar import committed, produce, show_logs_on_failure  # noqa: F401 (autouse: sidecar logs on failure)
 
 TOPICS = {"c848": 6, "c848pb": 6}
@@ -91,19 +92,8 @@ def test_a_topic_created_upstream_after_the_members_subscribed_is_assigned(mock,
 
 @pytest.fixture
 def per_broker(mock, tmp_path):
-    """Three sidecars, one per mock broker, each listing all three as peers."""
-    ports = free_ports(3)
-    peers = {i: f"127.0.0.1:{ports[i - 1]}" for i in (1, 2, 3)}
-    nodes = {}
-    try:
-        for i in (1, 2, 3):
-            upstream = ",".join([mock.addresses[i]] + [mock.addresses[j] for j in (1, 2, 3) if j != i])
-            nodes[i] = Sidecar(tmp_path / f"node{i}", upstream, settings=FAST_848, node_id=i, peers=peers,
-                               port=ports[i - 1]).start()
+    with per_broker_sidecars(mock, tmp_path, settings=FAST_848) as nodes:
         yield nodes
-    finally:
-        codes = {i: n.stop() for i, n in nodes.items()}
-    assert all(code == 0 for code in codes.values()), codes
 
 
 def test_per_broker_sidecars_serve_a_consumer_protocol_group_from_the_owner_of_its_shard(mock, per_broker, tmp_path):
