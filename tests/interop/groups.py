@@ -99,3 +99,13 @@ def js_member(tmp_path, name, kcoord, group, topic):
     member.proc = subprocess.Popen(["node", str(script), kcoord.bootstrap, group, topic, str(state_file)],
                                    stdout=member.log, stderr=subprocess.STDOUT, cwd=script.parent.parent)
     return member
+
+
+# Short consumer-protocol (KIP-848) timers for two shared cores (Kafka: 45 s
+# session, 5 s heartbeat interval).
+FAST_848 = [
+    "group.consumer.min_session_timeout_ms=6000",
+    "group.consumer.session_timeout_ms=6000",
+    "group.consumer.min_heartbeat_interval_ms=500",
+    "group.consumer.heartbeat_interval_ms=500",
+]

@@ -10,16 +10,9 @@ from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Pro
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from conftest import wait_for
-from groups import WORKERS, Member, rdk_member, stop_all, wait_balanced
+from groups import FAST_848, Member, WORKERS, rdk_member, stop_all, wait_balanced
 
 SIX = [("t6", p) for p in range(6)]
-# Short consumer-protocol timers for two shared cores (Kafka: 45 s / 5 s).
-FAST_848 = [
-    "group.consumer.min_session_timeout_ms=6000",
-    "group.consumer.session_timeout_ms=6000",
-    "group.consumer.min_heartbeat_interval_ms=500",
-    "group.consumer.heartbeat_interval_ms=500",
-]
 
 
 @pytest.fixture

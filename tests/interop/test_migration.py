@@ -14,15 +14,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from conftest import wait_for
-from groups import rdk_member, stop_all, wait_balanced
+from groups import FAST_848, rdk_member, stop_all, wait_balanced
 
 SIX = [("t6", p) for p in range(6)]
-FAST = [
-    "group.consumer.min_session_timeout_ms=6000",
-    "group.consumer.session_timeout_ms=6000",
-    "group.consumer.min_heartbeat_interval_ms=500",
-    "group.consumer.heartbeat_interval_ms=500",
-]
 
 
 class Producing:
@@ -116,7 +110,7 @@ def check_processing_log(logs, produced):
 
 @pytest.fixture
 def k(make_kcoord):
-    return make_kcoord(topics=["t6:6"], settings=FAST)
+    return make_kcoord(topics=["t6:6"], settings=FAST_848)
 
 
 def group_type(k, group):

@@ -8,21 +8,14 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
 from conftest import wait_for
-from groups import stop_all, wait_balanced
+from groups import FAST_848, stop_all, wait_balanced
 from sidecar_harness import (MockCluster, Sidecar, group_owned_by, owner_of, per_broker_sidecars, rdk_worker,
                              read_records)
 from test_sidecar import committed, produce, show_logs_on_failure  # noqa: F401 (autouse: sidecar logs on failure)
 
 TOPICS = {"c848": 6, "c848pb": 6}
-# Short consumer-protocol timers for two shared cores (Kafka: 45 s / 5 s),
-# and a metadata refresh short enough to see upstream topics appear.
-FAST_848 = [
-    "group.consumer.min_session_timeout_ms=6000",
-    "group.consumer.session_timeout_ms=6000",
-    "group.consumer.min_heartbeat_interval_ms=500",
-    "group.consumer.heartbeat_interval_ms=500",
-    "sidecar.metadata_refresh_ms=1000",
-]
+# A metadata refresh short enough to see upstream topics appear.
+SIDECAR_848 = FAST_848 + ["sidecar.metadata_refresh_ms=1000"]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +28,7 @@ def mock(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sidecar(mock, tmp_path_factory):
-    s = Sidecar(tmp_path_factory.mktemp("sidecar848") / "data", mock.bootstrap, settings=FAST_848).start()
+    s = Sidecar(tmp_path_factory.mktemp("sidecar848") / "data", mock.bootstrap, settings=SIDECAR_848).start()
     yield s
     code = s.stop()
     assert code == 0, f"sidecar exited with {code}; log:\n{s.log_tail()}"
@@ -92,7 +85,7 @@ def test_a_topic_created_upstream_after_the_members_subscribed_is_assigned(mock,
 
 @pytest.fixture
 def per_broker(mock, tmp_path):
-    with per_broker_sidecars(mock, tmp_path, settings=FAST_848) as nodes:
+    with per_broker_sidecars(mock, tmp_path, settings=SIDECAR_848) as nodes:
         yield nodes
 
 

@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::messages::{ConsumerHeartbeatRequest, ConsumerHeartbeatResponse};
+use super::messages::ConsumerHeartbeatRequest;
 use super::records::Assignment;
 use super::regex::REGEX_BATCH_REFRESH_INTERVAL_MS;
 use super::target::TopicImage;
-use crate::coordinator::core::{CountingIds, Request, Response, ShardCore};
+use super::tests::{ok, send};
+use crate::coordinator::core::{CountingIds, ShardCore};
 use crate::coordinator::records::{ConsumerKey, RecordKey};
 use crate::coordinator::testkit::{test_config, Harness};
 use crate::error_code::ErrorCode;
@@ -43,20 +44,6 @@ fn joining_regex(member: &str, regex: &str, topics: Arc<TopicImage>) -> Consumer
         topic_partitions: Some(vec![]),
         ..hb(member, 0, topics)
     }
-}
-
-fn send(h: &mut Harness, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse {
-    let t = h.send(Request::ConsumerHeartbeat(Box::new(req)));
-    match h.take(t) {
-        Some(Response::ConsumerHeartbeat(r)) => r,
-        other => panic!("expected a ConsumerGroupHeartbeat answer, got {other:?}"),
-    }
-}
-
-fn ok(h: &mut Harness, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse {
-    let r = send(h, req);
-    assert_eq!(r.error, ErrorCode::NONE, "{r:?}");
-    r
 }
 
 fn topics_of(a: &Assignment) -> BTreeSet<Uuid> {

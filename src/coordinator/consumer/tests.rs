@@ -46,7 +46,7 @@ fn joining(member: &str, topics: &[&str]) -> ConsumerHeartbeatRequest {
     }
 }
 
-fn send(h: &mut Harness, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse {
+pub(super) fn send(h: &mut Harness, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse {
     let t = h.send(Request::ConsumerHeartbeat(Box::new(req)));
     match h.take(t) {
         Some(Response::ConsumerHeartbeat(r)) => r,
@@ -54,7 +54,7 @@ fn send(h: &mut Harness, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResp
     }
 }
 
-fn ok(h: &mut Harness, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse {
+pub(super) fn ok(h: &mut Harness, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse {
     let r = send(h, req);
     assert_eq!(r.error, ErrorCode::NONE, "{r:?}");
     r
