@@ -19,23 +19,15 @@ use kafka_protocol::messages::*;
 
 const TOPICS: &str = "topics.define=[\"t:4\", \"u:2\"]";
 
+/// The shared consumer JoinGroup for topic "t" (`common::consumer`), offering
+/// each of `protocols`, with a 30 s rebalance timeout and no reason.
 fn join_req(group: &str, member: &str, protocols: &[&str]) -> JoinGroupRequest {
-    JoinGroupRequest::default()
-        .with_group_id(GroupId(sb(group)))
-        .with_session_timeout_ms(10_000)
-        .with_rebalance_timeout_ms(30_000)
-        .with_member_id(sb(member))
-        .with_protocol_type(sb("consumer"))
-        .with_protocols(
-            protocols
-                .iter()
-                .map(|p| {
-                    JoinGroupRequestProtocol::default()
-                        .with_name(sb(p))
-                        .with_metadata(Bytes::from_static(b"\x00\x00\x00\x00\x00\x01\x00\x01t"))
-                })
-                .collect(),
-        )
+    consumer::join_request(group, member, &["t"]).with_rebalance_timeout_ms(30_000).with_reason(None).with_protocols(
+        protocols
+            .iter()
+            .map(|p| JoinGroupRequestProtocol::default().with_name(sb(p)).with_metadata(consumer::subscription(&["t"])))
+            .collect(),
+    )
 }
 
 /// Joins a new single-member group at `version` and returns (member id, generation).
@@ -590,5 +582,51 @@ async fn pipelined_heartbeats_and_a_parked_join_answer_in_order() {
     for corr in corrs {
         let (got, r) = Client::decode::<HeartbeatRequest>(c.read_frame().await.unwrap(), 3);
         assert_eq!((got, r.error_code), (corr, 0));
+    }
+}
+
+#[tokio::test]
+async fn a_commit_of_no_partitions_is_answered_without_creating_a_group() {
+    // Kafka answers an OffsetCommit with nothing left to commit before it
+    // reaches the coordinator: no group appears, nothing is validated.
+    let s = TestServer::start_with(&[TOPICS]).await;
+    let mut c = s.client().await;
+    let no_topics = commit_req("ghost", "someone", 7, "t", &[]).with_topics(vec![]);
+    let r = c.send(&no_topics, 8).await;
+    assert!(r.topics.is_empty());
+    let r = c.send(&commit_req("ghost", "someone", 7, "t", &[]), 8).await;
+    assert!(r.topics.iter().all(|t| t.partitions.is_empty()));
+    let listed = c.send(&ListGroupsRequest::default(), 4).await;
+    assert!(listed.groups.iter().all(|g| g.group_id.as_str() != "ghost"), "{listed:?}");
+}
+
+#[tokio::test]
+async fn a_pending_member_rejoining_with_an_instance_id_is_refused_and_stays_pending() {
+    let s = TestServer::start().await;
+    let mut c = s.client().await;
+    let r = c.send(&join_req("pend", "", &["range"]), 5).await;
+    assert_eq!(r.error_code, 79, "MEMBER_ID_REQUIRED");
+    let pending = r.member_id.to_string();
+    let r = c.send(&join_req("pend", &pending, &["range"]).with_group_instance_id(Some(sb("static-1"))), 5).await;
+    assert_eq!(
+        (r.error_code, r.member_id.as_str()),
+        (-1, ""),
+        "UNKNOWN_SERVER_ERROR, as Kafka's IllegalStateException"
+    );
+    // Nothing changed: the member can still join as the dynamic member it was.
+    let r = c.send(&join_req("pend", &pending, &["range"]), 5).await;
+    assert_eq!((r.error_code, r.member_id.as_str()), (0, pending.as_str()));
+}
+
+#[tokio::test]
+async fn an_empty_protocol_name_is_answered_as_null_from_join_group_v7() {
+    let s = TestServer::start().await;
+    let mut c = s.client().await;
+    for (v, group) in [(6i16, "below-7"), (7, "from-7")] {
+        let r = c.send(&join_req(group, "", &[""]), v).await;
+        let r = c.send(&join_req(group, r.member_id.as_str(), &[""]), v).await;
+        assert_eq!(r.error_code, 0, "v{v}");
+        let want = if v >= 7 { None } else { Some("") };
+        assert_eq!(r.protocol_name.as_deref(), want, "v{v}");
     }
 }

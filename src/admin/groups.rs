@@ -9,8 +9,8 @@ use kafka_protocol::messages::*;
 
 use super::cluster::{error_name, AdminError, Cluster, Result};
 use super::time::parse_datetime_ms;
-use crate::observability::consumer_protocol::assignment_partitions;
 use crate::protocol::client::s;
+use crate::protocol::consumer_protocol::parse_assignment;
 
 /// Formats rows under headers with left-aligned, padded columns.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -103,8 +103,7 @@ async fn snapshot(cluster: &mut Cluster, group: &str) -> Result<Snapshot> {
         .members
         .iter()
         .map(|m| {
-            let parts =
-                if consumer { assignment_partitions(&m.member_assignment).unwrap_or_default() } else { Vec::new() };
+            let parts = if consumer { parse_assignment(&m.member_assignment).unwrap_or_default() } else { Vec::new() };
             let flat = parts.into_iter().flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p))).collect();
             (m.member_id.to_string(), m.client_host.to_string(), m.client_id.to_string(), flat)
         })

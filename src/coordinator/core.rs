@@ -111,28 +111,21 @@ impl Request {
     }
 
     /// The error answer Kafka gives when the shard cannot serve at all
-    /// (loading, shutting down).
+    /// (loading, shutting down, owned by another node): what Kafka's
+    /// `handleOperationException` builds, with nothing of the request
+    /// echoed (a JoinGroup's member id is empty).
     pub fn error_response(&self, error: ErrorCode) -> Response {
         match self {
-            Request::Join(r) => Response::Join(JoinGroupResponse::error(error, r.member_id.clone())),
+            Request::Join(_) => Response::Join(JoinGroupResponse::error(error, "")),
             Request::Sync(_) => Response::Sync(SyncGroupResponse::error(error)),
             Request::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse { error }),
             Request::Leave(_) => Response::Leave(LeaveGroupResponse { error, members: vec![] }),
             Request::Commit(r) => Response::Commit(offsets::commit_error_response(r, error)),
             Request::Import(_) => Response::Import(Err(error)),
+            // The group error with no topics, as Kafka 4.x answers: a v0-1
+            // answer, which has no group-level error, then carries none.
             Request::Fetch { group, .. } => {
-                // The requested partitions are listed, so that v0-1 (which
-                // has no group-level error) can carry the error in each.
-                let topics = group
-                    .topics
-                    .iter()
-                    .flatten()
-                    .map(|t| FetchedTopic {
-                        name: t.name.clone(),
-                        partitions: t.partitions.iter().map(|&p| FetchedPartition::none(p)).collect(),
-                    })
-                    .collect();
-                Response::Fetch(OffsetFetchGroupResult { group_id: group.group_id.clone(), error, topics })
+                Response::Fetch(OffsetFetchGroupResult { group_id: group.group_id.clone(), error, topics: vec![] })
             }
             Request::OffsetDelete(_) => Response::OffsetDelete(OffsetDeleteResponse { error, topics: vec![] }),
             Request::Describe { group_id, .. } => Response::Describe(DescribedGroup::bare(group_id, error, "")),
@@ -352,9 +345,7 @@ mod classic_to_consumer {
         let empty = g.members.is_empty();
         match req {
             Request::Join(r) => {
-                if let Some(error) = classic::join::precheck(&r, cx) {
-                    cx.reply(token, Response::Join(JoinGroupResponse::error(error, r.member_id)));
-                } else if !empty {
+                if !empty {
                     let resp = classic_member::join(rt, &r, cx);
                     cx.reply(token, Response::Join(resp));
                 } else {
@@ -376,18 +367,11 @@ mod classic_to_consumer {
                 }
             }
             Request::Sync(r) => {
-                let resp = match classic::sync::precheck(&r) {
-                    Some(error) => SyncGroupResponse::error(error),
-                    None => classic_member::sync(rt, &r, cx),
-                };
+                let resp = classic_member::sync(rt, &r, cx);
                 cx.reply(token, Response::Sync(resp));
             }
             Request::Heartbeat(r) => {
-                let resp = if r.group_id.is_empty() {
-                    HeartbeatResponse { error: ErrorCode::INVALID_GROUP_ID }
-                } else {
-                    classic_member::heartbeat(rt, &r, cx)
-                };
+                let resp = classic_member::heartbeat(rt, &r, cx);
                 cx.reply(token, Response::Heartbeat(resp));
             }
             Request::Leave(r) => {
@@ -575,6 +559,9 @@ impl ShardCore {
             req => req,
         };
         let (groups, consumer, mut cx) = self.split_all(now, sink, out);
+        if let Some(resp) = super::prechecks::answer(&req, cx.cfg) {
+            return cx.reply(token, resp);
+        }
         if let Some(req) = classic_to_consumer::route(groups, consumer, req, token, &mut cx) {
             self.handle_own(req, token, now, sink, out);
         }

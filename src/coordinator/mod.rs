@@ -13,6 +13,9 @@ mod import_tests;
 pub mod layout;
 pub mod messages;
 pub mod offsets;
+#[cfg(test)]
+mod offsets_tests;
+pub mod prechecks;
 pub mod records;
 #[cfg(test)]
 mod replay_tests;

@@ -123,18 +123,12 @@ fn write_commit(groups: &mut Groups, req: &OffsetCommitRequest, created: bool, c
     let committed = records.len() as u64;
     if let Err(e) = cx.append(records) {
         // Nothing was written, so a simple group this commit created does
-        // not exist either; every partition that would have been written
-        // gets the error.
+        // not exist either. Kafka fails the whole request: every partition
+        // gets the error, also those refused for their metadata's size.
         if created {
             groups.remove(&req.group_id);
         }
-        for t in &mut response.topics {
-            for p in &mut t.partitions {
-                if p.error.is_none() {
-                    p.error = e;
-                }
-            }
-        }
+        return commit_error_response(req, e);
     } else {
         metrics::counter!("kcoord_committed_partitions_total").increment(committed);
     }
@@ -232,9 +226,6 @@ pub fn fetch(groups: &Groups, req: &OffsetFetchGroup, cx: &Cx) -> OffsetFetchGro
 /// Serves OffsetDelete (KIP-496) for topics already checked against the catalog.
 pub fn delete_offsets(groups: &mut Groups, req: &OffsetDeleteRequest, cx: &mut Cx) -> OffsetDeleteResponse {
     let error_only = |error| OffsetDeleteResponse { error, topics: vec![] };
-    if req.group_id.is_empty() {
-        return error_only(ErrorCode::INVALID_GROUP_ID);
-    }
     if let Some(g) = cx.store.consumer_group(&req.group_id) {
         // A consumer group allows it in any state (Kafka's
         // `ConsumerGroup.validateOffsetDelete`), per unsubscribed topic.

@@ -13,7 +13,6 @@ use super::core::{CountingIds, Request, Response, ShardCore};
 use super::messages::*;
 use super::testkit::{join, test_config, Harness};
 use crate::coordinator::classic::group::GroupState;
-use crate::coordinator::consumer::embedded;
 use crate::coordinator::consumer::messages::ConsumerHeartbeatRequest;
 use crate::coordinator::consumer::records::Assignment;
 use crate::coordinator::consumer::target::TopicImage;
@@ -315,7 +314,13 @@ impl Sim {
                             .enumerate()
                             .map(|(i, m)| {
                                 let parts: Vec<i32> = (0..4).filter(|p| *p as usize % n == i).collect();
-                                (m.clone(), embedded::encode_assignment(&[("t".to_string(), parts)], 0))
+                                (
+                                    m.clone(),
+                                    crate::protocol::consumer_protocol::encode_assignment(
+                                        &[("t".to_string(), parts)],
+                                        0,
+                                    ),
+                                )
                             })
                             .collect()
                     })

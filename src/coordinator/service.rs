@@ -37,6 +37,8 @@ pub struct Coordinator {
     hooks: Option<Arc<dyn GroupHooks>>,
     /// The consumer groups' topic image and the catalog generation it shows.
     topic_image: std::sync::Mutex<Option<(u64, Arc<TopicImage>)>>,
+    /// The settings of the checks made before a request reaches its shard.
+    core: CoreConfig,
 }
 
 /// What sidecar mode adds around the coordinator: importing a group's
@@ -101,7 +103,7 @@ impl Coordinator {
                 })
             })
             .collect();
-        Coordinator { shards, catalog, progress, hooks, topic_image: Default::default() }
+        Coordinator { shards, catalog, progress, hooks, topic_image: Default::default(), core }
     }
 
     fn local_shards(&self) -> impl Iterator<Item = &ShardHandle> {
@@ -140,9 +142,13 @@ impl Coordinator {
         rx.await.map_err(|_| Unavailable)
     }
 
-    /// Sends a request about one group to its shard, after the sidecar's
-    /// import for the requests that read or create the group's offsets.
+    /// Sends a request about one group to its shard, after the checks Kafka
+    /// makes before the shard and the sidecar's import for the requests
+    /// that read or create the group's offsets.
     async fn call(&self, group_id: &str, req: Request) -> Result<Response> {
+        if let Some(answer) = super::prechecks::answer(&req, &self.core) {
+            return Ok(answer);
+        }
         let shard = self.shard_of(group_id);
         if let (Some(hooks), Some(_), true) = (&self.hooks, shard, reads_or_creates_offsets(req.unwrapped())) {
             if let Err(error) = hooks.before_first_use(self, group_id).await {
@@ -287,7 +293,11 @@ impl Coordinator {
         }
         // Sidecar mode writes acknowledged offsets through to the upstream.
         let through = self.hooks.as_ref().map(|h| (h, req.group_id.clone(), req.topics.clone()));
-        let response = if unknown.is_empty() {
+        let response = if req.topics.iter().all(|t| t.partitions.is_empty()) {
+            // Nothing to commit: Kafka answers at once, without creating
+            // the group, validating the member or refreshing its session.
+            OffsetCommitResponse { topics: vec![] }
+        } else if unknown.is_empty() {
             // The common case: the shard answers every partition in request order.
             let g = req.group_id.clone();
             match self.call(&g, Request::Commit(req)).await? {
@@ -640,6 +650,20 @@ mod tests {
         ShardHandle { id, tx }
     }
 
+    /// A shard still loading its log: it answers every request as Kafka's
+    /// runtime does then.
+    fn loading_shard(id: u32) -> ShardHandle {
+        let (tx, mut rx) = mpsc::channel::<ShardMsg>(4);
+        tokio::spawn(async move {
+            while let Some(msg) = rx.recv().await {
+                if let ShardMsg::Request { req, reply } = msg {
+                    let _ = reply.send(req.error_response(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS));
+                }
+            }
+        });
+        ShardHandle { id, tx }
+    }
+
     fn coordinator(shards: Vec<ShardHandle>) -> Coordinator {
         Coordinator {
             shards: shards.into_iter().map(Some).collect(),
@@ -647,6 +671,7 @@ mod tests {
             progress: Arc::new(LoadProgress::default()),
             hooks: None,
             topic_image: Default::default(),
+            core: CoreConfig::default(),
         }
     }
 
@@ -705,5 +730,61 @@ mod tests {
         let r = c.list_groups(list()).await.unwrap();
         assert_eq!(r.error, ErrorCode::NONE);
         assert_eq!(r.groups.iter().map(|g| g.group_id.as_str()).collect::<Vec<_>>(), ["g0"]);
+    }
+
+    fn join(group: &str, member: &str, session_timeout_ms: i32) -> JoinGroupRequest {
+        JoinGroupRequest {
+            version: 5,
+            group_id: group.into(),
+            session_timeout_ms,
+            rebalance_timeout_ms: 30_000,
+            member_id: member.into(),
+            group_instance_id: None,
+            protocol_type: "consumer".into(),
+            protocols: vec![],
+            reason: None,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn kafkas_request_checks_are_answered_while_the_shard_loads() {
+        let c = coordinator(vec![loading_shard(0)]);
+        let r = c.join_group(join("", "m", 10_000)).await.unwrap();
+        assert_eq!((r.error, r.member_id.as_str()), (ErrorCode::INVALID_GROUP_ID, "m"));
+        let r = c.join_group(join("g", "m", 1)).await.unwrap();
+        assert_eq!((r.error, r.member_id.as_str()), (ErrorCode::INVALID_SESSION_TIMEOUT, "m"));
+        let sync = SyncGroupRequest {
+            version: 5,
+            group_id: "g".into(),
+            generation_id: 1,
+            member_id: "m".into(),
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: Some("range".into()),
+            assignments: vec![],
+        };
+        assert_eq!(c.sync_group(sync.clone()).await.unwrap().error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
+        let sync = SyncGroupRequest { group_id: String::new(), protocol_type: Some("consumer".into()), ..sync };
+        assert_eq!(c.sync_group(sync).await.unwrap().error, ErrorCode::INVALID_GROUP_ID);
+        let beat = HeartbeatRequest {
+            group_id: String::new(),
+            generation_id: 1,
+            member_id: "m".into(),
+            group_instance_id: None,
+        };
+        assert_eq!(c.heartbeat(beat).await.unwrap().error, ErrorCode::INVALID_GROUP_ID);
+        let leave = LeaveGroupRequest { group_id: String::new(), members: vec![] };
+        assert_eq!(c.leave_group(leave).await.unwrap().error, ErrorCode::INVALID_GROUP_ID);
+        let delete = OffsetDeleteRequest { group_id: String::new(), topics: vec![] };
+        assert_eq!(c.offset_delete(delete).await.unwrap().error, ErrorCode::INVALID_GROUP_ID);
+    }
+
+    #[tokio::test]
+    async fn a_join_the_loading_shard_refuses_carries_no_member_id() {
+        let c = coordinator(vec![loading_shard(0)]);
+        let r = c.join_group(join("g", "m", 10_000)).await.unwrap();
+        assert_eq!((r.error, r.member_id.as_str()), (ErrorCode::COORDINATOR_LOAD_IN_PROGRESS, ""));
     }
 }

@@ -36,7 +36,7 @@ use crate::storage::{Log, LogOptions, SnapshotDone};
 /// would stop sessions expiring. Kafka's timers run on a monotonic clock
 /// too. Record timestamps stay within the clock's slew of wall time, and
 /// every start re-reads the wall clock.
-pub fn now_ms() -> i64 {
+pub fn coordinator_clock_ms() -> i64 {
     static ANCHOR: OnceLock<(i64, Instant)> = OnceLock::new();
     let (wall, start) = ANCHOR.get_or_init(|| {
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
@@ -301,7 +301,7 @@ impl Shard {
         };
         let mut out = Vec::new();
         let mut sink = LogSink { log: &mut shard.log, shard: shard.settings.id };
-        shard.core.on_loaded(now_ms(), &mut sink, &mut out);
+        shard.core.on_loaded(coordinator_clock_ms(), &mut sink, &mut out);
         shard.route(out);
         shard
     }
@@ -314,7 +314,7 @@ impl Shard {
         let interval_sync = self.settings.fsync == FsyncPolicy::Interval;
         loop {
             let sleep_for = match self.core.next_deadline() {
-                Some(d) => Duration::from_millis((d - now_ms()).max(0) as u64),
+                Some(d) => Duration::from_millis((d - coordinator_clock_ms()).max(0) as u64),
                 None => Duration::from_secs(3600),
             };
             timer.as_mut().reset(tokio::time::Instant::now() + sleep_for);
@@ -369,7 +369,7 @@ impl Shard {
         self.pending.insert(token, reply);
         let mut out = Vec::new();
         let mut sink = LogSink { log: &mut self.log, shard: self.settings.id };
-        self.core.handle(now_ms(), token, req, &mut sink, &mut out);
+        self.core.handle(coordinator_clock_ms(), token, req, &mut sink, &mut out);
         self.route(out);
         self.stop_if_poisoned();
     }
@@ -388,7 +388,7 @@ impl Shard {
     fn fire_timers(&mut self) {
         let mut out = Vec::new();
         let mut sink = LogSink { log: &mut self.log, shard: self.settings.id };
-        self.core.fire_timers(now_ms(), &mut sink, &mut out);
+        self.core.fire_timers(coordinator_clock_ms(), &mut sink, &mut out);
         self.route(out);
         self.stop_if_poisoned();
     }
@@ -477,7 +477,7 @@ impl Shard {
                 return;
             }
         };
-        let payloads = self.core.snapshot(now_ms());
+        let payloads = self.core.snapshot(coordinator_clock_ms());
         tracing::info!(
             shard = self.settings.id,
             records = payloads.len(),
@@ -529,7 +529,7 @@ impl Shard {
     /// are made durable and acknowledged; then the task ends.
     async fn shutdown(&mut self, done: Option<oneshot::Sender<()>>) {
         let mut out = Vec::new();
-        self.core.unload(now_ms(), &mut out);
+        self.core.unload(coordinator_clock_ms(), &mut out);
         for r in out {
             self.deliver(r);
         }

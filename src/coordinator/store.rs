@@ -80,33 +80,10 @@ impl Store {
                 self.groups.remove(group);
             }
             (RecordKey::Offset { group, topic, partition }, Some(RecordValue::Offset(v))) => {
-                // Look up before inserting so replay allocates keys only for new entries.
-                let topics = match self.offsets.get_mut(group.as_str()) {
-                    Some(t) => t,
-                    None => self.offsets.entry(group.clone()).or_default(),
-                };
-                let parts = match topics.get_mut(topic.as_str()) {
-                    Some(p) => p,
-                    None => topics.entry(topic.clone()).or_default(),
-                };
-                if parts.insert(*partition, v.clone()).is_none() {
-                    self.offset_count += 1;
-                }
+                self.put_offset(group, topic, *partition, v);
             }
             (RecordKey::Offset { group, topic, partition }, None) => {
-                if let Some(topics) = self.offsets.get_mut(group) {
-                    if let Some(parts) = topics.get_mut(topic) {
-                        if parts.remove(partition).is_some() {
-                            self.offset_count -= 1;
-                        }
-                        if parts.is_empty() {
-                            topics.remove(topic);
-                        }
-                    }
-                    if topics.is_empty() {
-                        self.offsets.remove(group);
-                    }
-                }
+                self.remove_offset(group, topic, *partition);
             }
             (RecordKey::Consumer { group, kind }, value) => {
                 consumer_group::replay(&mut self.consumer, group, kind, value.as_ref());
@@ -128,36 +105,46 @@ impl Store {
                         if !self.tombstones.is_empty() {
                             self.tombstones.remove(&owned_key());
                         }
-                        let topics = match self.offsets.get_mut(*group) {
-                            Some(t) => t,
-                            None => self.offsets.entry(group.to_string()).or_default(),
-                        };
-                        let parts = match topics.get_mut(*topic) {
-                            Some(p) => p,
-                            None => topics.entry(topic.to_string()).or_default(),
-                        };
-                        if parts.insert(*partition, v.clone()).is_none() {
-                            self.offset_count += 1;
-                        }
+                        self.put_offset(group, topic, *partition, v);
                     }
                     None => {
                         self.tombstones.insert(owned_key(), *timestamp);
-                        if let Some(topics) = self.offsets.get_mut(*group) {
-                            if let Some(parts) = topics.get_mut(*topic) {
-                                if parts.remove(partition).is_some() {
-                                    self.offset_count -= 1;
-                                }
-                                if parts.is_empty() {
-                                    topics.remove(*topic);
-                                }
-                            }
-                            if topics.is_empty() {
-                                self.offsets.remove(*group);
-                            }
-                        }
+                        self.remove_offset(group, topic, *partition);
                     }
                 }
             }
+        }
+    }
+
+    /// The offset replay of both record forms. Looks up before inserting,
+    /// so replay allocates keys only for new entries.
+    fn put_offset(&mut self, group: &str, topic: &str, partition: i32, v: &OffsetValue) {
+        let topics = match self.offsets.get_mut(group) {
+            Some(t) => t,
+            None => self.offsets.entry(group.to_string()).or_default(),
+        };
+        let parts = match topics.get_mut(topic) {
+            Some(p) => p,
+            None => topics.entry(topic.to_string()).or_default(),
+        };
+        if parts.insert(partition, v.clone()).is_none() {
+            self.offset_count += 1;
+        }
+    }
+
+    /// An offset tombstone: the entry goes, and so do emptied maps.
+    fn remove_offset(&mut self, group: &str, topic: &str, partition: i32) {
+        let Some(topics) = self.offsets.get_mut(group) else { return };
+        if let Some(parts) = topics.get_mut(topic) {
+            if parts.remove(&partition).is_some() {
+                self.offset_count -= 1;
+            }
+            if parts.is_empty() {
+                topics.remove(topic);
+            }
+        }
+        if topics.is_empty() {
+            self.offsets.remove(group);
         }
     }
 

@@ -315,5 +315,5 @@ impl JoinBuilder {
 
 /// A ConsumerProtocolSubscription v0 for `topics`.
 pub fn subscription(topics: &[&str]) -> Bytes {
-    crate::observability::consumer_protocol::encode_subscription(topics)
+    crate::protocol::consumer_protocol::encode_subscription(topics)
 }

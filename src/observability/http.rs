@@ -13,10 +13,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
-use super::consumer_protocol::assignment_partitions;
 use super::state_gauges::{self, Lag, LagSeries};
 use super::LogEndOffsets;
 use crate::coordinator::Coordinator;
+use crate::protocol::consumer_protocol::parse_assignment;
 use crate::server::Services;
 
 const MAX_HEAD: usize = 8192;
@@ -190,7 +190,7 @@ fn classic_group_json(d: &crate::coordinator::messages::GroupDetails, ends: &dyn
         "protocol": d.protocol,
         "leader": d.leader,
         "members": d.members.iter().map(|m| {
-            let decoded = if d.protocol_type.as_deref() == Some("consumer") { assignment_partitions(&m.assignment) } else { None };
+            let decoded = if d.protocol_type.as_deref() == Some("consumer") { parse_assignment(&m.assignment).ok() } else { None };
             json!({
                 "member_id": m.member_id,
                 "group_instance_id": m.group_instance_id,

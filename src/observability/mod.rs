@@ -1,7 +1,6 @@
 //! What operators see: Prometheus metrics and the JSON view of groups, served
 //! on the optional HTTP listener (`metrics.listen`).
 
-pub mod consumer_protocol;
 pub mod http;
 pub mod metrics;
 pub mod rate_log;

@@ -9,6 +9,7 @@
 pub mod api;
 pub mod client;
 pub mod codec;
+pub mod consumer_protocol;
 pub mod header;
 pub mod versions;
 

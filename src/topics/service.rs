@@ -32,7 +32,7 @@ use crate::storage::{fsutil, FileCache, LogOptions};
 
 /// Wall-clock milliseconds since the epoch (record timestamps and
 /// retention use wall-clock time, as Kafka does).
-pub fn now_ms() -> i64 {
+pub fn wall_clock_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
@@ -224,7 +224,7 @@ impl DataPlane {
         let weak = Arc::downgrade(self);
         let every = self.settings.retention_check_interval;
         tasks.push(tokio::spawn(periodically(weak.clone(), every, |plane| async move {
-            let now = now_ms();
+            let now = wall_clock_ms();
             let _ = tokio::task::spawn_blocking(move || plane.retention_pass(now)).await;
         })));
         if self.settings.fsync == FsyncPolicy::Interval {
@@ -318,7 +318,7 @@ fn open_partitions(
         files: Some(Arc::clone(&settings.files)),
     };
     let segment_ms = info.config.segment_ms.unwrap_or(settings.segment_ms);
-    let now = now_ms();
+    let now = wall_clock_ms();
     let mut out = Vec::with_capacity(usize::try_from(info.partitions - from).unwrap_or(0));
     for p in from.max(0)..info.partitions {
         let dir = partition_dir(&settings.root, &info.name, p);

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
-use kcoord::observability::consumer_protocol;
+use kcoord::protocol::consumer_protocol;
 
 use super::{sb, Client};
 
@@ -17,7 +17,7 @@ pub fn subscription(topics: &[&str]) -> Bytes {
 
 /// A ConsumerProtocolAssignment v0 of `partitions` of `topic`, without user data.
 pub fn assignment(topic: &str, partitions: &[i32]) -> Bytes {
-    consumer_protocol::encode_assignment(&[(topic, partitions)])
+    consumer_protocol::encode_assignment(&[(topic.to_string(), partitions.to_vec())], 0)
 }
 
 /// A JoinGroup (v8 fields) for a range consumer of `topics`: 10 s session

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use indexmap::IndexMap;
 
 use crate::coordinator::core::ReplyToken;
@@ -384,7 +384,7 @@ impl ClassicGroup {
         let mut topics = HashSet::new();
         for m in self.members.values() {
             let md = m.metadata(self.protocol_name.as_deref());
-            for t in parse_subscription_topics(&md)? {
+            for t in crate::protocol::consumer_protocol::subscribed_topics(&md).ok()? {
                 topics.insert(t);
             }
         }
@@ -502,34 +502,6 @@ impl ClassicGroup {
     }
 }
 
-/// Parses the topic list of a ConsumerProtocolSubscription (any version:
-/// int16 version, then `[string]` topics; later fields ignored).
-pub fn parse_subscription_topics(metadata: &[u8]) -> Option<Vec<String>> {
-    let mut b = metadata;
-    if b.remaining() < 6 {
-        return None;
-    }
-    let _version = b.get_i16();
-    let n = b.get_i32();
-    if n < 0 || n as usize > b.remaining() {
-        return None;
-    }
-    let mut topics = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        if b.remaining() < 2 {
-            return None;
-        }
-        let len = b.get_i16();
-        if len < 0 || len as usize > b.remaining() {
-            return None;
-        }
-        let (s, rest) = b.split_at(len as usize);
-        topics.push(std::str::from_utf8(s).ok()?.to_string());
-        b = rest;
-    }
-    Some(topics)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -583,18 +555,33 @@ mod tests {
         assert!(g.supported_protocols.is_empty());
     }
 
+    fn consumer_group_subscribed_with(metadata: Bytes) -> ClassicGroup {
+        let mut g = ClassicGroup::new("g", 0);
+        let mut m = member("a", &["range"]);
+        m.protocols[0].metadata = metadata;
+        g.add(m);
+        g.protocol_type = Some("consumer".into());
+        g.transition_to(GroupState::PreparingRebalance, 0);
+        g.init_next_generation(0);
+        g
+    }
+
     #[test]
-    fn subscription_topics_are_parsed_from_consumer_metadata() {
-        let mut md = bytes::BytesMut::new();
-        md.put_i16(1);
-        md.put_i32(2);
-        md.put_i16(1);
-        md.put_slice(b"a");
-        md.put_i16(2);
-        md.put_slice(b"bc");
-        md.put_i32(-1); // user data, ignored
-        assert_eq!(parse_subscription_topics(&md).unwrap(), vec!["a".to_string(), "bc".to_string()]);
-        assert!(parse_subscription_topics(&md[..7]).is_none());
-        assert!(parse_subscription_topics(&[0, 0, 0x7f, 0xff, 0xff, 0xff]).is_none());
+    fn a_group_knows_the_topics_its_members_subscribe_to() {
+        let g = consumer_group_subscribed_with(crate::protocol::consumer_protocol::encode_subscription(&["a", "bc"]));
+        assert!(g.is_subscribed_to_topic("bc"));
+        assert!(!g.is_subscribed_to_topic("other"));
+    }
+
+    #[test]
+    fn a_subscription_cut_short_in_its_user_data_subscribes_the_group_to_every_topic() {
+        // Kafka parses the user data too; a short buffer there makes it
+        // unaware of the subscriptions, so every topic counts as subscribed.
+        let whole = crate::protocol::consumer_protocol::encode_subscription(&["a"]);
+        let mut cut = bytes::BytesMut::from(&whole[..whole.len() - 4]);
+        cut.put_i32(10);
+        cut.put_slice(b"short");
+        let g = consumer_group_subscribed_with(cut.freeze());
+        assert!(g.is_subscribed_to_topic("other"));
     }
 }

@@ -13,9 +13,6 @@ pub fn heartbeat(groups: &mut Groups, req: &HeartbeatRequest, cx: &mut Cx) -> He
 }
 
 fn heartbeat_error(groups: &mut Groups, req: &HeartbeatRequest, cx: &mut Cx) -> ErrorCode {
-    if req.group_id.is_empty() {
-        return ErrorCode::INVALID_GROUP_ID;
-    }
     let Some(g) = groups.get_mut(&req.group_id) else { return ErrorCode::UNKNOWN_MEMBER_ID };
     if g.is(GroupState::Dead) {
         return ErrorCode::COORDINATOR_NOT_AVAILABLE;

@@ -11,7 +11,7 @@ use super::rebalance::{
     self, complete_join_future, maybe_complete_join_phase, maybe_prepare_rebalance_or_complete_join,
 };
 use super::validate_existing_member;
-use crate::coordinator::core::{Cx, ReplyToken, Response};
+use crate::coordinator::core::{CoreConfig, Cx, ReplyToken, Response};
 use crate::coordinator::messages::{JoinGroupRequest, JoinGroupResponse, SyncGroupResponse};
 use crate::coordinator::records::Record;
 use crate::coordinator::timers::Slot;
@@ -21,12 +21,9 @@ fn reply(cx: &mut Cx, token: ReplyToken, response: JoinGroupResponse) {
     cx.reply(token, Response::Join(response));
 }
 
-/// Serves a JoinGroup: validation, group creation, then the new-member or
-/// existing-member path.
+/// Serves a JoinGroup that passed [`precheck`]: group creation, then the
+/// new-member or existing-member path.
 pub fn join_group(groups: &mut Groups, req: JoinGroupRequest, token: ReplyToken, cx: &mut Cx) {
-    if let Some(error) = precheck(&req, cx) {
-        return reply(cx, token, JoinGroupResponse::error(error, req.member_id));
-    }
     let is_unknown = req.member_id.is_empty();
     let created = !groups.contains_key(&req.group_id);
     if created {
@@ -63,14 +60,13 @@ pub fn join_group(groups: &mut Groups, req: JoinGroupRequest, token: ReplyToken,
 }
 
 /// The checks Kafka makes before it looks at the group, whatever its
-/// type: the group id, the session timeout bounds, and (kcoord) strings
-/// the group's record could not hold.
-pub fn precheck(req: &JoinGroupRequest, cx: &Cx) -> Option<ErrorCode> {
+/// type (see `coordinator::prechecks`): the group id, the session timeout
+/// bounds, and (kcoord) strings the group's record could not hold.
+pub fn precheck(req: &JoinGroupRequest, cfg: &CoreConfig) -> Option<ErrorCode> {
     if req.group_id.is_empty() {
         return Some(ErrorCode::INVALID_GROUP_ID);
     }
-    if req.session_timeout_ms < cx.cfg.min_session_timeout_ms || req.session_timeout_ms > cx.cfg.max_session_timeout_ms
-    {
+    if req.session_timeout_ms < cfg.min_session_timeout_ms || req.session_timeout_ms > cfg.max_session_timeout_ms {
         return Some(ErrorCode::INVALID_SESSION_TIMEOUT);
     }
     if let Some(field) = unstorable_field(req) {
@@ -180,7 +176,14 @@ fn join_existing_member(g: &mut ClassicGroup, req: JoinGroupRequest, token: Repl
         return reply(cx, token, JoinGroupResponse::error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, member_id));
     }
     if g.is_pending_member(&member_id) {
-        // A KIP-394 member rejoining with its assigned id (never static).
+        // A KIP-394 member rejoining with its assigned id. A pending member
+        // is never static: Kafka fails such a request with an internal
+        // error (an IllegalStateException, answered UNKNOWN_SERVER_ERROR
+        // with no member id) and changes nothing.
+        if req.group_instance_id.is_some() {
+            tracing::warn!(group = %g.group_id, member = %member_id, "JoinGroup with a group instance id for a pending member refused");
+            return reply(cx, token, JoinGroupResponse::error(ErrorCode::UNKNOWN_SERVER_ERROR, ""));
+        }
         return add_member_then_rebalance_or_complete_join(g, req, member_id, token, cx);
     }
     if let Err(e) = validate_existing_member(g, &member_id, req.group_instance_id.as_deref()) {

@@ -11,9 +11,6 @@ use crate::coordinator::messages::{LeaveGroupRequest, LeaveGroupResponse, LeaveM
 use crate::error_code::ErrorCode;
 
 pub fn leave_group(groups: &mut Groups, req: &LeaveGroupRequest, cx: &mut Cx) -> LeaveGroupResponse {
-    if req.group_id.is_empty() {
-        return LeaveGroupResponse { error: ErrorCode::INVALID_GROUP_ID, members: vec![] };
-    }
     let Some(g) = groups.get_mut(&req.group_id) else {
         // Every member is unknown; the protocol layer turns this into a
         // top-level error below v3.

@@ -13,7 +13,7 @@ pub mod sync;
 #[cfg(test)]
 mod history_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use crate::error_code::ErrorCode;
 use group::ClassicGroup;

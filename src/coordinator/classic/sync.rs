@@ -40,7 +40,8 @@ fn validate(g: &ClassicGroup, req: &SyncGroupRequest) -> Result<(), ErrorCode> {
     Ok(())
 }
 
-/// The checks Kafka makes before it looks at the group, whatever its type.
+/// The checks Kafka makes before it looks at the group, whatever its type
+/// (see `coordinator::prechecks`).
 pub fn precheck(req: &SyncGroupRequest) -> Option<ErrorCode> {
     if req.version >= 5 && (req.protocol_type.is_none() || req.protocol_name.is_none()) {
         return Some(ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
@@ -52,9 +53,6 @@ pub fn precheck(req: &SyncGroupRequest) -> Option<ErrorCode> {
 }
 
 pub fn sync_group(groups: &mut Groups, req: SyncGroupRequest, token: ReplyToken, cx: &mut Cx) {
-    if let Some(error) = precheck(&req) {
-        return reply(cx, token, error);
-    }
     let Some(g) = groups.get_mut(&req.group_id) else {
         return reply(cx, token, ErrorCode::UNKNOWN_MEMBER_ID);
     };

@@ -30,6 +30,7 @@ use crate::coordinator::messages::{
 };
 use crate::coordinator::records::Record;
 use crate::error_code::ErrorCode;
+use crate::protocol::consumer_protocol;
 
 /// Kafka's `validateConsumerGroupMember`: the member by id, or by instance
 /// id (which must map to this member id).
@@ -99,7 +100,7 @@ fn try_join(
         return Err((ErrorCode::MEMBER_ID_REQUIRED, member_id));
     }
     let first = req.protocols.first().ok_or_else(|| fail(ErrorCode::INCONSISTENT_GROUP_PROTOCOL))?;
-    let sub = embedded::parse_subscription(&first.metadata).map_err(|_| {
+    let sub = consumer_protocol::parse_subscription(&first.metadata).map_err(|_| {
         tracing::warn!(group = %req.group_id, member = %member_id, "malformed embedded consumer protocol in a JoinGroup subscription");
         fail(ErrorCode::UNKNOWN_SERVER_ERROR)
     })?;
@@ -200,11 +201,11 @@ fn try_sync(rt: &mut ConsumerRuntime, req: &SyncGroupRequest, cx: &mut Cx) -> Re
         .as_ref()
         .and_then(|c| c.supported_protocols.first().map(|(_, md)| md.clone()))
         .unwrap_or_default();
-    let version = embedded::version(&metadata).map_err(|_| {
+    let version = consumer_protocol::version(&metadata).map_err(|_| {
         tracing::error!(group = %req.group_id, member = %m.member_id, "malformed embedded consumer protocol in version deserialization");
         ErrorCode::UNKNOWN_SERVER_ERROR
     })?;
-    let assignment = embedded::encode_assignment(&embedded::to_named(&m.assigned, &rt.topics), version);
+    let assignment = consumer_protocol::encode_assignment(&embedded::to_named(&m.assigned, &rt.topics), version);
     rt.cancel_sync(&req.group_id, &m.member_id);
     let session = m.classic_session_timeout_ms().unwrap_or(cx.cfg.consumer.session_timeout_ms);
     rt.arm_session(&req.group_id, &m.member_id, session, cx);

@@ -22,7 +22,7 @@
 use bytes::Bytes;
 use indexmap::IndexMap;
 
-use super::embedded::{self, Malformed};
+use super::embedded;
 use super::group::{metadata_hash, replay, ConsumerGroup, ConsumerGroups, MemberState};
 use super::heartbeat::sorted_topics;
 use super::records::{
@@ -39,6 +39,7 @@ use crate::coordinator::records::{ConsumerKey, Record, RecordValue};
 use crate::coordinator::timers::Slot;
 use crate::coordinator::Groups;
 use crate::error_code::ErrorCode;
+use crate::protocol::consumer_protocol::{self, Malformed};
 
 /// Kafka's `validateOnlineUpgrade`: the policy allows it, the group uses
 /// the consumer protocol type, and it fits `group.consumer.max_size`.
@@ -81,8 +82,9 @@ pub fn upgrade(c: &ClassicGroup, image: &TopicImage) -> Result<Upgrade, Malforme
             Some(_) => m.metadata(protocol),
             None => m.protocols.first().map(|p| p.metadata.clone()).unwrap_or_default(),
         };
-        let sub = embedded::parse_subscription(&metadata)?;
-        let owned = if m.assignment.is_empty() { Vec::new() } else { embedded::parse_assignment(&m.assignment)? };
+        let sub = consumer_protocol::parse_subscription(&metadata)?;
+        let owned =
+            if m.assignment.is_empty() { Vec::new() } else { consumer_protocol::parse_assignment(&m.assignment)? };
         let assigned = embedded::to_assignment(&owned, image);
         let metadata = MemberMetadataValue {
             instance_id: m.group_instance_id.clone(),
@@ -243,10 +245,10 @@ pub fn downgrade(g: &ConsumerGroup, leaving: &str, image: &TopicImage, now: i64)
     let protocol = c.protocol_name.clone();
     let mut assigned: IndexMap<String, Bytes> = IndexMap::new();
     for m in c.members.values() {
-        let version =
-            embedded::version(&m.metadata(protocol.as_deref())).map_err(|_| "malformed metadata".to_string())?;
+        let version = consumer_protocol::version(&m.metadata(protocol.as_deref()))
+            .map_err(|_| "malformed metadata".to_string())?;
         let target = embedded::to_named(&g.target_of(&m.member_id), image);
-        assigned.insert(m.member_id.clone(), embedded::encode_assignment(&target, version));
+        assigned.insert(m.member_id.clone(), consumer_protocol::encode_assignment(&target, version));
     }
     for (id, bytes) in assigned {
         if let Some(m) = c.members.get_mut(&id) {

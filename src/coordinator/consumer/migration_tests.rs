@@ -9,7 +9,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use uuid::Uuid;
 
-use super::embedded;
 use super::group::MemberState;
 use super::messages::{ConsumerHeartbeatRequest, ConsumerHeartbeatResponse};
 use super::records::Assignment;
@@ -93,7 +92,8 @@ fn classic_sync(h: &mut Harness, member: &str, generation: i32) -> SyncGroupResp
 }
 
 fn partitions_of(assignment: &[u8]) -> Vec<i32> {
-    let named = embedded::parse_assignment(assignment).expect("a consumer protocol assignment");
+    let named =
+        crate::protocol::consumer_protocol::parse_assignment(assignment).expect("a consumer protocol assignment");
     named.into_iter().filter(|(t, _)| t == "foo").flat_map(|(_, ps)| ps).collect()
 }
 
@@ -111,7 +111,8 @@ fn classic_group(h: &mut Harness) -> (i32, String, String) {
     assert_eq!((ra.error, rb.error), (ErrorCode::NONE, ErrorCode::NONE));
     let generation = ra.generation_id;
     let leader = ra.leader.clone();
-    let enc = |ps: &[i32]| embedded::encode_assignment(&[("foo".to_string(), ps.to_vec())], 0);
+    let enc =
+        |ps: &[i32]| crate::protocol::consumer_protocol::encode_assignment(&[("foo".to_string(), ps.to_vec())], 0);
     let assignments = vec![(a.clone(), enc(&[0, 1, 2])), (b.clone(), enc(&[3, 4, 5]))];
     let (first, second) = if leader == a { (&a, &b) } else { (&b, &a) };
     let t1 = h.send(Request::Sync(sync_req(first, generation, assignments)));

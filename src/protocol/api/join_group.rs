@@ -60,9 +60,10 @@ pub fn encode(resp: &m::JoinGroupResponse, version: i16, out: &mut BytesMut) -> 
                 .collect(),
         );
     // Below v7 the name is not nullable: a missing protocol is "". From v7
-    // it is nullable and the type is present.
+    // it is nullable, "" is sent as null (as Kafka's JoinGroupResponse
+    // does), and the type is present.
     r.protocol_name = if version >= 7 {
-        osb(resp.protocol_name.clone())
+        osb(resp.protocol_name.clone().filter(|name| !name.is_empty()))
     } else {
         Some(sb(resp.protocol_name.clone().unwrap_or_default()))
     };

@@ -119,7 +119,7 @@ mod tests {
     use kafka_protocol::protocol::Decodable;
 
     #[test]
-    fn a_v1_client_sees_a_group_level_error_in_every_partition_it_asked_for() {
+    fn while_the_group_loads_v1_answers_no_partitions_and_v2_the_group_error_as_kafka_4() {
         let req = Request::Fetch {
             group: m::OffsetFetchGroup {
                 group_id: "g".into(),
@@ -130,11 +130,14 @@ mod tests {
             require_stable: false,
         };
         let Response::Fetch(group) = req.error_response(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS) else { panic!() };
-        let mut out = BytesMut::new();
-        encode(&m::OffsetFetchResponse { groups: vec![group] }, 1, &mut out).unwrap();
-        let r = OffsetFetchResponse::decode(&mut out.freeze(), 1).unwrap();
-        let parts: Vec<(i32, i64, i16)> =
-            r.topics[0].partitions.iter().map(|p| (p.partition_index, p.committed_offset, p.error_code)).collect();
-        assert_eq!(parts, vec![(0, -1, 14), (1, -1, 14)]);
+        let answer = |version| {
+            let mut out = BytesMut::new();
+            encode(&m::OffsetFetchResponse { groups: vec![group.clone()] }, version, &mut out).unwrap();
+            OffsetFetchResponse::decode(&mut out.freeze(), version).unwrap()
+        };
+        let v1 = answer(1);
+        assert!(v1.topics.is_empty());
+        let v2 = answer(2);
+        assert_eq!((v2.error_code, v2.topics.len()), (14, 0));
     }
 }
