@@ -21,8 +21,7 @@ fn sb(s: &str) -> StrBytes {
 
 /// A shard with one Stable single-member group "g"; returns (core, member id).
 fn stable_shard() -> (ShardCore, MemorySink, String) {
-    let mut cfg = CoreConfig::default();
-    cfg.initial_rebalance_delay_ms = 0;
+    let cfg = CoreConfig { initial_rebalance_delay_ms: 0, ..CoreConfig::default() };
     let mut core = ShardCore::new(cfg, Box::new(CountingIds::default()));
     let mut sink = MemorySink::default();
     let mut out: Vec<Reply> = Vec::new();

@@ -134,7 +134,27 @@ pub fn address_space_limit() -> Option<u64> {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit only writes the struct we pass.
     let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0;
-    (ok && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur as u64)
+    (ok && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
+/// Keeps buffers of up to 32 MiB on glibc's heap instead of mapping each
+/// one afresh. Fetch responses and produce requests of several MiB pass
+/// through kcoord on every request; above glibc's default mmap threshold
+/// each was a new mapping, so every one paid page faults and the kernel's
+/// zeroing on first touch, then an munmap. Profiling a sidecar under a
+/// librdkafka fetch load put those at about 30 % of its CPU time, and
+/// fetch throughput through the sidecar went from ~0.8 to ~0.9–1.0 of
+/// direct with them gone. Freed heap memory is returned to the system
+/// once 128 MiB of it sits at the top of the heap. Called once by the
+/// binary at start-up; a no-op other than with glibc.
+pub fn keep_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning parameters; it is
+    // called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 * 1024 * 1024);
+    }
 }
 
 #[cfg(test)]
@@ -170,25 +190,5 @@ mod tests {
             assert!(!p.is_null());
             a.dealloc(p, Layout::from_size_align(HUGE_ALLOCATION, 8).unwrap());
         }
-    }
-}
-
-/// Keeps buffers of up to 32 MiB on glibc's heap instead of mapping each
-/// one afresh. Fetch responses and produce requests of several MiB pass
-/// through kcoord on every request; above glibc's default mmap threshold
-/// each was a new mapping, so every one paid page faults and the kernel's
-/// zeroing on first touch, then an munmap. Profiling a sidecar under a
-/// librdkafka fetch load put those at about 30 % of its CPU time, and
-/// fetch throughput through the sidecar went from ~0.8 to ~0.9–1.0 of
-/// direct with them gone. Freed heap memory is returned to the system
-/// once 128 MiB of it sits at the top of the heap. Called once by the
-/// binary at start-up; a no-op other than with glibc.
-pub fn keep_large_buffers() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator tuning parameters; it is
-    // called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 * 1024 * 1024);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 * 1024 * 1024);
     }
 }

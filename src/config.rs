@@ -55,6 +55,7 @@ pub enum LogFormat {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[derive(Default)]
 pub struct Config {
     pub server: ServerConfig,
     pub storage: StorageConfig,
@@ -362,6 +363,7 @@ pub struct LogConfig {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[derive(Default)]
 pub struct MetricsConfig {
     /// host:port of the Prometheus and JSON HTTP listener; empty disables it.
     pub listen: String,
@@ -533,28 +535,6 @@ impl Default for TopicsConfig {
 impl Default for LogConfig {
     fn default() -> Self {
         LogConfig { level: "info".into(), format: LogFormat::Text }
-    }
-}
-
-impl Default for MetricsConfig {
-    fn default() -> Self {
-        MetricsConfig { listen: String::new() }
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            server: ServerConfig::default(),
-            storage: StorageConfig::default(),
-            group: GroupConfig::default(),
-            offsets: OffsetsConfig::default(),
-            topics: TopicsConfig::default(),
-            log: LogConfig::default(),
-            metrics: MetricsConfig::default(),
-            sidecar: SidecarConfig::default(),
-            security: SecurityConfig::default(),
-        }
     }
 }
 

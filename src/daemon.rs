@@ -183,6 +183,7 @@ fn local_addr(listener: &TcpListener, addr: &str) -> Result<SocketAddr, StartErr
 }
 
 /// Starts the HTTP listener (if configured) and the Kafka listeners.
+#[allow(clippy::too_many_arguments, reason = "called once, from start-up, with what start-up built")]
 async fn launch(
     services: Arc<Services>,
     listeners: Vec<(TcpListener, ListenerInfo, Arc<ListenerSecurity>)>,

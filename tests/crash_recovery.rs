@@ -123,17 +123,14 @@ async fn check(addr: SocketAddr, ledger: &Ledger) -> usize {
         for p in &r.topics[0].partitions {
             let key = (group, p.partition_index);
             let sent = ledger.sent.get(&key).cloned().unwrap_or_default();
-            match ledger.acked.get(&key) {
-                Some(&acked) => {
-                    assert!(
-                        p.committed_offset >= acked,
-                        "group {group} partition {}: acknowledged {acked} but fetched {}",
-                        p.partition_index,
-                        p.committed_offset
-                    );
-                    checked += 1;
-                }
-                None => {}
+            if let Some(&acked) = ledger.acked.get(&key) {
+                assert!(
+                    p.committed_offset >= acked,
+                    "group {group} partition {}: acknowledged {acked} but fetched {}",
+                    p.partition_index,
+                    p.committed_offset
+                );
+                checked += 1;
             }
             if p.committed_offset >= 0 {
                 assert!(sent.contains(&p.committed_offset), "fetched {} which was never sent", p.committed_offset);
@@ -170,13 +167,11 @@ async fn acknowledged_commits_survive_sigkill() {
             next[g] = t.await.unwrap();
         }
         daemon = start(dir.path(), &listen);
-        let l = ledger.lock().unwrap();
-        let acked: usize = l.acked.len();
-        let sent: usize = l.sent.values().map(|v| v.len()).sum();
+        let snapshot = std::mem::take(&mut *ledger.lock().unwrap());
+        let acked: usize = snapshot.acked.len();
+        let sent: usize = snapshot.sent.values().map(|v| v.len()).sum();
         eprintln!("round {round}: {sent} commits sent, {acked} partitions with acknowledged commits");
         assert!(acked > 0, "round {round}: no commit was acknowledged");
-        drop(l);
-        let snapshot = std::mem::take(&mut *ledger.lock().unwrap());
         total_checked += check(daemon.addr, &snapshot).await;
         *ledger.lock().unwrap() = snapshot;
     }

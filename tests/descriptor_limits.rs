@@ -218,7 +218,7 @@ async fn under_a_low_open_file_limit_creation_stops_at_the_cap_and_commits_produ
     d.stop();
     let d = start(dir.path(), LIMIT, &settings).expect("restarts with more partitions than the limit");
     let mut c = Client::connect(d.addr).await;
-    let answers = metadata(&mut c, &created_names.to_vec()).await;
+    let answers = metadata(&mut c, created_names).await;
     assert!(answers.iter().all(|(_, e)| *e == 0), "every topic is back: {answers:?}");
     commits_succeed(&mut c, created_names, 2).await;
     for topic in created_names.iter().rev().take(50) {

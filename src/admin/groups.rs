@@ -78,12 +78,15 @@ pub async fn list(cluster: &mut Cluster, show_state: bool, states: &[String]) ->
     Ok(table(&["GROUP", "STATE"], &rows))
 }
 
+/// A member: id, client id, host, and its assigned topic-partitions.
+type MemberRow = (String, String, String, Vec<(String, i32)>);
+
 /// A described group with its committed offsets.
 struct Snapshot {
     state: String,
     protocol: String,
     coordinator: String,
-    members: Vec<(String, String, String, Vec<(String, i32)>)>,
+    members: Vec<MemberRow>,
     committed: BTreeMap<(String, i32), (i64, String)>,
 }
 

@@ -348,9 +348,12 @@ pub fn delete_topic_offsets(topic: &str, cx: &mut Cx) -> ErrorCode {
     }
 }
 
+/// When an offset's retention starts counting, by offset.
+type RetentionBase<'a> = Box<dyn Fn(&OffsetValue) -> i64 + 'a>;
+
 /// Kafka's `OffsetExpirationCondition` for a group: the timestamp each
 /// offset's retention counts from, or None if nothing may expire now.
-fn expiration_base(g: &ClassicGroup) -> Option<Box<dyn Fn(&OffsetValue) -> i64 + '_>> {
+fn expiration_base(g: &ClassicGroup) -> Option<RetentionBase<'_>> {
     match &g.protocol_type {
         Some(_) if g.is(GroupState::Empty) => {
             // Retention starts when the group became empty.

@@ -415,10 +415,7 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn array_len(&mut self) -> Result<usize, RecordError> {
-        let n = match self.len(true)? {
-            None => 0,
-            Some(n) => n,
-        };
+        let n = self.len(true)?.unwrap_or_default();
         // Every element takes at least one byte: refuse absurd counts before
         // reserving anything.
         if n > self.buf.remaining() {

@@ -46,6 +46,7 @@ pub fn coordinator_clock_ms() -> i64 {
 }
 
 /// A message to a shard.
+#[allow(clippy::large_enum_variant, reason = "requests are most messages; boxing them would add an allocation to each")]
 pub enum ShardMsg {
     Request { req: Request, reply: oneshot::Sender<Response> },
     Shutdown { done: oneshot::Sender<()> },

@@ -44,6 +44,12 @@ pub fn test_config() -> CoreConfig {
 
 pub const T0: i64 = 1_700_000_000_000;
 
+impl Default for Harness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Harness {
     pub fn new() -> Self {
         Self::with(test_config())

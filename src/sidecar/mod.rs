@@ -35,6 +35,9 @@ use crate::protocol::header;
 use crate::topics::Catalog;
 use mirror::Mirror;
 use rewrite::{NodeEndpoints, Rewrite};
+
+/// A broker's advertised API versions: (key, min, max).
+type VersionTable = Vec<(i16, i16, i16)>;
 use upstream::{ClusterView, Upstream};
 
 /// How a sidecar handles one request frame.
@@ -63,7 +66,7 @@ pub struct Sidecar {
     pub nodes: NodeEndpoints,
     catalog: Arc<Catalog>,
     /// Advertised API versions per fronted broker, learned once.
-    tables: Mutex<HashMap<i32, Arc<Vec<(i16, i16, i16)>>>>,
+    tables: Mutex<HashMap<i32, Arc<VersionTable>>>,
     max_response_bytes: usize,
     max_buffered_bytes: usize,
     metadata_refresh: Duration,

@@ -346,7 +346,8 @@ fn an_active_segment_that_changed_after_its_clean_close_is_scanned_and_its_torn_
     // Something was written after the marker: half a frame, as a crash leaves.
     let segment = segment_path(tmp.path(), 0);
     let mut bytes = std::fs::read(&segment).unwrap();
-    bytes.extend_from_slice(&bytes[..FRAME as usize - 3].to_vec());
+    let torn = bytes[..FRAME as usize - 3].to_vec();
+    bytes.extend_from_slice(&torn);
     std::fs::write(&segment, bytes).unwrap();
     let (log, seen) = open_trusting(tmp.path(), 4).unwrap();
     assert_eq!(payloads(&seen), (0..3).map(record).collect::<Vec<_>>(), "scanned in full");

@@ -270,8 +270,9 @@ async fn drive(lane: &mut Lane, members: Members, stop: Arc<AtomicBool>, v: Vers
         }
     }
     loop {
-        // Queue the next request of every idle member.
-        let mut wrote = false;
+        // Encode the next request of every idle member under the lock, then
+        // queue them without it (the lock is never held across an await).
+        let mut frames = Vec::new();
         {
             let mut ms = members.lock().unwrap_or_else(|p| p.into_inner());
             for (li, &mi) in lane.members.iter().enumerate() {
@@ -295,12 +296,15 @@ async fn drive(lane: &mut Lane, members: Members, stop: Arc<AtomicBool>, v: Vers
                 };
                 if let Some(sent) = req {
                     let (corr, frame) = encode(&mut lane.conn, sent, m, v)?;
-                    lane.conn.buffer(&frame).await?;
-                    inflight.push_back((corr, sent));
+                    frames.push((corr, frame, sent));
                     busy[li] = true;
-                    wrote = true;
                 }
             }
+        }
+        let wrote = !frames.is_empty();
+        for (corr, frame, sent) in frames {
+            lane.conn.buffer(&frame).await?;
+            inflight.push_back((corr, sent));
         }
         if wrote {
             lane.conn.flush().await?;

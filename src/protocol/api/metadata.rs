@@ -24,7 +24,7 @@ pub fn decode(body: &mut Bytes, version: i16) -> Result<cluster::MetadataRequest
             t.iter()
                 .map(|t| {
                     // A lookup by id carries a null name (an empty one from lenient clients).
-                    let name = t.name.as_ref().map(|n| st(&n.0)).filter(|n| !(n.is_empty() && !t.topic_id.is_nil()));
+                    let name = t.name.as_ref().map(|n| st(&n.0)).filter(|n| !n.is_empty() || t.topic_id.is_nil());
                     TopicRef { name, id: t.topic_id }
                 })
                 .collect(),
