@@ -198,7 +198,7 @@ pub struct GroupConfig {
     pub consumer: ConsumerGroupConfig,
 }
 
-/// Kafka's `group.consumer.*` broker settings (spec §5.2), with its
+/// Kafka's `group.consumer.*` broker settings, with its
 /// defaults and the same start-up checks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

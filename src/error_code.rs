@@ -104,7 +104,7 @@ impl ErrorCode {
     }
 
     /// Kafka's mapping of errors raised by a coordinator write before they
-    /// reach the wire (`CoordinatorOperationExceptionHelper`, spec §0.2).
+    /// reach the wire (`CoordinatorOperationExceptionHelper`).
     pub fn for_coordinator_write(self) -> ErrorCode {
         match self {
             ErrorCode::UNKNOWN_TOPIC_OR_PARTITION | ErrorCode::NOT_ENOUGH_REPLICAS | ErrorCode::REQUEST_TIMED_OUT => {

@@ -1,5 +1,5 @@
 //! OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups and offset
-//! retention (spec §3, Kafka's `OffsetMetadataManager`).
+//! retention (Kafka's `OffsetMetadataManager`).
 
 use crate::coordinator::Groups;
 
@@ -327,7 +327,7 @@ pub fn delete_group(groups: &mut Groups, group_id: &str, cx: &mut Cx) -> ErrorCo
     }
 }
 
-/// Topic deletion (spec §3.5): tombstones for every group's offsets on the
+/// Topic deletion (Kafka's `onPartitionsDeleted`): tombstones for every group's offsets on the
 /// topic. Groups themselves stay (retention removes empty ones later).
 pub fn delete_topic_offsets(topic: &str, cx: &mut Cx) -> ErrorCode {
     let mut records = Vec::new();

@@ -1,5 +1,5 @@
 //! Committed offsets under simulated time: OffsetCommit and OffsetFetch by
-//! group state (Kafka's edge cases, spec §8.3), OffsetDelete and group
+//! group state (Kafka's edge cases), OffsetDelete and group
 //! deletion, expiry, failed writes, and topic deletion.
 
 use crate::coordinator::classic::tests::stable_group;

@@ -28,7 +28,7 @@ pub fn partition_for(group_id: &str, partitions: u32) -> u32 {
 mod tests {
     use super::*;
 
-    /// Test vectors from the spec (§6), computed with Java.
+    /// Test vectors computed with Java's `String.hashCode`.
     #[test]
     fn routing_matches_kafkas_partition_for() {
         let cases: &[(&str, i32, u32)] = &[

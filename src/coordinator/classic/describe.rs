@@ -1,4 +1,4 @@
-//! DescribeGroups and ListGroups (spec §2.14).
+//! DescribeGroups and ListGroups (Kafka's `describeGroups`, `listGroups`).
 
 use crate::coordinator::Groups;
 

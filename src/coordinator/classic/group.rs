@@ -448,7 +448,7 @@ impl ClassicGroup {
 
     /// The record Kafka writes when a group is created by a JoinGroup that
     /// wrote nothing else: generation 0, no members, and no protocol type
-    /// even if the joining member already gave the group one (spec §2.5).
+    /// even if the joining member already gave the group one, as Kafka's `classicGroupJoin` does.
     pub fn empty_record(&self) -> GroupValue {
         GroupValue {
             protocol_type: String::new(),

@@ -1,4 +1,4 @@
-//! Heartbeat (spec §2.8).
+//! Heartbeat (Kafka's `classicGroupHeartbeat`).
 
 use crate::coordinator::Groups;
 

@@ -1,4 +1,4 @@
-//! JoinGroup (spec §2.5, Kafka's `classicGroupJoin`), including KIP-394
+//! JoinGroup (Kafka's `classicGroupJoin`), including KIP-394
 //! member-id assignment and KIP-345 static-member replacement.
 
 use crate::coordinator::Groups;

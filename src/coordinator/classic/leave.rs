@@ -1,4 +1,4 @@
-//! LeaveGroup (spec §2.12), including KIP-345 batch leave by instance id.
+//! LeaveGroup (Kafka's `classicGroupLeave`), including KIP-345 batch leave by instance id.
 
 use crate::coordinator::Groups;
 

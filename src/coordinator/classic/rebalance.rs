@@ -1,7 +1,7 @@
 //! The rebalance machinery shared by every classic API: preparing and
 //! completing the join phase (with the initial delay), the pending-sync
 //! timeout, session expiry, assignment propagation. Follows Kafka's
-//! `GroupMetadataManager` step by step (spec §2.6, §2.9).
+//! `GroupMetadataManager` step by step.
 
 use std::collections::HashMap;
 

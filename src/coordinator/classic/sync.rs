@@ -1,4 +1,4 @@
-//! SyncGroup (spec §2.7): followers wait; the leader's assignment is
+//! SyncGroup (Kafka's `classicGroupSync`): followers wait; the leader's assignment is
 //! written as a GroupMetadata record and, once written, sent to everyone.
 
 use crate::coordinator::Groups;

@@ -1,5 +1,5 @@
 //! The classic group state machine under simulated time: Kafka's own edge
-//! cases (spec §8.3), the initial-delay arithmetic and static membership.
+//! cases (those its GroupMetadataManager tests check), the initial-delay arithmetic and static membership.
 
 use bytes::Bytes;
 
