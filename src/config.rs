@@ -65,6 +65,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     pub sidecar: SidecarConfig,
     pub security: SecurityConfig,
+    /// ACLs (Kafka's StandardAuthorizer settings).
+    pub authorizer: crate::security::acl::AuthorizerConfig,
 }
 
 /// TLS and SASL for the listeners that use them (Kafka's `ssl.*` and
@@ -554,6 +556,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             sidecar: SidecarConfig::default(),
             security: SecurityConfig::default(),
+            authorizer: Default::default(),
         }
     }
 }
