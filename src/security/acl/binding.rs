@@ -160,9 +160,11 @@ impl AclBinding {
         Ok(())
     }
 
-    /// Whether the ACL applies to `principal` connecting from `host`.
+    /// Whether the ACL applies to `principal` connecting from `host`. Hosts
+    /// compare as addresses, so `::1` and Java's `0:0:0:0:0:0:0:1` match.
     pub fn applies_to(&self, principal: &str, host: &str) -> bool {
-        (self.principal == principal || self.principal == WILDCARD_PRINCIPAL) && (self.host == "*" || self.host == host)
+        (self.principal == principal || self.principal == WILDCARD_PRINCIPAL)
+            && (self.host == "*" || self.host == host || same_address(&self.host, host))
     }
 }
 
@@ -180,6 +182,13 @@ impl fmt::Display for AclBinding {
             self.operation,
             self.permission_type
         )
+    }
+}
+
+fn same_address(a: &str, b: &str) -> bool {
+    match (a.parse::<std::net::IpAddr>(), b.parse::<std::net::IpAddr>()) {
+        (Ok(a), Ok(b)) => a.to_canonical() == b.to_canonical(),
+        _ => false,
     }
 }
 

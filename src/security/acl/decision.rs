@@ -130,8 +130,10 @@ impl AclSet {
         let applies = |acl: &&AclBinding| acl.resource_type == rt && acl.applies_to(principal, host);
         let denies = |acl: &AclBinding| acl.permission_type == Permission::Deny && acl.operation.denies(op);
         let all = || self.all().filter(applies);
-        let deny_literal: Vec<&str> =
-            all().filter(|a| denies(a) && a.pattern_type == PatternType::Literal).map(|a| a.resource_name.as_str()).collect();
+        let deny_literal: Vec<&str> = all()
+            .filter(|a| denies(a) && a.pattern_type == PatternType::Literal)
+            .map(|a| a.resource_name.as_str())
+            .collect();
         if deny_literal.contains(&"*") {
             return false;
         }

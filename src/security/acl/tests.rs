@@ -6,7 +6,15 @@ use super::*;
 
 const LOCAL: &str = "127.0.0.1";
 
-fn acl(rt: ResourceType, name: &str, pt: PatternType, principal: &str, host: &str, op: Operation, p: Permission) -> AclBinding {
+fn acl(
+    rt: ResourceType,
+    name: &str,
+    pt: PatternType,
+    principal: &str,
+    host: &str,
+    op: Operation,
+    p: Permission,
+) -> AclBinding {
     AclBinding {
         resource_type: rt,
         resource_name: name.into(),
@@ -44,37 +52,75 @@ fn bar_group_for_everyone(op: Operation, p: Permission) -> AclBinding {
 #[test]
 fn allow_everyone_if_no_acl_found_applies_only_to_resources_no_acl_names() {
     let acls = || vec![acl(Topic, "topic1", Literal, "User:Alice", "*", Read, Allow)];
-    check("enabled", acls(), true, &[("bob", LOCAL, Read, Topic, "topic1", false), ("bob", LOCAL, Read, Topic, "topic2", true)]);
-    check("disabled", acls(), false, &[("bob", LOCAL, Read, Topic, "topic1", false), ("bob", LOCAL, Read, Topic, "topic2", false)]);
+    check(
+        "enabled",
+        acls(),
+        true,
+        &[("bob", LOCAL, Read, Topic, "topic1", false), ("bob", LOCAL, Read, Topic, "topic2", true)],
+    );
+    check(
+        "disabled",
+        acls(),
+        false,
+        &[("bob", LOCAL, Read, Topic, "topic1", false), ("bob", LOCAL, Read, Topic, "topic2", false)],
+    );
 }
 
 #[test]
 fn read_write_delete_and_alter_imply_describe_and_alter_configs_implies_describe_configs() {
     for op in [Read, Write, Delete, Alter, Describe, All] {
-        check("implied describe", vec![foo_prefixed_for_bob(op, Allow)], false, &[("bob", LOCAL, Describe, Topic, "foo_bar", true)]);
+        check(
+            "implied describe",
+            vec![foo_prefixed_for_bob(op, Allow)],
+            false,
+            &[("bob", LOCAL, Describe, Topic, "foo_bar", true)],
+        );
     }
-    check("create implies nothing", vec![foo_prefixed_for_bob(Create, Allow)], false, &[("bob", LOCAL, Describe, Topic, "foo_bar", false)]);
+    check(
+        "create implies nothing",
+        vec![foo_prefixed_for_bob(Create, Allow)],
+        false,
+        &[("bob", LOCAL, Describe, Topic, "foo_bar", false)],
+    );
     for op in [Read, Write, Delete, Alter] {
         // A DENY implies nothing: DENY READ does not deny DESCRIBE.
         let acls = vec![foo_prefixed_for_bob(op, Deny), foo_prefixed_for_bob(Describe, Allow)];
         check("deny implies nothing", acls, false, &[("bob", LOCAL, Describe, Topic, "foo_bar", true)]);
     }
-    check("deny describe", vec![foo_prefixed_for_bob(Describe, Deny)], false, &[("bob", LOCAL, Describe, Topic, "foo_bar", false)]);
+    check(
+        "deny describe",
+        vec![foo_prefixed_for_bob(Describe, Deny)],
+        false,
+        &[("bob", LOCAL, Describe, Topic, "foo_bar", false)],
+    );
     for op in [AlterConfigs, DescribeConfigs, All] {
-        check("implied describe configs", vec![foo_prefixed_for_bob(op, Allow)], false, &[("bob", LOCAL, DescribeConfigs, Topic, "foo_bar", true)]);
+        check(
+            "implied describe configs",
+            vec![foo_prefixed_for_bob(op, Allow)],
+            false,
+            &[("bob", LOCAL, DescribeConfigs, Topic, "foo_bar", true)],
+        );
     }
     let acls = vec![foo_prefixed_for_bob(AlterConfigs, Deny), foo_prefixed_for_bob(DescribeConfigs, Allow)];
     check(
         "deny alter configs",
         acls,
         false,
-        &[("bob", LOCAL, DescribeConfigs, Topic, "foo_bar", true), ("bob", LOCAL, AlterConfigs, Topic, "foo_bar", false)],
+        &[
+            ("bob", LOCAL, DescribeConfigs, Topic, "foo_bar", true),
+            ("bob", LOCAL, AlterConfigs, Topic, "foo_bar", false),
+        ],
     );
 }
 
 #[test]
 fn an_acl_applies_to_its_principal_and_to_the_wildcard_principal_only() {
-    check("named", vec![foo_prefixed_for_bob(Read, Allow)], false, &[("bob", LOCAL, Read, Topic, "foo_bar", true), ("alice", LOCAL, Read, Topic, "foo_bar", false)]);
+    check(
+        "named",
+        vec![foo_prefixed_for_bob(Read, Allow)],
+        false,
+        &[("bob", LOCAL, Read, Topic, "foo_bar", true), ("alice", LOCAL, Read, Topic, "foo_bar", false)],
+    );
     check("wildcard", vec![bar_group_for_everyone(Read, Deny)], true, &[("alice", LOCAL, Read, Group, "bar", false)]);
 }
 
@@ -86,7 +132,12 @@ fn simple_authorizations() {
         bar_group_for_everyone(DescribeConfigs, Allow),
         bar_group_for_everyone(AlterConfigs, Allow),
     ];
-    check("simple", acls, false, &[("bob", LOCAL, Read, Topic, "foo_", true), ("fred", LOCAL, AlterConfigs, Group, "bar", true)]);
+    check(
+        "simple",
+        acls,
+        false,
+        &[("bob", LOCAL, Read, Topic, "foo_", true), ("fred", LOCAL, AlterConfigs, Group, "bar", true)],
+    );
 }
 
 #[test]
@@ -233,7 +284,12 @@ fn a_literal_acl_is_not_a_prefix_and_resource_types_do_not_mix() {
 #[test]
 fn super_users_are_allowed_everything_even_against_a_deny() {
     let acls = vec![acl(Topic, "*", Literal, "User:*", "*", All, Deny)];
-    check("super user", acls, false, &[("admin", LOCAL, Delete, Topic, "t", true), ("bob", LOCAL, Read, Topic, "t", false)]);
+    check(
+        "super user",
+        acls,
+        false,
+        &[("admin", LOCAL, Delete, Topic, "t", true), ("bob", LOCAL, Read, Topic, "t", false)],
+    );
 }
 
 #[test]
