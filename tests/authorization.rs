@@ -321,3 +321,33 @@ async fn a_broken_acl_file_keeps_the_daemon_from_starting() {
     let err = kcoord::Daemon::start(config).await.err().expect("refused");
     assert!(err.to_string().contains("ACL file"), "{err}");
 }
+
+#[tokio::test]
+async fn a_sidecar_authorizes_the_group_apis_it_serves_and_leaves_forwarded_ones_to_the_upstream() {
+    let up = TestServer::start_with(&["topics.define=[\"t:3\"]", "server.node_id=1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let acl_file = dir.path().join("acls.json");
+    // The sidecar's clients are plaintext: User:ANONYMOUS.
+    for a in [allow("ANONYMOUS", "Read", "group", "open"), allow("ANONYMOUS", "Read", "topic", "t")] {
+        acls::add(&AclArgs { file: acl_file.clone(), ..a }).unwrap();
+    }
+    let settings = [
+        format!("sidecar.upstream=[\"{}\"]", up.addr),
+        "authorizer.enabled=true".to_string(),
+        format!("authorizer.acl_file=\"{}\"", acl_file.display()),
+    ];
+    let refs: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let side = TestServer::start_with(&refs).await;
+    let mut c = side.client().await;
+    assert_eq!(
+        commit_errors(&c.send(&commit_req("closed", &["t"]), 8).await),
+        vec![("t".into(), GROUP_AUTHORIZATION_FAILED)]
+    );
+    assert_eq!(commit_errors(&c.send(&commit_req("open", &["t"]), 8).await), vec![("t".into(), 0)]);
+    assert_eq!(c.send(&join_req("closed"), 5).await.error_code, GROUP_AUTHORIZATION_FAILED);
+    // Metadata is forwarded: the upstream (no authorizer) answers it.
+    let all = MetadataRequest::default().with_topics(None);
+    assert_eq!(metadata_topics(&c.send(&all, 9).await), vec![("t".into(), 0)]);
+    side.shutdown().await;
+    up.shutdown().await;
+}
