@@ -351,3 +351,83 @@ async fn a_sidecar_authorizes_the_group_apis_it_serves_and_leaves_forwarded_ones
     side.shutdown().await;
     up.shutdown().await;
 }
+
+fn acl_creation(user: &str, group: &str) -> kafka_protocol::messages::create_acls_request::AclCreation {
+    kafka_protocol::messages::create_acls_request::AclCreation::default()
+        .with_resource_type(3) // GROUP
+        .with_resource_name(sb(group))
+        .with_resource_pattern_type(3) // LITERAL
+        .with_principal(sb(&format!("User:{user}")))
+        .with_host(sb("*"))
+        .with_operation(3) // READ
+        .with_permission_type(3) // ALLOW
+}
+
+fn group_filter(group: &str) -> DescribeAclsRequest {
+    DescribeAclsRequest::default()
+        .with_resource_type_filter(3)
+        .with_resource_name_filter(Some(sb(group)))
+        .with_pattern_type_filter(2) // MATCH
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(1)
+        .with_permission_type(1)
+}
+
+#[tokio::test]
+async fn acls_created_and_deleted_over_the_wire_take_effect_at_once_and_are_in_the_file() {
+    const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+    let s = start(usual_acls()).await;
+    let mut bob = login(s.server.addr, "bob").await;
+    let create = CreateAclsRequest::default().with_creations(vec![acl_creation("bob", "g")]);
+    let r = bob.send(&create, 3).await;
+    assert_eq!(r.results[0].error_code, CLUSTER_AUTHORIZATION_FAILED, "bob may not alter the cluster");
+    assert_eq!(bob.send(&group_filter("g"), 3).await.error_code, CLUSTER_AUTHORIZATION_FAILED);
+
+    let mut admin = login(s.server.addr, "admin").await;
+    let bad = acl_creation("bob", "g").with_operation(1); // ANY is a filter, not an operation
+    let r = admin.send(&CreateAclsRequest::default().with_creations(vec![acl_creation("bob", "g"), bad]), 3).await;
+    let errors: Vec<i16> = r.results.iter().map(|x| x.error_code).collect();
+    assert_eq!(errors, vec![0, 42]);
+    // Answered once durable: in the file, and in force, without a reload.
+    assert!(std::fs::read_to_string(&s.acl_file).unwrap().contains("\"resource_name\": \"g\""));
+    assert_eq!(bob.send(&join_req("g"), 5).await.error_code, MEMBER_ID_REQUIRED);
+
+    let r = admin.send(&group_filter("g"), 3).await;
+    let principals: Vec<(String, String)> = r
+        .resources
+        .iter()
+        .flat_map(|res| res.acls.iter().map(move |a| (res.resource_name.to_string(), a.principal.to_string())))
+        .collect();
+    assert_eq!(principals, vec![("g".into(), "User:alice".into()), ("g".into(), "User:bob".into())]);
+
+    let delete = DeleteAclsRequest::default().with_filters(vec![
+        kafka_protocol::messages::delete_acls_request::DeleteAclsFilter::default()
+            .with_resource_type_filter(3)
+            .with_resource_name_filter(Some(sb("g")))
+            .with_pattern_type_filter(3)
+            .with_principal_filter(Some(sb("User:bob")))
+            .with_host_filter(None)
+            .with_operation(1)
+            .with_permission_type(1),
+    ]);
+    let r = admin.send(&delete, 3).await;
+    assert_eq!(r.filter_results[0].error_code, 0);
+    assert_eq!(r.filter_results[0].matching_acls.len(), 1);
+    assert_eq!(bob.send(&join_req("g"), 5).await.error_code, GROUP_AUTHORIZATION_FAILED);
+    let in_file = kcoord::security::acl::store::AclFile::load(&s.acl_file).unwrap().acls;
+    assert!(!in_file.iter().any(|a| a.principal == "User:bob" && a.resource_name == "g"), "{in_file:?}");
+    s.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_an_authorizer_the_acl_apis_answer_security_disabled_and_everything_is_allowed() {
+    const SECURITY_DISABLED: i16 = 54;
+    let server = TestServer::start_with(&[TOPICS]).await;
+    let mut c = server.client().await;
+    let r = c.send(&CreateAclsRequest::default().with_creations(vec![acl_creation("bob", "g")]), 2).await;
+    assert_eq!(r.results[0].error_code, SECURITY_DISABLED);
+    assert_eq!(c.send(&group_filter("g"), 2).await.error_code, SECURITY_DISABLED);
+    assert_eq!(c.send(&join_req("g"), 5).await.error_code, MEMBER_ID_REQUIRED);
+    server.shutdown().await;
+}

@@ -13,10 +13,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::authorize::{default_message, Guard};
 use super::{observe, ListenerInfo, Services};
 use crate::protocol::api::{
-    api_versions, consumer_group_describe, consumer_group_heartbeat, create_partitions, create_topics, delete_groups,
-    delete_topics, describe_groups, fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
-    list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch, produce, sasl_authenticate,
-    sasl_handshake, sync_group,
+    api_versions, consumer_group_describe, consumer_group_heartbeat, create_acls, create_partitions, create_topics,
+    delete_acls, delete_groups, delete_topics, describe_acls, describe_groups, fetch, find_coordinator, heartbeat,
+    init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata, offset_commit, offset_delete,
+    offset_fetch, produce, sasl_authenticate, sasl_handshake, sync_group,
 };
 use crate::protocol::header::{self, RequestHeader};
 use crate::protocol::versions::{self, ApiSupport};
@@ -459,6 +459,18 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
             resp.results.extend(denied);
             observe::errors(delete_groups::SUPPORT.name, &resp);
             delete_groups::encode(&resp, v, out)?;
+        }
+        k if k == create_acls::SUPPORT.key => {
+            let results = super::acl_admin::create(svc, &guard, create_acls::decode(body, v)?).await;
+            create_acls::encode(&results, v, out)?;
+        }
+        k if k == describe_acls::SUPPORT.key => {
+            let (error, message, acls) = super::acl_admin::describe(svc, &guard, describe_acls::decode(body, v)?);
+            describe_acls::encode(error, message, &acls, v, out)?;
+        }
+        k if k == delete_acls::SUPPORT.key => {
+            let results = super::acl_admin::delete(svc, &guard, delete_acls::decode(body, v)?).await;
+            delete_acls::encode(&results, v, out)?;
         }
         // Reach here only outside a SASL exchange: on a listener without
         // SASL, or after authentication. Kafka's KafkaApis answers both so.

@@ -1,6 +1,7 @@
 //! The network side: listener, connections, framing and dispatch. Knows
 //! sockets and frames, nothing about groups.
 
+pub mod acl_admin;
 pub mod authorize;
 pub mod connection;
 pub mod dispatch;

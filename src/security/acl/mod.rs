@@ -14,6 +14,7 @@
 
 pub mod binding;
 pub mod decision;
+pub mod filter;
 pub mod store;
 
 use std::sync::Arc;

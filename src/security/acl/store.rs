@@ -68,19 +68,27 @@ pub struct AclStore {
     current: RwLock<Arc<AclSet>>,
     /// Modification time and length of the file last loaded.
     seen: Mutex<Option<(SystemTime, u64)>>,
+    /// Serializes [`AclStore::modify`] (CreateAcls and DeleteAcls).
+    writing: Mutex<()>,
 }
 
 impl AclStore {
     /// Loads `path` (none: no ACLs, held in memory).
     pub fn open(path: Option<PathBuf>) -> Result<AclStore, String> {
-        let store = AclStore { path, current: RwLock::new(Arc::default()), seen: Mutex::new(None) };
+        let store =
+            AclStore { path, current: RwLock::new(Arc::default()), seen: Mutex::new(None), writing: Mutex::new(()) };
         store.reload()?;
         Ok(store)
     }
 
     /// ACLs held in memory only (tests, embedding).
     pub fn fixed(acls: Vec<AclBinding>) -> AclStore {
-        AclStore { path: None, current: RwLock::new(Arc::new(AclSet::new(acls))), seen: Mutex::new(None) }
+        AclStore {
+            path: None,
+            current: RwLock::new(Arc::new(AclSet::new(acls))),
+            seen: Mutex::new(None),
+            writing: Mutex::new(()),
+        }
     }
 
     pub fn path(&self) -> Option<&Path> {
@@ -105,6 +113,29 @@ impl AclStore {
         *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = stamp;
         tracing::info!(path = %path.display(), acls, "ACLs loaded");
         Ok(())
+    }
+
+    /// Changes the ACLs: reads the file, applies `change`, writes the file
+    /// durably, then puts the result in force. Blocking (file I/O and
+    /// fsync): call it off the async runtime.
+    pub fn modify<R>(&self, change: impl FnOnce(&mut Vec<AclBinding>) -> R) -> Result<R, String> {
+        let _one_at_a_time = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let mut acls = match &self.path {
+            Some(path) => AclFile::load(path)?.acls,
+            None => self.current().bindings(),
+        };
+        let result = change(&mut acls);
+        if acls.len() > MAX_ACLS {
+            return Err(format!("over the limit of {MAX_ACLS} ACLs"));
+        }
+        match &self.path {
+            Some(path) => {
+                AclFile { acls }.save(path)?;
+                self.reload()?;
+            }
+            None => *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(AclSet::new(acls)),
+        }
+        Ok(result)
     }
 
     /// Reloads if the file's modification time or size changed since the
