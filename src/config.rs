@@ -66,6 +66,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     pub sidecar: SidecarConfig,
     pub security: SecurityConfig,
+    /// ACLs (Kafka's StandardAuthorizer settings).
+    pub authorizer: crate::security::acl::AuthorizerConfig,
 }
 
 /// TLS and SASL for the listeners that use them (Kafka's `ssl.*` and

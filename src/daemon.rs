@@ -150,6 +150,7 @@ impl Daemon {
             sidecar: None,
             request_budget: Services::request_budget(&config),
             listener_endpoints: endpoints,
+            authorizer: authorizer(&config)?,
             config: config.clone(),
         });
         // Finishes topic deletions a crash or a slow shard left unfinished.
@@ -158,6 +159,13 @@ impl Daemon {
         let max_connections = descriptors.max_connections(services.config.server.max_connections, 1, 0);
         launch(services, bound, node, lock, fatal, Vec::new(), security, max_connections).await
     }
+}
+
+/// The authorizer `[authorizer]` asks for, with its ACL file loaded.
+fn authorizer(config: &Config) -> Result<Arc<crate::security::acl::Authorizer>, StartError> {
+    let a = crate::security::acl::Authorizer::from_config(&config.authorizer, &config.storage.data_dir)
+        .map_err(StartError::Config)?;
+    Ok(Arc::new(a))
 }
 
 fn warn_about_allocation_limits() {
@@ -219,8 +227,10 @@ async fn launch(
     // Background work starts once the metrics recorder is installed.
     let mut background: Vec<JoinHandle<()>> =
         background.into_iter().map(|task| tokio::spawn(task(rx.clone()))).collect();
+    let mut security = security;
+    security.acls = services.authorizer.store().cloned();
     let security = Arc::new(security);
-    if security.credentials.is_some() || security.tls.is_some() {
+    if security.credentials.is_some() || security.tls.is_some() || security.acls.is_some() {
         background.push(tokio::spawn(security.clone().watch_files(rx.clone())));
     }
     let mut addrs = Vec::with_capacity(listeners.len());
@@ -329,6 +339,7 @@ async fn start_sidecar(
         sidecar: Some(sidecar.clone()),
         request_budget: Services::request_budget(&config),
         listener_endpoints: Vec::new(),
+        authorizer: authorizer(&config)?,
         config,
     });
     tracing::info!(upstream = ?sc.upstream, fronted = ?listeners.iter().map(|(_, i, _)| i.node_id).collect::<Vec<_>>(),

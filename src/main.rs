@@ -46,6 +46,12 @@ enum Command {
         #[command(subcommand)]
         command: UsersCommand,
     },
+    /// ACLs in the ACL file ([authorizer] acl_file), with kafka-acls.sh's
+    /// options. A running daemon reloads the file when it changes.
+    Acls {
+        #[command(subcommand)]
+        command: kcoord::admin::acls::AclsCommand,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -98,6 +104,11 @@ fn run_users(command: UsersCommand) -> ExitCode {
         UsersCommand::Remove { file, user } => users::remove(&file, &user),
         UsersCommand::List { file } => users::list(&file),
     };
+    print_result(result)
+}
+
+/// Prints a command's output, or its error on stderr.
+fn print_result(result: Result<String, String>) -> ExitCode {
     match result {
         Ok(out) => {
             print!("{out}");
@@ -400,7 +411,9 @@ fn reread_config() -> Result<Config, String> {
     let built = match cli.command {
         Some(Command::Serve(a)) | Some(Command::Config(a)) => a.build(),
         Some(Command::Sidecar(a)) => a.build(),
-        Some(Command::Groups { .. }) | Some(Command::Users { .. }) => return Err("not a serving command".into()),
+        Some(Command::Groups { .. }) | Some(Command::Users { .. }) | Some(Command::Acls { .. }) => {
+            return Err("not a serving command".into())
+        }
         None => cli.serve.build(),
     };
     built.map_err(|e| e.to_string())
@@ -415,6 +428,7 @@ fn main() -> ExitCode {
         Some(Command::Sidecar(a)) => (a.build(), a.serve.repair, false),
         Some(Command::Groups { command }) => return run_groups(command),
         Some(Command::Users { command }) => return run_users(command),
+        Some(Command::Acls { command }) => return print_result(kcoord::admin::acls::run(command)),
         None => (cli.serve.build(), cli.serve.repair, false),
     };
     let config = match built {

@@ -88,6 +88,33 @@ fn sample_body(key: i16, version: i16) -> Option<Bytes> {
             version,
         ),
         22 => enc(InitProducerIdRequest::default().with_transactional_id(None), version),
+        29 => enc(
+            DescribeAclsRequest::default()
+                .with_resource_type_filter(1)
+                .with_pattern_type_filter(1)
+                .with_operation(1)
+                .with_permission_type(1),
+            version,
+        ),
+        30 => enc(
+            CreateAclsRequest::default().with_creations(vec![create_acls_request::AclCreation::default()
+                .with_resource_type(3)
+                .with_resource_name(s("g"))
+                .with_resource_pattern_type(3)
+                .with_principal(s("User:alice"))
+                .with_host(s("*"))
+                .with_operation(3)
+                .with_permission_type(3)]),
+            version,
+        ),
+        31 => enc(
+            DeleteAclsRequest::default().with_filters(vec![delete_acls_request::DeleteAclsFilter::default()
+                .with_resource_type_filter(1)
+                .with_pattern_type_filter(1)
+                .with_operation(1)
+                .with_permission_type(1)]),
+            version,
+        ),
         3 => enc(
             MetadataRequest::default().with_topics(Some(vec![
                 metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(s("t"))))
@@ -209,7 +236,8 @@ fn one_batch() -> Bytes {
 }
 
 /// Every API key the hostile suite knows how to build a request for.
-const COVERED: &[i16] = &[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 36, 37, 42, 47, 68, 69];
+const COVERED: &[i16] =
+    &[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 29, 30, 31, 36, 37, 42, 47, 68, 69];
 
 fn frame(key: i16, version: i16, body: &[u8]) -> Vec<u8> {
     let support = versions::lookup(key).unwrap();

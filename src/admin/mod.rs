@@ -1,6 +1,7 @@
 //! The admin CLI (`kcoord groups ...`), speaking the Kafka wire protocol to
 //! kcoord or any Kafka-compatible cluster.
 
+pub mod acls;
 pub mod cluster;
 pub mod groups;
 pub mod time;

@@ -5,6 +5,7 @@
 //! asks it whether a frame may be served and hands it the SASL frames.
 //! Principals use Kafka's form, `User:<name>`, so ACLs can follow.
 
+pub mod acl;
 pub mod credentials;
 pub mod listeners;
 pub mod plain;
@@ -59,6 +60,8 @@ pub struct SecurityRuntime {
     pub tls: Option<std::sync::Arc<tls::TlsContext>>,
     /// Loaded when a listener uses SASL.
     pub credentials: Option<std::sync::Arc<credentials::CredentialStore>>,
+    /// The ACL file, when the authorizer is enabled.
+    pub acls: Option<std::sync::Arc<acl::AclStore>>,
 }
 
 impl SecurityRuntime {
@@ -105,10 +108,11 @@ impl SecurityRuntime {
                 })
             })
             .collect();
-        Ok((SecurityRuntime { tls, credentials }, per_listener))
+        Ok((SecurityRuntime { tls, credentials, acls: None }, per_listener))
     }
 
-    /// Reads the certificate files and the credentials file again (SIGHUP).
+    /// Reads the certificate files, the credentials file and the ACL file
+    /// again (SIGHUP).
     /// What fails to load is logged, and the previous material stays.
     pub fn reload(&self) {
         if let Some(t) = &self.tls {
@@ -121,9 +125,14 @@ impl SecurityRuntime {
                 tracing::error!(error = %e, "cannot reload the credentials file; the previous credentials stay");
             }
         }
+        if let Some(a) = &self.acls {
+            if let Err(e) = a.reload() {
+                tracing::error!(error = %e, "cannot reload the ACL file; the previous ACLs stay in force");
+            }
+        }
     }
 
-    /// Reloads the credentials file and the TLS files whenever they change
+    /// Reloads the credentials, ACL and TLS files whenever they change
     /// (checked every two seconds), until shutdown.
     pub async fn watch_files(self: std::sync::Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
@@ -136,6 +145,9 @@ impl SecurityRuntime {
                     }
                     if let Some(t) = &self.tls {
                         t.reload_if_changed();
+                    }
+                    if let Some(a) = &self.acls {
+                        a.reload_if_changed();
                     }
                 }
                 _ = shutdown.changed() => return,

@@ -1,6 +1,8 @@
 //! The network side: listener, connections, framing and dispatch. Knows
 //! sockets and frames, nothing about groups.
 
+pub mod acl_admin;
+pub mod authorize;
 pub mod connection;
 pub mod dispatch;
 pub mod frame;
@@ -36,6 +38,9 @@ pub struct Services {
     /// with the addresses of the listener the request came in on). Empty in
     /// sidecar mode, which advertises the fronted brokers' addresses.
     pub listener_endpoints: Vec<crate::config::Endpoint>,
+    /// ACLs (`[authorizer]`); disabled, it allows everything. The same in
+    /// standalone and sidecar mode.
+    pub authorizer: Arc<crate::security::acl::Authorizer>,
 }
 
 impl Services {

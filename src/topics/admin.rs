@@ -110,7 +110,7 @@ pub struct ConfigEntry {
 }
 
 impl CreatedTopic {
-    fn error(name: &str, error: ErrorCode, message: impl Into<String>) -> Self {
+    pub fn error(name: &str, error: ErrorCode, message: impl Into<String>) -> Self {
         CreatedTopic {
             name: name.to_string(),
             topic_id: Uuid::nil(),

@@ -91,7 +91,7 @@ pub struct FetchedPartition {
 }
 
 impl FetchedPartition {
-    fn error(partition: i32, error: ErrorCode) -> Self {
+    pub fn error(partition: i32, error: ErrorCode) -> Self {
         FetchedPartition {
             partition,
             error,

@@ -90,7 +90,7 @@ impl ListedPartition {
         Self::found(partition, -1, -1, -1)
     }
 
-    fn error(partition: i32, error: ErrorCode) -> Self {
+    pub fn error(partition: i32, error: ErrorCode) -> Self {
         ListedPartition { partition, error, timestamp: -1, offset: -1, leader_epoch: -1 }
     }
 }

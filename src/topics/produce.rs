@@ -69,7 +69,7 @@ pub struct ProducedPartition {
 }
 
 impl ProducedPartition {
-    fn error(index: i32, error: ErrorCode, message: Option<String>) -> Self {
+    pub fn error(index: i32, error: ErrorCode, message: Option<String>) -> Self {
         ProducedPartition {
             index,
             error,

@@ -5,8 +5,8 @@ use kafka_protocol::messages::consumer_group_describe_response::{Assignment, Des
 use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::cluster::GROUP_AUTHORIZED_OPERATIONS;
 use crate::coordinator::consumer::messages::{DescribedConsumerGroup, DescribedTopicPartitions};
+use crate::error_code::ErrorCode;
 use crate::protocol::codec::{self, st, DecodeError, EncodeError};
 use crate::protocol::versions::ApiSupport;
 
@@ -37,11 +37,10 @@ fn assignment(parts: &[DescribedTopicPartitions]) -> Assignment {
 
 pub fn encode(
     groups: &[DescribedConsumerGroup],
-    include_authorized_operations: bool,
+    authorized_operations: &dyn Fn(&str, ErrorCode) -> Option<i32>,
     version: i16,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    let ops = if include_authorized_operations { GROUP_AUTHORIZED_OPERATIONS } else { OPERATIONS_NOT_REQUESTED };
     let wire = ConsumerGroupDescribeResponse::default().with_groups(
         groups
             .iter()
@@ -54,7 +53,9 @@ pub fn encode(
                     .with_group_epoch(g.group_epoch)
                     .with_assignment_epoch(g.assignment_epoch)
                     .with_assignor_name(StrBytes::from_string(g.assignor_name.clone()))
-                    .with_authorized_operations(ops)
+                    .with_authorized_operations(
+                        authorized_operations(&g.group_id, g.error).unwrap_or(OPERATIONS_NOT_REQUESTED),
+                    )
                     .with_members(
                         g.members
                             .iter()
@@ -126,7 +127,7 @@ mod tests {
         };
         for v in 0..=1 {
             let mut out = BytesMut::new();
-            encode(std::slice::from_ref(&g), false, v, &mut out).unwrap();
+            encode(std::slice::from_ref(&g), &|_, _| None, v, &mut out).unwrap();
             let back = ConsumerGroupDescribeResponse::decode(&mut out.freeze(), v).unwrap();
             let d = &back.groups[0];
             assert_eq!((d.group_epoch, d.authorized_operations), (3, i32::MIN));

@@ -5,10 +5,13 @@
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
@@ -50,6 +53,9 @@ pub const SUPPORTED: &[ApiSupport] = &[
     create_topics::SUPPORT,
     delete_topics::SUPPORT,
     init_producer_id::SUPPORT,
+    describe_acls::SUPPORT,
+    create_acls::SUPPORT,
+    delete_acls::SUPPORT,
     sasl_authenticate::SUPPORT,
     create_partitions::SUPPORT,
     delete_groups::SUPPORT,

@@ -1,0 +1,155 @@
+//! The ACL file: the ACLs as JSON, managed by `kcoord acls add|list|remove`
+//! (or edited by hand). The daemon reads it at start-up and again on SIGHUP
+//! or when it changes; a file that fails to load leaves the previous ACLs in
+//! force. Writes are durable: a temporary file, fsync, rename, fsync of the
+//! directory.
+//!
+//! Format: `{"acls": [{"resource_type": "GROUP", "resource_name": "g",
+//! "pattern_type": "LITERAL", "principal": "User:alice", "host": "*",
+//! "operation": "READ", "permission_type": "ALLOW"}]}`
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use super::binding::AclBinding;
+use super::decision::AclSet;
+
+/// Most ACLs a file may hold: every check scans the ACLs of the resource it
+/// names, and the file is read whole.
+pub const MAX_ACLS: usize = 100_000;
+
+/// The file's contents.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AclFile {
+    pub acls: Vec<AclBinding>,
+}
+
+impl AclFile {
+    /// Reads an ACL file; a missing file is no ACLs.
+    pub fn load(path: &Path) -> Result<AclFile, String> {
+        let err = |e: String| format!("ACL file {}: {e}", path.display());
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(AclFile::default()),
+            Err(e) => return Err(err(e.to_string())),
+        };
+        let file: AclFile = serde_json::from_slice(&bytes).map_err(|e| err(e.to_string()))?;
+        if file.acls.len() > MAX_ACLS {
+            return Err(err(format!("{} ACLs, over the limit of {MAX_ACLS}", file.acls.len())));
+        }
+        for acl in &file.acls {
+            acl.validate().map_err(|e| err(format!("{acl}: {e}")))?;
+        }
+        Ok(file)
+    }
+
+    /// Replaces the file durably (sorted, without duplicates).
+    pub fn save(&self, path: &Path) -> Result<(), String> {
+        let mut acls = self.acls.clone();
+        acls.sort();
+        acls.dedup();
+        let bytes = serde_json::to_vec_pretty(&AclFile { acls }).map_err(|e| e.to_string())?;
+        let err = |e: std::io::Error| format!("ACL file {}: {e}", path.display());
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        crate::storage::fsutil::write_atomically(path, &bytes).map_err(err)
+    }
+}
+
+/// The daemon's current ACLs, swapped whole on reload.
+#[derive(Debug)]
+pub struct AclStore {
+    path: Option<PathBuf>,
+    current: RwLock<Arc<AclSet>>,
+    /// Modification time and length of the file last loaded.
+    seen: Mutex<Option<(SystemTime, u64)>>,
+    /// Serializes [`AclStore::modify`] (CreateAcls and DeleteAcls).
+    writing: Mutex<()>,
+}
+
+impl AclStore {
+    /// Loads `path` (none: no ACLs, held in memory).
+    pub fn open(path: Option<PathBuf>) -> Result<AclStore, String> {
+        let store =
+            AclStore { path, current: RwLock::new(Arc::default()), seen: Mutex::new(None), writing: Mutex::new(()) };
+        store.reload()?;
+        Ok(store)
+    }
+
+    /// ACLs held in memory only (tests, embedding).
+    pub fn fixed(acls: Vec<AclBinding>) -> AclStore {
+        AclStore {
+            path: None,
+            current: RwLock::new(Arc::new(AclSet::new(acls))),
+            seen: Mutex::new(None),
+            writing: Mutex::new(()),
+        }
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    pub fn current(&self) -> Arc<AclSet> {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+        std::fs::metadata(path).ok().and_then(|m| Some((m.modified().ok()?, m.len())))
+    }
+
+    /// Reads the file again. On error the previous ACLs stay in force.
+    pub fn reload(&self) -> Result<(), String> {
+        let Some(path) = &self.path else { return Ok(()) };
+        let stamp = Self::stamp(path);
+        let loaded = AclSet::new(AclFile::load(path)?.acls);
+        let acls = loaded.len();
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(loaded);
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = stamp;
+        tracing::info!(path = %path.display(), acls, "ACLs loaded");
+        Ok(())
+    }
+
+    /// Changes the ACLs: reads the file, applies `change`, writes the file
+    /// durably, then puts the result in force. Blocking (file I/O and
+    /// fsync): call it off the async runtime.
+    pub fn modify<R>(&self, change: impl FnOnce(&mut Vec<AclBinding>) -> R) -> Result<R, String> {
+        let _one_at_a_time = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let mut acls = match &self.path {
+            Some(path) => AclFile::load(path)?.acls,
+            None => self.current().bindings(),
+        };
+        let result = change(&mut acls);
+        if acls.len() > MAX_ACLS {
+            return Err(format!("over the limit of {MAX_ACLS} ACLs"));
+        }
+        match &self.path {
+            Some(path) => {
+                AclFile { acls }.save(path)?;
+                self.reload()?;
+            }
+            None => *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(AclSet::new(acls)),
+        }
+        Ok(result)
+    }
+
+    /// Reloads if the file's modification time or size changed since the
+    /// last load.
+    pub fn reload_if_changed(&self) {
+        let Some(path) = &self.path else { return };
+        let stamp = Self::stamp(path);
+        if stamp == *self.seen.lock().unwrap_or_else(|e| e.into_inner()) {
+            return;
+        }
+        if let Err(e) = self.reload() {
+            tracing::error!(error = %e, "cannot reload the ACL file; the previous ACLs stay in force");
+            // Not retried until the file changes again.
+            *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = stamp;
+        }
+    }
+}
