@@ -13,7 +13,7 @@ use bytes::Bytes;
 
 use super::classic::{self, group::ClassicGroup, group::GroupState, history::Cause};
 use super::consumer::heartbeat::{self as consumer_heartbeat, ConsumerRuntime, MemberTimer};
-use super::consumer::history::{ConsumerHistories, Seen, Trigger, Watch};
+use super::consumer::history::{ConsumerHistories, Seen, Watch};
 use super::consumer::messages::{
     ConsumerDescribeRequest, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse, DescribedConsumerGroup,
 };
@@ -590,8 +590,7 @@ impl ShardCore {
 
     /// Looks at the consumer group a request may change, for its history.
     fn watch(&self, req: &Request) -> Option<Watch> {
-        let (group_id, trigger) = Trigger::of(req)?;
-        Watch::before(group_id, trigger, &self.store, &self.groups, &self.consumer.topics)
+        Watch::request(req, &self.store, &self.groups, &self.consumer.topics)
     }
 
     /// Records in the group's history what the operation did to it.
@@ -787,8 +786,7 @@ impl ShardCore {
         sink: &mut dyn RecordSink,
         out: &mut Vec<Reply>,
     ) {
-        let trigger = Trigger::Timer { which, member_id: member.to_string() };
-        let watch = Watch::before(group.to_string(), trigger, &self.store, &self.groups, &self.consumer.topics);
+        let watch = Watch::timer(group, which, member, &self.store, &self.consumer.topics);
         let (groups, consumer, mut cx) = self.split_all(now, sink, out);
         consumer.on_timer(groups, which, group, member, deadline, &mut cx);
         if let Some(w) = watch {

@@ -166,10 +166,10 @@ pub enum Trigger {
 
 impl Trigger {
     /// The trigger of a request, if it may change a consumer group.
-    pub fn of(req: &Request) -> Option<(String, Trigger)> {
-        Some(match req.unwrapped() {
+    fn of(req: &Request) -> Option<(&str, Trigger)> {
+        Some(match req {
             Request::ConsumerHeartbeat(r) => (
-                r.group_id.clone(),
+                &r.group_id,
                 Trigger::Heartbeat {
                     member_id: r.member_id.clone(),
                     instance_id: r.instance_id.clone(),
@@ -177,16 +177,16 @@ impl Trigger {
                 },
             ),
             Request::Join(r) => (
-                r.group_id.clone(),
+                &r.group_id,
                 Trigger::ClassicJoin { member_id: r.member_id.clone(), instance_id: r.group_instance_id.clone() },
             ),
             Request::Leave(r) => (
-                r.group_id.clone(),
+                &r.group_id,
                 Trigger::ClassicLeave { member_ids: r.members.iter().map(|m| m.member_id.clone()).collect() },
             ),
-            Request::Sync(r) => (r.group_id.clone(), Trigger::ClassicOther { member_id: r.member_id.clone() }),
-            Request::Heartbeat(r) => (r.group_id.clone(), Trigger::ClassicOther { member_id: r.member_id.clone() }),
-            Request::Delete { group_id } => (group_id.clone(), Trigger::Other),
+            Request::Sync(r) => (&r.group_id, Trigger::ClassicOther { member_id: r.member_id.clone() }),
+            Request::Heartbeat(r) => (&r.group_id, Trigger::ClassicOther { member_id: r.member_id.clone() }),
+            Request::Delete { group_id } => (group_id, Trigger::Other),
             _ => return None,
         })
     }
@@ -210,6 +210,15 @@ struct Subscription {
     regex: Option<String>,
 }
 
+/// A member the operation names, as it was before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum MemberBefore {
+    Absent,
+    /// Present; its subscription is kept only when the request carries
+    /// one (a steady heartbeat does not, and costs no copy).
+    Present(Option<Subscription>),
+}
+
 /// The group as it was before one operation: just enough to explain a
 /// change of its epoch afterwards.
 #[derive(Debug)]
@@ -218,8 +227,8 @@ pub struct Watch {
     trigger: Trigger,
     /// (group epoch, member count), if the consumer group existed.
     before: Option<(i32, usize)>,
-    /// The subscription of each member the trigger names (None: absent).
-    subscriptions: Vec<(String, Option<Subscription>)>,
+    /// Each member the trigger names, in `Trigger::member_ids` order.
+    members: Vec<MemberBefore>,
     /// The member holding the trigger's instance id.
     instance_holder: Option<String>,
     /// A non-empty classic group of the same id: (generation, members).
@@ -229,29 +238,58 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// Looks at the group before an operation. `None` when the operation
-    /// cannot touch a consumer group (no consumer group of that id, and not
-    /// a ConsumerGroupHeartbeat that could create one).
-    pub fn before(
-        group_id: String,
-        trigger: Trigger,
-        store: &Store,
-        classic: &Groups,
-        image: &Arc<TopicImage>,
-    ) -> Option<Watch> {
-        let g = store.consumer_group(&group_id);
-        if g.is_none() && !matches!(trigger, Trigger::Heartbeat { .. }) {
+    /// Looks at the group a request may change, before it is served.
+    /// `None` (and no allocation) when the request cannot touch a consumer
+    /// group: no consumer group of that id, and not a ConsumerGroupHeartbeat
+    /// that could create one.
+    pub fn request(req: &Request, store: &Store, classic: &Groups, image: &Arc<TopicImage>) -> Option<Watch> {
+        let req = req.unwrapped();
+        let heartbeat = match req {
+            Request::ConsumerHeartbeat(r) => {
+                Some(r.subscribed_topic_names.is_some() || r.subscribed_topic_regex.is_some())
+            }
+            _ => None,
+        };
+        if heartbeat.is_none() && store.consumer_group(req.group_id()?).is_none() {
             return None;
         }
-        let subscriptions = trigger
+        let (group_id, trigger) = Trigger::of(req)?;
+        // A JoinGroup always carries the subscription.
+        let subscribes = heartbeat.unwrap_or(matches!(req, Request::Join(_)));
+        Some(Watch::before(group_id.to_string(), trigger, subscribes, store, Some(classic), image))
+    }
+
+    /// Looks at the group before a timer fires for one of its members.
+    pub fn timer(
+        group_id: &str,
+        which: MemberTimer,
+        member: &str,
+        store: &Store,
+        image: &Arc<TopicImage>,
+    ) -> Option<Watch> {
+        store.consumer_group(group_id)?;
+        let trigger = Trigger::Timer { which, member_id: member.to_string() };
+        Some(Watch::before(group_id.to_string(), trigger, false, store, None, image))
+    }
+
+    fn before(
+        group_id: String,
+        trigger: Trigger,
+        subscribes: bool,
+        store: &Store,
+        classic: Option<&Groups>,
+        image: &Arc<TopicImage>,
+    ) -> Watch {
+        let g = store.consumer_group(&group_id);
+        let members = trigger
             .member_ids()
             .into_iter()
-            .map(|id| {
-                let s = g.and_then(|g| g.members.get(id)).map(|m| Subscription {
+            .map(|id| match g.and_then(|g| g.members.get(id)) {
+                None => MemberBefore::Absent,
+                Some(m) => MemberBefore::Present(subscribes.then(|| Subscription {
                     topics: m.metadata.subscribed_topic_names.clone(),
                     regex: m.metadata.subscribed_topic_regex.clone(),
-                });
-                (id.to_string(), s)
+                })),
             })
             .collect();
         let instance = match &trigger {
@@ -259,17 +297,22 @@ impl Watch {
             _ => None,
         };
         let instance_holder = instance.and_then(|i| g.and_then(|g| g.static_member(i))).map(|m| m.member_id.clone());
-        let classic =
-            classic.get(&group_id).filter(|c| !c.members.is_empty()).map(|c| (c.generation_id, c.members.len()));
-        Some(Watch {
+        let classic = match g {
+            Some(_) => None,
+            None => classic
+                .and_then(|c| c.get(&group_id))
+                .filter(|c| !c.members.is_empty())
+                .map(|c| (c.generation_id, c.members.len())),
+        };
+        Watch {
             before: g.map(|g| (g.group_epoch, g.members.len())),
             group_id,
             trigger,
-            subscriptions,
+            members,
             instance_holder,
             classic,
             image: image.clone(),
-        })
+        }
     }
 }
 
@@ -334,7 +377,10 @@ impl ConsumerHistories {
             self.groups.remove(&w.group_id);
             return;
         };
-        let t = self.groups.entry(w.group_id.clone()).or_default();
+        if !self.groups.contains_key(&w.group_id) {
+            self.groups.insert(w.group_id.clone(), Tracker::default());
+        }
+        let Some(t) = self.groups.get_mut(&w.group_id) else { return };
         let moved = w.before.is_none_or(|(epoch, _)| epoch != g.group_epoch);
         if moved {
             let cause = explain(&w, g, t, seen);
@@ -485,13 +531,14 @@ fn explain(w: &Watch, g: &ConsumerGroup, t: &Tracker, seen: &Seen) -> Cause {
             return Cause::MigratedFromClassic { member_id, classic_generation: generation, classic_members: members };
         }
     }
+    let named: Vec<(&str, &MemberBefore)> = w.trigger.member_ids().into_iter().zip(&w.members).collect();
     // A member the operation names joined.
-    for (id, before) in &w.subscriptions {
-        if before.is_some() {
+    for (id, before) in &named {
+        if **before != MemberBefore::Absent {
             continue;
         }
         // A v0 heartbeat names no member: the coordinator chose its id.
-        let joined = if id.is_empty() { None } else { g.members.get(id) };
+        let joined = if id.is_empty() { None } else { g.members.get(*id) };
         if let Some(m) = joined {
             let replaced = w.instance_holder.clone().filter(|h| h != id && !g.members.contains_key(h));
             return Cause::MemberJoined {
@@ -505,11 +552,10 @@ fn explain(w: &Watch, g: &ConsumerGroup, t: &Tracker, seen: &Seen) -> Cause {
         }
     }
     // Members the operation names went away.
-    let gone: Vec<String> = w
-        .subscriptions
+    let gone: Vec<String> = named
         .iter()
-        .filter(|(id, before)| before.is_some() && !g.members.contains_key(id))
-        .map(|(id, _)| id.clone())
+        .filter(|(id, before)| **before != MemberBefore::Absent && !g.members.contains_key(*id))
+        .map(|(id, _)| id.to_string())
         .collect();
     if let Some(first) = gone.first().cloned() {
         return match &w.trigger {
@@ -527,15 +573,15 @@ fn explain(w: &Watch, g: &ConsumerGroup, t: &Tracker, seen: &Seen) -> Cause {
         };
     }
     // A member changed what it subscribes to.
-    for (id, before) in &w.subscriptions {
-        let (Some(before), Some(m)) = (before, g.members.get(id)) else { continue };
+    for (id, before) in &named {
+        let (MemberBefore::Present(Some(before)), Some(m)) = (before, g.members.get(*id)) else { continue };
         let after = Subscription {
             topics: m.metadata.subscribed_topic_names.clone(),
             regex: m.metadata.subscribed_topic_regex.clone(),
         };
         if *before != after {
             return Cause::SubscriptionChanged {
-                member_id: id.clone(),
+                member_id: id.to_string(),
                 topics_before: listed(before.topics.clone()),
                 topics_after: listed(after.topics),
                 regex_before: before.regex.clone(),
