@@ -283,18 +283,24 @@ pub async fn convergence(c: &Common, members: usize, from: i32, to: i32, rounds:
         let members_now: Vec<CMember> = lanes.iter().flat_map(|(_, ms)| ms.iter().cloned()).collect();
         interval = members_now.first().map_or(0, |m| m.interval_ms);
         let state = Arc::new(Mutex::new(members_now));
-        grow(&c.bootstrap, &topic, to).await?;
-        let start = Instant::now();
-        let deadline = start + c.settle_timeout;
+        // Members keep heartbeating while the partitions are created (which
+        // can take longer than a session on a loaded disk: the catalog, and
+        // so the coordinator's topic image, changes only at the end); the
+        // clock starts at the answer, where each member's phase is reset.
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let phase_start = Arc::new(Mutex::new(None::<Instant>));
         let tasks: Vec<_> = lanes
             .into_iter()
             .enumerate()
             .map(|(i, (conn, ms))| {
-                let (state, stop, topic) = (state.clone(), stop.clone(), topic.clone());
-                tokio::spawn(run_member(conn, ms.into_iter().next(), i, state, stop, topic))
+                let (state, stop, topic, phase) = (state.clone(), stop.clone(), topic.clone(), phase_start.clone());
+                tokio::spawn(run_member(conn, ms.into_iter().next(), i, state, stop, topic, phase))
             })
             .collect();
+        grow(&c.bootstrap, &topic, to).await?;
+        let start = Instant::now();
+        *phase_start.lock().unwrap_or_else(|p| p.into_inner()) = Some(start);
+        let deadline = start + c.settle_timeout;
         let converged = loop {
             {
                 let ms = state.lock().unwrap_or_else(|p| p.into_inner());
@@ -345,6 +351,7 @@ async fn run_member(
     state: Arc<Mutex<Vec<CMember>>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
     topic: String,
+    phase_start: Arc<Mutex<Option<Instant>>>,
 ) -> Result<(), ClientError> {
     let Some(mut m) = member else { return Ok(()) };
     let v = version(&conn)?;
@@ -352,7 +359,14 @@ async fn run_member(
     let n = state.lock().unwrap_or_else(|p| p.into_inner()).len().max(1) as u64;
     let offset = m.interval_ms.max(1) as u64 * index as u64 / n;
     let mut next = Instant::now() + Duration::from_millis(offset);
+    let mut phased = false;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if !phased {
+            if let Some(start) = *phase_start.lock().unwrap_or_else(|p| p.into_inner()) {
+                next = start + Duration::from_millis(offset);
+                phased = true;
+            }
+        }
         if Instant::now() < next {
             tokio::time::sleep(Duration::from_millis(2)).await;
             continue;
