@@ -189,7 +189,7 @@ struct Snapshot {
     state: String,
     protocol: String,
     coordinator: String,
-    members: Vec<(String, String, String, Vec<(String, i32)>)>,
+    members: ClassicMembers,
     committed: BTreeMap<(String, i32), (i64, String)>,
     /// Set for a KIP-848 consumer group (members in the same order).
     consumer: Option<ConsumerView>,

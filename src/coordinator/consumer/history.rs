@@ -603,7 +603,7 @@ fn explain(w: &Watch, g: &ConsumerGroup, t: &Tracker, seen: &Seen) -> Cause {
         }
     }
     // Subscribed topics grew, appeared or went.
-    let baseline = t.topics.clone().or_else(|| (w.image.len() > 0).then(|| subscribed_partitions(g, &w.image)));
+    let baseline = t.topics.clone().or_else(|| (!w.image.is_empty()).then(|| subscribed_partitions(g, &w.image)));
     if let Some(before) = baseline {
         let after = subscribed_partitions(g, seen.topics);
         let (mut resized, mut created, mut deleted) = (Vec::new(), Vec::new(), Vec::new());
