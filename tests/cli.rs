@@ -421,6 +421,16 @@ async fn a_consumer_group_is_listed_with_its_type_and_described_with_epochs_and_
     })
     .await;
     assert_eq!(r.member_epoch, 1);
+    // The classic group's shard may still be loading too.
+    eventually("the classic group's shard to load", || {
+        let addr = addr.clone();
+        async move {
+            let mut c = Client::connect(addr.parse().unwrap()).await;
+            let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(sb("cl"))]);
+            c.send(&req, 5).await.groups.iter().all(|g| g.error_code == 0).then_some(())
+        }
+    })
+    .await;
     let mut c = Client::connect(addr.parse().unwrap()).await;
     let (classic_member, _) = consumer::join_alone(&mut c, "cl", "t4", &[0]).await;
     assert!(!classic_member.is_empty());
