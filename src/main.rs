@@ -132,6 +132,9 @@ enum GroupsCommand {
         bootstrap: String,
         #[arg(long, num_args = 0..=1, default_missing_value = "")]
         state: Option<String>,
+        /// Show each group's type (classic or consumer); with a value, only that type.
+        #[arg(long = "type", num_args = 0..=1, default_missing_value = "")]
+        group_type: Option<String>,
     },
     /// Describe a group: offsets and owners (default), --members, or --state.
     Describe {
@@ -143,6 +146,10 @@ enum GroupsCommand {
         members: bool,
         #[arg(long)]
         state: bool,
+        /// With --members or --state: a consumer group's epochs, subscriptions
+        /// and current and target assignments.
+        #[arg(long)]
+        verbose: bool,
     },
     /// A group's committed offsets, log end offsets, lag and metadata.
     Offsets {
@@ -211,11 +218,12 @@ fn run_groups(command: GroupsCommand) -> ExitCode {
         };
         let mut cluster = Cluster::connect(&bootstrap).await?;
         match command {
-            GroupsCommand::List { state, .. } => {
+            GroupsCommand::List { state, group_type, .. } => {
                 let states: Vec<String> = state.iter().filter(|s| !s.is_empty()).cloned().collect();
-                groups::list(&mut cluster, state.is_some(), &states).await
+                let types: Vec<String> = group_type.iter().filter(|s| !s.is_empty()).cloned().collect();
+                groups::list(&mut cluster, state.is_some(), &states, group_type.is_some(), &types).await
             }
-            GroupsCommand::Describe { group, members, state, .. } => {
+            GroupsCommand::Describe { group, members, state, verbose, .. } => {
                 let view = if members {
                     "members"
                 } else if state {
@@ -223,7 +231,7 @@ fn run_groups(command: GroupsCommand) -> ExitCode {
                 } else {
                     "offsets"
                 };
-                groups::describe(&mut cluster, &group, view).await
+                groups::describe(&mut cluster, &group, view, verbose).await
             }
             GroupsCommand::Offsets { group, .. } => groups::offsets(&mut cluster, &group).await,
             GroupsCommand::Delete { groups: names, .. } => groups::delete(&mut cluster, &names).await,

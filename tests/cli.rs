@@ -398,6 +398,114 @@ async fn the_groups_commands_show_members_and_states_and_shift_or_rewind_offsets
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_group_is_listed_with_its_type_and_described_with_epochs_and_target_assignments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = start(dir.path(), &["--topic", "t4:4"]);
+    let member = "m0aaaaaaaaaaaaaaaaaaaa";
+    let hb = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb("cg")))
+        .with_member_id(sb(member))
+        .with_member_epoch(0)
+        .with_instance_id(Some(sb("inst-1")))
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(sb("t4"))]))
+        .with_topic_partitions(Some(vec![]));
+    // The first heartbeats may find the shard still loading.
+    let r = eventually("the consumer-protocol member to join", || {
+        let (addr, hb) = (addr.clone(), hb.clone());
+        async move {
+            let mut c = Client::connect(addr.parse().unwrap()).await;
+            let r = c.send(&hb, 1).await;
+            (r.error_code == 0).then_some(r)
+        }
+    })
+    .await;
+    assert_eq!(r.member_epoch, 1);
+    // The classic group's shard may still be loading too.
+    eventually("the classic group's shard to load", || {
+        let addr = addr.clone();
+        async move {
+            let mut c = Client::connect(addr.parse().unwrap()).await;
+            let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(sb("cl"))]);
+            c.send(&req, 5).await.groups.iter().all(|g| g.error_code == 0).then_some(())
+        }
+    })
+    .await;
+    let mut c = Client::connect(addr.parse().unwrap()).await;
+    let (classic_member, _) = consumer::join_alone(&mut c, "cl", "t4", &[0]).await;
+    assert!(!classic_member.is_empty());
+
+    let (ok, out, err) = groups(&addr, &["list", "--type"]);
+    assert!(ok, "{err}");
+    assert_eq!(row(&out, "GROUP"), ["GROUP", "TYPE"]);
+    assert_eq!(row(&out, "cg"), ["cg", "Consumer"]);
+    assert_eq!(row(&out, "cl"), ["cl", "Classic"]);
+    let (ok, out, err) = groups(&addr, &["list", "--type", "consumer", "--state"]);
+    assert!(ok, "{err}");
+    assert_eq!(row(&out, "cg"), ["cg", "Consumer", "Stable"]);
+    assert!(!out.contains("cl "), "{out}");
+
+    let (ok, out, err) = groups(&addr, &["describe", "--group", "cg", "--state", "--verbose"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        row(&out, "GROUP"),
+        ["GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+    );
+    let state = row(&out, "cg");
+    assert_eq!(&state[2..], ["uniform", "Stable", "1", "1", "1"], "{out}");
+
+    let (ok, out, err) = groups(&addr, &["describe", "--group", "cg", "--members", "--verbose"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        row(&out, "GROUP"),
+        [
+            "GROUP",
+            "CONSUMER-ID",
+            "GROUP-INSTANCE-ID",
+            "HOST",
+            "CLIENT-ID",
+            "#PARTITIONS",
+            "MEMBER-TYPE",
+            "SUBSCRIPTION",
+            "CURRENT-EPOCH",
+            "CURRENT-ASSIGNMENT",
+            "TARGET-EPOCH",
+            "TARGET-ASSIGNMENT"
+        ]
+    );
+    assert_eq!(
+        row(&out, "cg"),
+        [
+            "cg",
+            member,
+            "inst-1",
+            "/127.0.0.1",
+            "kcoord-test",
+            "4",
+            "consumer",
+            "t4",
+            "1",
+            "t4:0,1,2,3",
+            "1",
+            "t4:0,1,2,3"
+        ]
+    );
+    // Without --verbose: Kafka's columns and the instance id.
+    let (ok, out, _) = groups(&addr, &["describe", "--group", "cg", "--members"]);
+    assert!(ok);
+    assert_eq!(row(&out, "cg"), ["cg", member, "inst-1", "/127.0.0.1", "kcoord-test", "4"]);
+    // The offsets view names the member owning each partition.
+    let (ok, out, _) = groups(&addr, &["describe", "--group", "cg"]);
+    assert!(ok);
+    assert_eq!(out.lines().filter(|l| l.starts_with("cg ") && l.contains(member)).count(), 4, "{out}");
+    // A classic group is still described through DescribeGroups.
+    let (ok, out, err) = groups(&addr, &["describe", "--group", "cl", "--state", "--verbose"]);
+    assert!(ok, "{err}");
+    assert_eq!(row(&out, "GROUP"), ["GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]);
+    child.kill().ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_groups_commands_list_describe_reset_and_delete() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, addr) = start(dir.path(), &["--topic", "t6:6"]);

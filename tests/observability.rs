@@ -326,4 +326,13 @@ async fn the_group_api_shows_a_consumer_protocol_group_with_epochs_assignments_a
     assert_eq!(m["target_assignment"], m["assignment"]);
     let o = &g["offsets"][0];
     assert_eq!((o["partition"].as_i64(), o["offset"].as_i64(), o["lag"].as_i64()), (Some(2), Some(0), Some(0)), "{g}");
+    // Its epoch history: the join that created epoch 1, converged at once.
+    let e = &g["rebalances"][0];
+    assert_eq!(
+        (e["cause"]["kind"].as_str(), e["cause"]["member_id"].as_str(), e["group_epoch"].as_i64()),
+        (Some("member_joined"), Some(member), Some(1)),
+        "{g}"
+    );
+    assert_eq!((e["outcome"].as_str(), e["convergence_ms"].as_i64()), (Some("converged"), Some(0)), "{g}");
+    assert_eq!(listed["last_rebalance_cause"].as_str(), Some("member_joined"), "{listed}");
 }

@@ -47,70 +47,198 @@ fn dash(v: Option<i64>) -> String {
 }
 
 /// `groups list`: every group on every broker; with `states`, also their
-/// state (and only those states, when given).
-pub async fn list(cluster: &mut Cluster, show_state: bool, states: &[String]) -> Result<String> {
+/// state (and only those states, when given); with `types`, also their type
+/// (`Classic` or `Consumer`, and only that type, when given), as
+/// `kafka-consumer-groups.sh --list [--state] [--type]`.
+pub async fn list(
+    cluster: &mut Cluster,
+    show_state: bool,
+    states: &[String],
+    show_type: bool,
+    types: &[String],
+) -> Result<String> {
     let (_, _) = cluster.metadata(Some(&[])).await?;
     let brokers: Vec<String> = cluster.brokers.values().cloned().collect();
-    let mut groups: BTreeMap<String, String> = BTreeMap::new();
+    // group → (state, type)
+    let mut groups: BTreeMap<String, (String, String)> = BTreeMap::new();
     for addr in brokers {
-        let v = cluster.conn(&addr).await?.version::<ListGroupsRequest>(0, 4)?;
+        let v = cluster.conn(&addr).await?.version::<ListGroupsRequest>(0, 5)?;
         let mut req = ListGroupsRequest::default();
         if v >= 4 {
             req.states_filter = states.iter().map(|x| s(x)).collect();
+        }
+        if v >= 5 {
+            req.types_filter = types.iter().map(|x| s(x)).collect();
         }
         let r = cluster.call_settled(&addr, &req, v, |r| r.error_code).await?;
         if r.error_code != 0 {
             return Err(AdminError::Message(format!("ListGroups failed: {}", error_name(r.error_code))));
         }
         for g in r.groups {
-            groups.insert(g.group_id.to_string(), g.group_state.to_string());
+            // Before v5 there is no type: every group is a classic group.
+            let group_type = if v >= 5 { g.group_type.to_string() } else { "classic".to_string() };
+            groups.insert(g.group_id.to_string(), (g.group_state.to_string(), group_type));
         }
     }
-    if !show_state {
-        return Ok(groups.keys().map(|g| format!("{g}\n")).collect());
+    let wanted_states: BTreeSet<String> = states.iter().map(|x| x.to_ascii_lowercase()).collect();
+    let wanted_types: BTreeSet<String> = types.iter().map(|x| x.to_ascii_lowercase()).collect();
+    let groups = groups.into_iter().filter(|(_, (st, ty))| {
+        (wanted_states.is_empty() || wanted_states.contains(&st.to_ascii_lowercase()))
+            && (wanted_types.is_empty() || wanted_types.contains(&ty.to_ascii_lowercase()))
+    });
+    if !show_state && !show_type {
+        return Ok(groups.map(|(g, _)| format!("{g}\n")).collect());
     }
-    let wanted: BTreeSet<String> = states.iter().map(|x| x.to_ascii_lowercase()).collect();
+    let mut headers = vec!["GROUP"];
+    if show_type {
+        headers.push("TYPE");
+    }
+    if show_state {
+        headers.push("STATE");
+    }
     let rows: Vec<Vec<String>> = groups
-        .into_iter()
-        .filter(|(_, st)| wanted.is_empty() || wanted.contains(&st.to_ascii_lowercase()))
-        .map(|(g, st)| vec![g, st])
+        .map(|(g, (st, ty))| {
+            let mut row = vec![g];
+            if show_type {
+                row.push(type_name(&ty));
+            }
+            if show_state {
+                row.push(st);
+            }
+            row
+        })
         .collect();
-    Ok(table(&["GROUP", "STATE"], &rows))
+    Ok(table(&headers, &rows))
 }
 
-/// A member: id, client id, host, and its assigned topic-partitions.
-type MemberRow = (String, String, String, Vec<(String, i32)>);
+/// A group type as kafka-consumer-groups.sh prints it (`Classic`, `Consumer`).
+fn type_name(wire: &str) -> String {
+    let lower = wire.to_ascii_lowercase();
+    let mut chars = lower.chars();
+    chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
+}
+
+/// What ConsumerGroupDescribe adds for a KIP-848 consumer group.
+struct ConsumerView {
+    group_epoch: i32,
+    assignment_epoch: i32,
+    members: Vec<ConsumerMemberView>,
+}
+
+struct ConsumerMemberView {
+    instance_id: Option<String>,
+    member_type: &'static str,
+    member_epoch: i32,
+    subscription: String,
+    assignment: String,
+    target: String,
+}
+
+/// `foo:0,1,2;bar:0` (or `-` when empty), as kafka-consumer-groups.sh
+/// prints an assignment.
+fn assignment_string(tps: &[consumer_group_describe_response::TopicPartitions]) -> String {
+    let mut parts: Vec<(String, Vec<i32>)> = tps
+        .iter()
+        .filter(|tp| !tp.partitions.is_empty())
+        .map(|tp| {
+            let mut ps = tp.partitions.clone();
+            ps.sort_unstable();
+            (tp.topic_name.to_string(), ps)
+        })
+        .collect();
+    parts.sort();
+    if parts.is_empty() {
+        return "-".into();
+    }
+    let shown: Vec<String> = parts
+        .into_iter()
+        .map(|(t, ps)| format!("{t}:{}", ps.iter().map(i32::to_string).collect::<Vec<_>>().join(",")))
+        .collect();
+    shown.join(";")
+}
+
+/// ConsumerGroupDescribe of `group` at its coordinator: `None` when the
+/// coordinator does not serve it or the group is not a consumer group
+/// (GROUP_ID_NOT_FOUND), so the caller falls back to DescribeGroups, as
+/// Kafka's admin client does.
+async fn describe_consumer_group(
+    cluster: &mut Cluster,
+    coordinator: &str,
+    group: &str,
+) -> Result<Option<consumer_group_describe_response::DescribedGroup>> {
+    let Ok(v) = cluster.conn(coordinator).await?.version::<ConsumerGroupDescribeRequest>(0, 1) else {
+        return Ok(None);
+    };
+    let req = ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(group))]);
+    let r = cluster
+        .call_settled(coordinator, &req, v, |r| r.groups.first().map(|g| g.error_code).unwrap_or_default())
+        .await?;
+    let Some(g) = r.groups.into_iter().next() else { return Ok(None) };
+    match g.error_code {
+        0 => Ok(Some(g)),
+        GROUP_ID_NOT_FOUND => Ok(None),
+        e => Err(AdminError::Message(format!("cannot describe group '{group}': {}", error_name(e)))),
+    }
+}
+
+/// Kafka's GROUP_ID_NOT_FOUND.
+const GROUP_ID_NOT_FOUND: i16 = 69;
 
 /// A described group with its committed offsets.
 struct Snapshot {
     state: String,
     protocol: String,
     coordinator: String,
-    members: Vec<MemberRow>,
+    members: ClassicMembers,
     committed: BTreeMap<(String, i32), (i64, String)>,
+    /// Set for a KIP-848 consumer group (members in the same order).
+    consumer: Option<ConsumerView>,
+}
+
+/// A consumer group's description in the shape of a classic one, plus
+/// what only a consumer group has.
+fn from_consumer(
+    g: consumer_group_describe_response::DescribedGroup,
+) -> (String, String, ClassicMembers, ConsumerView) {
+    let mut members = Vec::new();
+    let mut views = Vec::new();
+    for m in &g.members {
+        let flat: Vec<(String, i32)> = m
+            .assignment
+            .topic_partitions
+            .iter()
+            .flat_map(|tp| tp.partitions.iter().map(move |p| (tp.topic_name.to_string(), *p)))
+            .collect();
+        members.push((m.member_id.to_string(), m.client_host.to_string(), m.client_id.to_string(), flat));
+        let mut subscription: Vec<String> = m.subscribed_topic_names.iter().map(|t| t.to_string()).collect();
+        if let Some(r) = m.subscribed_topic_regex.as_ref().filter(|r| !r.is_empty()) {
+            subscription.push(format!("/{r}/"));
+        }
+        views.push(ConsumerMemberView {
+            instance_id: m.instance_id.as_ref().map(|i| i.to_string()),
+            member_type: if m.member_type == 0 { "classic" } else { "consumer" },
+            member_epoch: m.member_epoch,
+            subscription: if subscription.is_empty() { "-".into() } else { subscription.join(",") },
+            assignment: assignment_string(&m.assignment.topic_partitions),
+            target: assignment_string(&m.target_assignment.topic_partitions),
+        });
+    }
+    let view = ConsumerView { group_epoch: g.group_epoch, assignment_epoch: g.assignment_epoch, members: views };
+    (g.group_state.to_string(), g.assignor_name.to_string(), members, view)
 }
 
 async fn snapshot(cluster: &mut Cluster, group: &str) -> Result<Snapshot> {
     let coordinator = cluster.coordinator(group).await?;
-    let dv = cluster.conn(&coordinator).await?.version::<DescribeGroupsRequest>(0, 5)?;
-    let describe = DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]);
-    let d = cluster
-        .call_settled(&coordinator, &describe, dv, |r| r.groups.first().map(|g| g.error_code).unwrap_or_default())
-        .await?;
-    let g = d.groups.into_iter().next().ok_or_else(|| AdminError::Message("empty DescribeGroups answer".into()))?;
-    if g.error_code != 0 {
-        return Err(AdminError::Message(format!("cannot describe group '{group}': {}", error_name(g.error_code))));
-    }
-    let consumer = g.protocol_type.as_str() == "consumer";
-    let members = g
-        .members
-        .iter()
-        .map(|m| {
-            let parts = if consumer { parse_assignment(&m.member_assignment).unwrap_or_default() } else { Vec::new() };
-            let flat = parts.into_iter().flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p))).collect();
-            (m.member_id.to_string(), m.client_host.to_string(), m.client_id.to_string(), flat)
-        })
-        .collect();
+    let (state, protocol, members, consumer) = match describe_consumer_group(cluster, &coordinator, group).await? {
+        Some(g) => {
+            let (state, protocol, members, view) = from_consumer(g);
+            (state, protocol, members, Some(view))
+        }
+        None => {
+            let (state, protocol, members) = describe_classic_group(cluster, &coordinator, group).await?;
+            (state, protocol, members, None)
+        }
+    };
     let fv = cluster.conn(&coordinator).await?.version::<OffsetFetchRequest>(2, 7)?;
     let fetch = OffsetFetchRequest::default().with_group_id(GroupId(s(group))).with_topics(None);
     let f = cluster.call_settled(&coordinator, &fetch, fv, |r| r.error_code).await?;
@@ -131,13 +259,38 @@ async fn snapshot(cluster: &mut Cluster, group: &str) -> Result<Snapshot> {
             }
         }
     }
-    Ok(Snapshot {
-        state: g.group_state.to_string(),
-        protocol: g.protocol_data.to_string(),
-        coordinator,
-        members,
-        committed,
-    })
+    Ok(Snapshot { state, protocol, coordinator, members, committed, consumer })
+}
+
+type ClassicMembers = Vec<(String, String, String, Vec<(String, i32)>)>;
+
+/// DescribeGroups of `group`: (state, protocol, members with the
+/// partitions their consumer-protocol assignment names).
+async fn describe_classic_group(
+    cluster: &mut Cluster,
+    coordinator: &str,
+    group: &str,
+) -> Result<(String, String, ClassicMembers)> {
+    let dv = cluster.conn(coordinator).await?.version::<DescribeGroupsRequest>(0, 5)?;
+    let describe = DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]);
+    let d = cluster
+        .call_settled(coordinator, &describe, dv, |r| r.groups.first().map(|g| g.error_code).unwrap_or_default())
+        .await?;
+    let g = d.groups.into_iter().next().ok_or_else(|| AdminError::Message("empty DescribeGroups answer".into()))?;
+    if g.error_code != 0 {
+        return Err(AdminError::Message(format!("cannot describe group '{group}': {}", error_name(g.error_code))));
+    }
+    let consumer = g.protocol_type.as_str() == "consumer";
+    let members = g
+        .members
+        .iter()
+        .map(|m| {
+            let parts = if consumer { parse_assignment(&m.member_assignment).unwrap_or_default() } else { Vec::new() };
+            let flat = parts.into_iter().flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p))).collect();
+            (m.member_id.to_string(), m.client_host.to_string(), m.client_id.to_string(), flat)
+        })
+        .collect();
+    Ok((g.group_state.to_string(), g.protocol_data.to_string(), members))
 }
 
 /// Log end offsets of the partitions.
@@ -152,7 +305,10 @@ async fn log_ends(cluster: &mut Cluster, partitions: &BTreeSet<(String, i32)>) -
 }
 
 /// `groups describe`: the default offsets view, or `--members`, or `--state`.
-pub async fn describe(cluster: &mut Cluster, group: &str, view: &str) -> Result<String> {
+/// `verbose` adds, for a KIP-848 consumer group, the epochs (`--state`) and
+/// each member's epochs, subscription and current and target assignments
+/// (`--members`), as `kafka-consumer-groups.sh --verbose` does.
+pub async fn describe(cluster: &mut Cluster, group: &str, view: &str, verbose: bool) -> Result<String> {
     let snap = snapshot(cluster, group).await?;
     if snap.state == "Dead" {
         return Err(AdminError::Message(format!("Consumer group '{group}' does not exist.")));
@@ -160,14 +316,18 @@ pub async fn describe(cluster: &mut Cluster, group: &str, view: &str) -> Result<
     let mut out = String::new();
     match view {
         "state" => {
-            let rows = vec![vec![
-                group.to_string(),
-                snap.coordinator.clone(),
-                snap.protocol.clone(),
-                snap.state.clone(),
-                snap.members.len().to_string(),
-            ]];
-            out.push_str(&table(&["GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"], &rows));
+            let mut headers = vec!["GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE"];
+            let mut row = vec![group.to_string(), snap.coordinator.clone(), snap.protocol.clone(), snap.state.clone()];
+            if let (true, Some(c)) = (verbose, &snap.consumer) {
+                headers.extend(["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]);
+                row.extend([c.group_epoch.to_string(), c.assignment_epoch.to_string()]);
+            }
+            headers.push("#MEMBERS");
+            row.push(snap.members.len().to_string());
+            out.push_str(&table(&headers, &[row]));
+        }
+        "members" if snap.consumer.is_some() && !snap.members.is_empty() => {
+            out.push_str(&consumer_members_table(group, &snap, verbose));
         }
         "members" => {
             let rows: Vec<Vec<String>> = snap
@@ -236,6 +396,51 @@ pub async fn describe(cluster: &mut Cluster, group: &str, view: &str) -> Result<
         }
     }
     Ok(out)
+}
+
+/// `--members` of a consumer group: Kafka's columns plus the instance id;
+/// with `verbose` the member type, subscription, current epoch and
+/// assignment, target epoch and assignment.
+fn consumer_members_table(group: &str, snap: &Snapshot, verbose: bool) -> String {
+    let Some(c) = &snap.consumer else { return String::new() };
+    let mut headers = vec!["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"];
+    if verbose {
+        headers.extend([
+            "MEMBER-TYPE",
+            "SUBSCRIPTION",
+            "CURRENT-EPOCH",
+            "CURRENT-ASSIGNMENT",
+            "TARGET-EPOCH",
+            "TARGET-ASSIGNMENT",
+        ]);
+    }
+    let rows: Vec<Vec<String>> = snap
+        .members
+        .iter()
+        .zip(&c.members)
+        .map(|((id, host, client, parts), m)| {
+            let mut row = vec![
+                group.to_string(),
+                id.clone(),
+                m.instance_id.clone().unwrap_or_else(|| "-".into()),
+                host.clone(),
+                client.clone(),
+                parts.len().to_string(),
+            ];
+            if verbose {
+                row.extend([
+                    m.member_type.to_string(),
+                    m.subscription.clone(),
+                    m.member_epoch.to_string(),
+                    m.assignment.clone(),
+                    c.assignment_epoch.to_string(),
+                    m.target.clone(),
+                ]);
+            }
+            row
+        })
+        .collect();
+    table(&headers, &rows)
 }
 
 /// `groups offsets`: committed offsets with lag and commit metadata.
@@ -435,6 +640,16 @@ pub async fn reset_offsets(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn assignments_print_as_topic_partitions_sorted_or_a_dash() {
+        use consumer_group_describe_response::TopicPartitions;
+        let tp = |t: &str, ps: &[i32]| {
+            TopicPartitions::default().with_topic_name(TopicName(s(t))).with_partitions(ps.to_vec())
+        };
+        assert_eq!(assignment_string(&[tp("foo", &[2, 0]), tp("bar", &[1])]), "bar:1;foo:0,2");
+        assert_eq!(assignment_string(&[tp("foo", &[])]), "-");
+    }
 
     #[test]
     fn tables_pad_columns_like_kafka_consumer_groups() {

@@ -80,6 +80,7 @@ async fn groups_list_waits_for_a_coordinator_that_is_still_loading() {
         scripted_broker(stream, port as i32, 3).await;
     });
     let mut cluster = Cluster::connect(&format!("127.0.0.1:{port}")).await.unwrap();
-    let out = groups::list(&mut cluster, true, &[]).await.expect("list succeeds once the coordinator has loaded");
+    let out =
+        groups::list(&mut cluster, true, &[], false, &[]).await.expect("list succeeds once the coordinator has loaded");
     assert_eq!(out, "GROUP  STATE\norders Stable\n");
 }

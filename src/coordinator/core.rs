@@ -13,6 +13,7 @@ use bytes::Bytes;
 
 use super::classic::{self, group::ClassicGroup, group::GroupState, history::Cause};
 use super::consumer::heartbeat::{self as consumer_heartbeat, ConsumerRuntime, MemberTimer};
+use super::consumer::history::{ConsumerHistories, Seen, Watch};
 use super::consumer::messages::{
     ConsumerDescribeRequest, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse, DescribedConsumerGroup,
 };
@@ -395,6 +396,8 @@ pub struct ShardCore {
     /// KIP-848 consumer groups' timers, assignors and topic metadata (their
     /// state itself is in the store).
     consumer: ConsumerRuntime,
+    /// Consumer groups' epoch history (in-memory, like classic groups').
+    consumer_history: ConsumerHistories,
 }
 
 impl ShardCore {
@@ -415,6 +418,7 @@ impl ShardCore {
             ids,
             retention: Slot::default(),
             consumer: ConsumerRuntime::new(assigners),
+            consumer_history: ConsumerHistories::default(),
         }
     }
 
@@ -551,6 +555,7 @@ impl ShardCore {
         sink: &mut dyn RecordSink,
         out: &mut Vec<Reply>,
     ) {
+        let watch = self.watch(&req);
         let req = match req {
             Request::WithTopics { topics, inner } => {
                 self.consumer.topics = topics;
@@ -565,6 +570,31 @@ impl ShardCore {
         if let Some(req) = classic_to_consumer::route(groups, consumer, req, token, &mut cx) {
             self.handle_own(req, token, now, sink, out);
         }
+        if let Some(w) = watch {
+            self.observe(w, now);
+        }
+    }
+
+    /// Looks at the consumer group a request may change, for its history.
+    fn watch(&self, req: &Request) -> Option<Watch> {
+        Watch::request(req, &self.store, &self.groups, &self.consumer.topics)
+    }
+
+    /// Records in the group's history what the operation did to it.
+    fn observe(&mut self, w: Watch, now: i64) {
+        let seen = Seen {
+            store: &self.store,
+            assigners: &self.consumer.assigners,
+            topics: &self.consumer.topics,
+            now,
+            capacity: self.cfg.rebalance_history,
+        };
+        self.consumer_history.after(w, &seen);
+    }
+
+    /// The epoch history of a consumer group, oldest first.
+    pub fn consumer_history(&self, group_id: &str) -> Vec<super::consumer::history::EpochChange> {
+        self.consumer_history.entries(group_id)
     }
 
     /// Serves a request that goes to the kind of group it was made for.
@@ -576,6 +606,10 @@ impl ShardCore {
         sink: &mut dyn RecordSink,
         out: &mut Vec<Reply>,
     ) {
+        if let Some(response) = self.observed(&req) {
+            out.push(Reply { token, response });
+            return;
+        }
         let (groups, consumer, mut cx) = self.split_all(now, sink, out);
         match req {
             Request::ConsumerDescribe(r) => {
@@ -626,18 +660,9 @@ impl ShardCore {
                 let err = offsets::delete_topic_offsets(&topic, &mut cx);
                 cx.reply(token, Response::Delete(err));
             }
-            Request::Details { group_id } => {
-                let d = classic::describe::details(groups, cx.store, &group_id).or_else(|| {
-                    let (assigners, topics) = (&consumer.assigners, &consumer.topics);
-                    let session = cx.cfg.consumer.session_timeout_ms;
-                    super::consumer::describe::details(cx.store, assigners, topics, session, &group_id)
-                });
-                cx.reply(token, Response::Details(d.map(Box::new)));
-            }
-            Request::Summaries => {
-                let mut s = classic::describe::summaries(groups);
-                s.extend(super::consumer::describe::summaries(cx.store, &consumer.assigners));
-                cx.reply(token, Response::Summaries(s));
+            Request::Details { .. } | Request::Summaries => {
+                // Served by `observed` before the split; never reached.
+                cx.reply(token, req.error_response(ErrorCode::UNKNOWN_SERVER_ERROR));
             }
             Request::Stats => {
                 let s = classic::describe::stats(groups, cx.store);
@@ -654,6 +679,36 @@ impl ShardCore {
         }
     }
 
+    /// The observability views (`/v1/groups`): classic groups and consumer
+    /// groups with their histories. `None` for any other request.
+    fn observed(&self, req: &Request) -> Option<Response> {
+        let consumer = &self.consumer;
+        Some(match req {
+            Request::Details { group_id } => {
+                let d = classic::describe::details(&self.groups, &self.store, group_id).or_else(|| {
+                    let session = self.cfg.consumer.session_timeout_ms;
+                    let (assigners, topics) = (&consumer.assigners, &consumer.topics);
+                    let mut d = super::consumer::describe::details(&self.store, assigners, topics, session, group_id)?;
+                    if let Some(c) = d.consumer.as_mut() {
+                        c.rebalances = self.consumer_history.entries(group_id);
+                    }
+                    Some(d)
+                });
+                Response::Details(d.map(Box::new))
+            }
+            Request::Summaries => {
+                let mut s = classic::describe::summaries(&self.groups);
+                let history = &self.consumer_history;
+                s.extend(super::consumer::describe::summaries(&self.store, &consumer.assigners).map(|mut g| {
+                    g.last_rebalance_cause = history.last_cause(&g.group_id).map(str::to_string);
+                    g
+                }));
+                Response::Summaries(s)
+            }
+            _ => return None,
+        })
+    }
+
     /// The earliest pending deadline (possibly of a stale entry).
     pub fn next_deadline(&self) -> Option<i64> {
         self.timers.next_deadline()
@@ -668,6 +723,7 @@ impl ShardCore {
                     if fired == Pop::Fire {
                         let (groups, mut cx) = self.split(now, sink, out);
                         offsets::expire_offsets(groups, &mut cx);
+                        self.consumer_history.retain_existing(&self.store);
                         let next = now + self.cfg.retention_check_interval_ms;
                         self.retention.schedule(next, || TimerKey::Retention, &mut self.timers);
                     }
@@ -717,8 +773,12 @@ impl ShardCore {
         sink: &mut dyn RecordSink,
         out: &mut Vec<Reply>,
     ) {
+        let watch = Watch::timer(group, which, member, &self.store, &self.consumer.topics);
         let (groups, consumer, mut cx) = self.split_all(now, sink, out);
         consumer.on_timer(groups, which, group, member, deadline, &mut cx);
+        if let Some(w) = watch {
+            self.observe(w, now);
+        }
     }
 
     /// Kafka's unload on resignation: every group becomes Dead and parked
@@ -728,6 +788,7 @@ impl ShardCore {
             classic::rebalance::unload(g, now, out);
         }
         self.groups.clear();
+        self.consumer_history.clear();
     }
 
     /// Records that rebuild the durable state (compaction snapshot).

@@ -342,6 +342,8 @@ pub struct ConsumerGroupDetails {
     pub assignment_epoch: i32,
     pub assignor: String,
     pub members: Vec<crate::coordinator::consumer::messages::DescribedConsumerMember>,
+    /// The last group-epoch bumps with their causes and convergence.
+    pub rebalances: Vec<crate::coordinator::consumer::history::EpochChange>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -176,6 +176,7 @@ fn group_json(d: &crate::coordinator::messages::GroupDetails, ends: &dyn LogEndO
             })
         });
         obj.insert("members".into(), Value::Array(members.collect()));
+        obj.insert("rebalances".into(), json!(c.rebalances));
     }
     v
 }

@@ -54,6 +54,12 @@ fn describe() {
     );
     describe_counter!("kcoord_rebalances_total", "Rebalances started, by cause");
     describe_histogram!("kcoord_rebalance_duration_seconds", Unit::Seconds, "Duration of completed rebalances");
+    describe_counter!("kcoord_consumer_group_epochs_total", "Consumer-group epoch bumps, by cause");
+    describe_histogram!(
+        "kcoord_consumer_group_convergence_seconds",
+        Unit::Seconds,
+        "Consumer-group epoch bump until every member reconciled to its target"
+    );
     describe_counter!("kcoord_session_expirations_total", "Members removed because their session expired");
     describe_counter!("kcoord_committed_partitions_total", "Partitions committed by OffsetCommit");
     describe_counter!("kcoord_log_appends_total", "Writes to the coordinator logs");

@@ -126,3 +126,35 @@ def test_partitions_grow_while_three_consumers_run_and_the_assignment_follows(ma
         assert not any(m.state().get("fatal") for m in members), [m.state() for m in members]
     finally:
         stop_all(members)
+
+
+def test_a_static_member_restarting_within_its_session_gets_its_partitions_back_without_a_rebalance(make_kcoord,
+                                                                                                     tmp_path):
+    # A 20 s session leaves room for a new process to start on a loaded machine.
+    k = make_kcoord(topics=["t6:6"], settings=FAST_848 + ["group.consumer.session_timeout_ms=20000",
+                                                          "metrics.listen=127.0.0.1:0"])
+    a = rdk_member(tmp_path, "sa", k, "g848static", "t6", "consumer", instance_id="static-a")
+    others = [rdk_member(tmp_path, f"s{i}", k, "g848static", "t6", "consumer") for i in range(2)]
+    a2 = None
+    try:
+        wait_balanced([a] + others, SIX)
+        view = wait_for("the group to be stable", lambda: (lambda v: v if v["state"] == "Stable" else None)(
+            k.http_json("/v1/groups/g848static")))
+        mine = a.assigned()
+        theirs = [o.assigned() for o in others]
+        epochs = {m["member_id"]: m["member_epoch"] for m in view["members"] if m["group_instance_id"] is None}
+        # The static member leaves temporarily (epoch -2) and a new process
+        # with the same instance id takes its place.
+        a.close()
+        a2 = rdk_member(tmp_path, "sa2", k, "g848static", "t6", "consumer", instance_id="static-a")
+        wait_for("the restarted static member to own its partitions again", lambda: a2.assigned() == mine, timeout=60)
+        after = k.http_json("/v1/groups/g848static")
+        assert after["group_epoch"] == view["group_epoch"], "no new target assignment was computed"
+        assert len(after["rebalances"]) == len(view["rebalances"]), after["rebalances"]
+        assert [o.assigned() for o in others] == theirs, "the other members kept their partitions"
+        assert {m["member_id"]: m["member_epoch"] for m in after["members"] if m["group_instance_id"] is None} == epochs
+        static = [m for m in after["members"] if m["group_instance_id"] == "static-a"]
+        assert len(static) == 1 and static[0]["member_epoch"] == view["group_epoch"], static
+        assert not any(m.state().get("fatal") for m in [a2] + others)
+    finally:
+        stop_all(others + ([a2] if a2 else []) + [a])

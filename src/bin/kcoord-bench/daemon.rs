@@ -233,6 +233,64 @@ pub async fn memory(
     Ok(r)
 }
 
+/// Resident memory per consumer-protocol member (KIP-848): the daemon's RSS
+/// before and after `groups × members` members joined and reconciled, and
+/// the same for as many classic members in other groups, in one daemon.
+pub async fn consumer_memory(
+    bin: &Path,
+    groups: usize,
+    members: usize,
+    per_conn: usize,
+) -> Result<Report, ClientError> {
+    let tmp = tempdir()?;
+    let d = spawn(
+        bin,
+        &tmp.join("data"),
+        &[
+            "--set",
+            "storage.fsync=never",
+            "--set",
+            "group.initial_rebalance_delay_ms=1000",
+            "--set",
+            "server.max_connections=100000",
+            "--set",
+            &format!("group.consumer.max_size={}", members.max(1)),
+        ],
+    )?;
+    d.wait_ready(Duration::from_secs(60));
+    let topic = "memtopic";
+    scenarios::ensure_topic(&d.addr, topic, members.max(1) as i32).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let base = d.rss();
+    let names: Vec<String> = (0..groups).map(|i| format!("cmem-{i}")).collect();
+    let lanes = crate::consumer::join(&d.addr, &names, members, per_conn, topic, Duration::from_secs(300)).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_consumer = d.rss();
+    let classic_names: Vec<String> = (0..groups).map(|i| format!("kmem-{i}")).collect();
+    let mut swarm = Swarm::connect(&d.addr, &classic_names, members, per_conn, 0).await?;
+    swarm.settle(Duration::from_secs(300)).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_classic = d.rss();
+    let n = (groups * members).max(1) as f64;
+    let mut r = Report::new(
+        "consumer-memory",
+        json!({"groups": groups, "members": members, "partitions": members, "members_per_connection": per_conn}),
+    );
+    r.metric("rss_base_mb", base as f64 / 1e6, "MB");
+    r.metric("rss_final_mb", with_classic as f64 / 1e6, "MB");
+    // Members include their share of the connections carrying them.
+    let consumer = with_consumer.saturating_sub(base) as f64 / n;
+    let classic = with_classic.saturating_sub(with_consumer) as f64 / n;
+    r.metric("bytes_per_consumer_member", consumer, "B");
+    r.metric("bytes_per_classic_member", classic, "B");
+    r.metric("consumer_to_classic_ratio", consumer / classic.max(1.0), "x");
+    drop(lanes);
+    drop(swarm);
+    drop(d);
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(r)
+}
+
 /// Commits offset `p` for partitions `range` of "memtopic" in each group,
 /// as a group without members (generation -1).
 async fn commit_offsets(

@@ -4,6 +4,7 @@
 //! requests, and is bounded in time and count. It only targets loopback
 //! addresses. See docs/benchmarks.md.
 
+mod consumer;
 mod daemon;
 mod load;
 mod scenarios;
@@ -112,6 +113,37 @@ enum Scenario {
         #[arg(long, default_value_t = 50)]
         shards: u32,
     },
+    /// KIP-848: heartbeats/s of consumer-protocol members (ConsumerGroupHeartbeat)
+    /// next to classic members, G groups × M members each, in one run.
+    ConsumerHeartbeat {
+        #[arg(long, default_value_t = 10)]
+        groups: usize,
+        #[arg(long, default_value_t = 100)]
+        members: usize,
+    },
+    /// KIP-848: N consumer-protocol members while their topic grows from
+    /// FROM to TO partitions (CreatePartitions); time until every member
+    /// owns its share.
+    ConsumerConvergence {
+        #[arg(long, default_value_t = 10)]
+        members: usize,
+        #[arg(long, default_value_t = 100)]
+        from: i32,
+        #[arg(long, default_value_t = 1000)]
+        to: i32,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
+    /// (kcoord only) KIP-848: resident memory per consumer-protocol member,
+    /// next to classic members.
+    ConsumerMemory {
+        #[arg(long)]
+        kcoord_bin: PathBuf,
+        #[arg(long, default_value_t = 100)]
+        groups: usize,
+        #[arg(long, default_value_t = 10)]
+        members: usize,
+    },
     /// (kcoord only) Resident memory per group, member and committed offset
     /// (partitions must be at least 1: the first offset creates each group).
     Memory {
@@ -166,7 +198,10 @@ fn main() -> ExitCode {
             members_per_connection: cli.members_per_connection.max(1),
             settle_timeout: Duration::from_secs_f64(cli.settle_timeout_secs.clamp(1.0, 3600.0)),
         };
-        let needs_broker = !matches!(cli.scenario, Scenario::Recovery { .. } | Scenario::Memory { .. });
+        let needs_broker = !matches!(
+            cli.scenario,
+            Scenario::Recovery { .. } | Scenario::Memory { .. } | Scenario::ConsumerMemory { .. }
+        );
         if needs_broker {
             if let Err(e) = check_loopback(&cli.bootstrap) {
                 eprintln!("kcoord-bench: {e}");
@@ -184,6 +219,16 @@ fn main() -> ExitCode {
             Scenario::JoinStorm { groups, members } => scenarios::join_storm(&common, *groups, *members).await,
             Scenario::FetchOffsets { groups, partitions, connections, topic } => {
                 scenarios::fetch_offsets(&common, *groups, *partitions, *connections, topic).await
+            }
+            Scenario::ConsumerHeartbeat { groups, members } => {
+                consumer::heartbeat_compare(&common, *groups, *members).await
+            }
+            Scenario::ConsumerConvergence { members, from, to, rounds } => {
+                let (members, rounds) = ((*members).clamp(1, 10_000), (*rounds).clamp(1, 100));
+                consumer::convergence(&common, members, (*from).max(1), (*to).clamp(1, 100_000), rounds).await
+            }
+            Scenario::ConsumerMemory { kcoord_bin, groups, members } => {
+                daemon::consumer_memory(kcoord_bin, *groups, *members, common.members_per_connection).await
             }
             Scenario::Recovery { kcoord_bin, records, shards } => {
                 daemon::recovery(kcoord_bin, (*records).min(100_000_000), *shards).await

@@ -140,6 +140,7 @@ pub fn details(
             assignment_epoch: d.assignment_epoch,
             assignor: d.assignor_name,
             members: d.members,
+            rebalances: Vec::new(),
         }),
     })
 }

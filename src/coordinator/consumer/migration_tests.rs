@@ -140,6 +140,24 @@ fn with_policy(policy: MigrationPolicy) -> Harness {
 }
 
 #[test]
+fn an_upgrade_starts_the_consumer_group_history_with_the_classic_generation() {
+    let mut h = Harness::new();
+    let (generation, _a, _b) = classic_group(&mut h);
+    assert_eq!(chb(&mut h, cjoin("m3")).error, ErrorCode::NONE);
+    let e = h.core.consumer_history("grp");
+    assert_eq!(e.len(), 1);
+    assert_eq!(
+        e[0].cause,
+        super::history::Cause::MigratedFromClassic {
+            member_id: "m3".into(),
+            classic_generation: generation,
+            classic_members: 2
+        }
+    );
+    assert_eq!((e[0].group_epoch_before, e[0].group_epoch), (generation, generation + 1));
+}
+
+#[test]
 fn a_stable_classic_group_upgrades_when_its_first_consumer_protocol_member_joins() {
     let mut h = Harness::new();
     let (generation, a, b) = classic_group(&mut h);

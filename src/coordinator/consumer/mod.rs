@@ -9,6 +9,7 @@
 //! `offsets` (member-epoch checks of OffsetCommit and OffsetFetch),
 //! `regex` (regular-expression subscriptions), `retention` (OffsetDelete,
 //! offset expiry and deletion of empty groups), `describe` (ListGroups),
+//! `history` (the epoch history: each group-epoch bump with its cause),
 //! `assignor` (the server-side assignors, `uniform` and `range`),
 //! `migration` (online upgrade of a classic group and downgrade back),
 //! `classic_member` (classic members' JoinGroup, SyncGroup, Heartbeat and
@@ -21,6 +22,9 @@ pub mod describe;
 pub mod embedded;
 pub mod group;
 pub mod heartbeat;
+pub mod history;
+#[cfg(test)]
+mod history_tests;
 pub mod messages;
 pub mod migration;
 #[cfg(test)]
