@@ -23,7 +23,7 @@ def k(make_kcoord):
 def test_three_consumer_protocol_members_share_six_partitions_and_survive_close_and_kill(k, tmp_path):
     members = [rdk_member(tmp_path, f"m{i}", k, "g848", "t6", "consumer") for i in range(3)]
     try:
-        wait_balanced(members, SIX)
+        wait_balanced(members, SIX, even=True)
         assert all(len(m.assigned()) == 2 for m in members), [m.assigned() for m in members]
         # A member that leaves (epoch -1) hands its partitions over.
         members[0].close()
@@ -113,7 +113,7 @@ def test_partitions_grow_while_three_consumers_run_and_the_assignment_follows(ma
         admin = AdminClient({"bootstrap.servers": k.bootstrap})
         admin.create_partitions([NewPartitions("tg", 6)])["tg"].result(30)
         six = [("tg", p) for p in range(6)]
-        wait_balanced(members, six, timeout=60)
+        wait_balanced(members, six, timeout=60, even=True)
         assert all(len(m.assigned()) == 2 for m in members), [m.assigned() for m in members]
         p = Producer({"bootstrap.servers": k.bootstrap})
         sent = set()

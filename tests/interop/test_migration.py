@@ -140,7 +140,7 @@ def test_a_live_classic_group_rolls_over_to_the_consumer_protocol_and_back_witho
 
     def settle(step):
         """Balanced, and every member processing records again."""
-        wait_balanced(live, SIX)
+        wait_balanced(live, SIX, even=True)
         before = {m.name: processed(m) for m in live}
         wait_for(f"every member to process records after {step}",
                  lambda: all(processed(m) >= before[m.name] + 20 for m in live))

@@ -45,7 +45,7 @@ def test_consumer_protocol_members_share_consume_and_commit_through_the_sidecar(
     members = [rdk_worker(tmp_path, f"m{i}", sidecar.bootstrap, "g848sc", "c848", record=records[i],
                           auto_commit=True, strategy="consumer") for i in range(3)]
     try:
-        wait_balanced(members, six, timeout=90)
+        wait_balanced(members, six, timeout=90, even=True)
         assert all(len(m.assigned()) == 2 for m in members), [m.assigned() for m in members]
         sent = produce(sidecar.bootstrap, "c848", 120, "a", partitions=6)
         wait_for("every message to be consumed",
