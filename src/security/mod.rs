@@ -5,6 +5,7 @@
 //! asks it whether a frame may be served and hands it the SASL frames.
 //! Principals use Kafka's form, `User:<name>`, so ACLs can follow.
 
+pub mod client;
 pub mod credentials;
 pub mod listeners;
 pub mod plain;
