@@ -36,6 +36,11 @@ enum Command {
     /// Consumer group administration (like kafka-consumer-groups.sh), against
     /// kcoord or any Kafka-compatible cluster.
     Groups {
+        /// Kafka-style client settings (security.protocol, sasl.mechanism,
+        /// sasl.username, sasl.password, ssl.ca.location, ...) as
+        /// `key=value` lines or TOML, like kafka-consumer-groups.sh's.
+        #[arg(long, global = true, value_name = "FILE")]
+        command_config: Option<std::path::PathBuf>,
         #[command(subcommand)]
         command: GroupsCommand,
     },
@@ -181,7 +186,7 @@ enum GroupsCommand {
 }
 
 /// Runs an admin command; prints its output or "Error: ..." like Kafka's tools.
-fn run_groups(command: GroupsCommand) -> ExitCode {
+fn run_groups(command: GroupsCommand, command_config: Option<std::path::PathBuf>) -> ExitCode {
     use kcoord::admin::{cluster::Cluster, groups};
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
@@ -198,7 +203,12 @@ fn run_groups(command: GroupsCommand) -> ExitCode {
             | GroupsCommand::Delete { bootstrap, .. }
             | GroupsCommand::ResetOffsets { bootstrap, .. } => bootstrap.clone(),
         };
-        let mut cluster = Cluster::connect(&bootstrap).await?;
+        let security = match &command_config {
+            Some(path) => kcoord::security::client::ClientSecurity::from_file(path)
+                .map_err(|e| kcoord::admin::cluster::AdminError::Message(format!("--command-config {e}")))?,
+            None => kcoord::security::client::ClientSecurity::plaintext(),
+        };
+        let mut cluster = Cluster::connect_with(&bootstrap, security).await?;
         match command {
             GroupsCommand::List { state, .. } => {
                 let states: Vec<String> = state.iter().filter(|s| !s.is_empty()).cloned().collect();
@@ -413,7 +423,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(a)) => (a.build(), a.repair, false),
         Some(Command::Config(a)) => (a.build(), a.repair, true),
         Some(Command::Sidecar(a)) => (a.build(), a.serve.repair, false),
-        Some(Command::Groups { command }) => return run_groups(command),
+        Some(Command::Groups { command, command_config }) => return run_groups(command, command_config),
         Some(Command::Users { command }) => return run_users(command),
         None => (cli.serve.build(), cli.serve.repair, false),
     };
