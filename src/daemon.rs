@@ -385,6 +385,17 @@ async fn first_metadata(upstream: &Upstream, sc: &SidecarConfig) -> Result<Clust
     loop {
         match upstream.refresh().await {
             Ok(view) => return Ok(view),
+            // Retrying a refused login does not make it succeed.
+            Err(
+                e @ crate::sidecar::upstream::UpstreamError::Client {
+                    source: crate::protocol::client::ClientError::Authentication(_),
+                    ..
+                },
+            ) => {
+                return Err(StartError::Sidecar(format!(
+                    "the upstream refused kcoord's login (check sidecar.upstream_security): {e}"
+                )))
+            }
             Err(e) if tokio::time::Instant::now() + backoff >= deadline => {
                 return Err(StartError::Sidecar(format!(
                     "the upstream cluster did not answer within sidecar.startup_timeout_ms: {e}"
