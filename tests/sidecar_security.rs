@@ -305,3 +305,44 @@ fn the_admin_cli_reads_kafka_client_settings_from_command_config() {
         up.shutdown().await;
     });
 }
+
+#[tokio::test]
+async fn the_sidecar_renews_its_upstream_session_before_the_upstream_ends_it() {
+    // KIP-368: the upstream gives sessions 1.5 s; the sidecar replaces a
+    // link once 85% of that has passed, so the client never notices.
+    let pki = Pki::new();
+    let mut s = pki.sasl_ssl_listener("upstream", &[SIDECAR_USER]);
+    s.extend([
+        "topics.define=[\"t:3\"]".into(),
+        "server.node_id=1".into(),
+        "security.connections_max_reauth_ms=1500".into(),
+    ]);
+    let up = start(&s).await;
+    let sc = sidecar(&pki, &up).await;
+    let mut c = connect(sc.addr, &pki.client(CLIENT_USER)).await;
+    let (member, generation) = join_alone(&mut c, "renewed").await;
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(4000);
+    let mut offset = 0;
+    let mut pace = tokio::time::interval(std::time::Duration::from_millis(50));
+    while std::time::Instant::now() < until {
+        offset += 1;
+        let records = support::batch(&[("k", "v")], 1000, None);
+        let p = c.call(&support::produce_request("t", 0, Some(records), -1), 9).await.expect("produce");
+        assert_eq!(p.responses[0].partition_responses[0].error_code, 0);
+        assert_eq!(commit(&mut c, "renewed", &member, generation, offset).await, 0);
+        pace.tick().await;
+    }
+    // Write-through (the sidecar's control connections) renewed too.
+    let login = pki.client(SIDECAR_USER);
+    let up_addr = up.addr;
+    eventually("the last commit upstream", || {
+        let login = login.clone();
+        async move {
+            let mut direct = connect(up_addr, &login).await;
+            (committed(&mut direct, "renewed").await == offset).then_some(())
+        }
+    })
+    .await;
+    sc.shutdown().await;
+    up.shutdown().await;
+}
