@@ -312,10 +312,11 @@ struct SidecarArgs {
     /// Bootstrap addresses of the upstream cluster (sidecar.upstream).
     #[arg(long, value_name = "HOST:PORT[,HOST:PORT...]", value_delimiter = ',', required = true)]
     upstream: Vec<String>,
-    /// Every sidecar when there is one per broker, as ID=HOST:PORT (sidecar.peers); this one fronts
+    /// Every sidecar when there is one per broker, as ID=HOST:PORT (sidecar.peers), or
+    /// ID=LISTENER://HOST:PORT per listener with several server.listeners; this one fronts
     /// broker --node-id. Without it, one process fronts the whole cluster with a listener per
-    /// broker, on consecutive ports from --listen.
-    #[arg(long, value_name = "ID=HOST:PORT[,...]", value_delimiter = ',')]
+    /// broker, on consecutive ports from --listen (from each listener's port).
+    #[arg(long, value_name = "ID=[LISTENER://]HOST:PORT[,...]", value_delimiter = ',')]
     peers: Vec<String>,
     #[command(flatten)]
     serve: ServeArgs,

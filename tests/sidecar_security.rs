@@ -346,3 +346,99 @@ async fn the_sidecar_renews_its_upstream_session_before_the_upstream_ends_it() {
     sc.shutdown().await;
     up.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_login_the_upstream_refuses_later_closes_forwarding_counts_it_and_groups_keep_working() {
+    let pki = Pki::new();
+    let up = upstream(&pki).await;
+    let sc = sidecar(&pki, &up).await;
+    // The upstream forgets the sidecar's user (a rotated password); it
+    // reloads its credentials file when the file changes.
+    let mut other = Credentials::default();
+    other.set_password("someone-else", "x", &ScramMechanism::ALL, 4096);
+    other.save(Path::new(&pki.path("upstream-users.json"))).unwrap();
+    let login = pki.client(CLIENT_USER);
+    let addr = sc.addr;
+    eventually("a forwarded request refused for want of an upstream login", || {
+        let login = login.clone();
+        async move {
+            let mut c = connect(addr, &login).await;
+            c.call(&MetadataRequest::default().with_topics(None), 12).await.is_err().then_some(())
+        }
+    })
+    .await;
+    let (_, metrics) = http_get(sc.daemon.as_ref().unwrap().metrics_addr().unwrap(), "/metrics").await;
+    assert!(
+        metrics.lines().any(|l| l.starts_with("kcoord_sidecar_upstream_authentication_failures_total ")),
+        "{metrics}"
+    );
+    // Group coordination is the sidecar's own and does not need the upstream login.
+    let mut c = connect(addr, &login).await;
+    let (member, generation) = join_alone(&mut c, "still-served").await;
+    assert_eq!(commit(&mut c, "still-served", &member, generation, 7).await, 0);
+    assert_eq!(committed(&mut c, "still-served").await, 7);
+    sc.shutdown().await;
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn each_sidecar_listener_advertises_its_own_address() {
+    let pki = Pki::new();
+    let up = TestServer::start_with(&["topics.define=[\"t:3\"]", "server.node_id=1"]).await;
+    let users = pki.path("users.json");
+    let mut creds = Credentials::default();
+    creds.set_password(CLIENT_USER.0, CLIENT_USER.1, &ScramMechanism::ALL, 4096);
+    creds.save(Path::new(&users)).unwrap();
+    let sc = start(&[
+        format!("sidecar.upstream=[\"{}\"]", up.addr),
+        "server.listeners=[\"PLAINTEXT://127.0.0.1:0\", \"SASL_PLAINTEXT://127.0.0.1:0\"]".into(),
+        format!("security.credentials_file=\"{users}\""),
+    ])
+    .await;
+    let addrs = sc.daemon.as_ref().unwrap().local_addrs().to_vec();
+    assert_eq!(addrs.len(), 2, "one port per listener and fronted broker");
+    let sasl = ClientSecurity::from_config(
+        &ClientSecurityConfig::parse(&format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username={}\nsasl.password={}\n",
+            CLIENT_USER.0, CLIENT_USER.1
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    for (addr, security) in [(addrs[0], ClientSecurity::plaintext()), (addrs[1], sasl)] {
+        let mut c = connect(addr, &security).await;
+        let md = c.call(&MetadataRequest::default().with_topics(None), 12).await.unwrap();
+        let brokers: Vec<(i32, i32)> = md.brokers.iter().map(|b| (b.node_id.0, b.port)).collect();
+        assert_eq!(brokers, vec![(1, i32::from(addr.port()))]);
+        let fc = c.call(&FindCoordinatorRequest::default().with_key(sb("g")), 3).await.unwrap();
+        assert_eq!((fc.node_id.0, fc.port), (1, i32::from(addr.port())));
+    }
+    sc.shutdown().await;
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_per_broker_sidecar_without_a_peer_address_on_every_listener_refuses_to_start() {
+    let up = TestServer::start_with(&["server.node_id=1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = ConfigBuilder::new();
+    for s in common::TEST_DEFAULTS {
+        b = b.set(s).unwrap();
+    }
+    for s in [
+        format!("storage.data_dir=\"{}\"", dir.path().display()),
+        format!("sidecar.upstream=[\"{}\"]", up.addr),
+        "server.node_id=1".into(),
+        "server.listeners=[\"PLAINTEXT://127.0.0.1:0\", \"INTERNAL://127.0.0.1:0\"]".into(),
+        "server.listener_security_protocol_map=\"INTERNAL:PLAINTEXT\"".into(),
+        "sidecar.peers=[\"2=PLAINTEXT://127.0.0.1:1\"]".into(),
+    ] {
+        b = b.set(&s).unwrap();
+    }
+    let err = match kcoord::Daemon::start(b.build().unwrap()).await {
+        Ok(_) => panic!("started without node 2's INTERNAL address"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("node 2 on listener INTERNAL"), "{err}");
+    up.shutdown().await;
+}

@@ -126,12 +126,6 @@ impl Link {
         }
     }
 
-    /// Whether the body of a large request can be relayed from a plain
-    /// client socket into this link by splice(2).
-    pub fn is_plain(&self) -> bool {
-        self.writer.tcp().is_some()
-    }
-
     /// Whether the upstream SASL session is due for renewal.
     pub fn renewal_due(&self, now: Instant) -> bool {
         self.renew_at.is_some_and(|t| now >= t)

@@ -150,12 +150,6 @@ impl Sidecar {
         Ok(link::Link::new(conn, self.max_response_bytes, self.max_buffered_bytes, self.pipes.clone()))
     }
 
-    /// Whether request bodies can be spliced from plain client sockets to
-    /// the upstream (false when the upstream is TLS).
-    pub fn upstream_is_plain(&self) -> bool {
-        self.upstream.security().is_plain()
-    }
-
     /// The kcoord nodes as clients of `listener` reach them.
     pub fn nodes_for(&self, listener: crate::server::ListenerInfo) -> &NodeEndpoints {
         self.per_listener.get(usize::from(listener.index)).unwrap_or(&self.nodes)
