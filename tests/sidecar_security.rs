@@ -442,3 +442,24 @@ async fn a_per_broker_sidecar_without_a_peer_address_on_every_listener_refuses_t
     assert!(err.contains("node 2 on listener INTERNAL"), "{err}");
     up.shutdown().await;
 }
+
+#[tokio::test]
+async fn large_records_cross_a_plain_sidecar_to_a_tls_upstream_and_back() {
+    // The large Produce body is relayed from the plain client socket into
+    // the TLS link, and the Fetch answer copied back out of it (no splice).
+    let pki = Pki::new();
+    let up = upstream(&pki).await;
+    let sc = start(&upstream_login(&pki, &up, SIDECAR_USER.1)).await;
+    let mut c = connect(sc.addr, &ClientSecurity::plaintext()).await;
+    let big: String = (0..300_000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let records = support::batch(&[("k", big.as_str())], 1000, None);
+    assert!(records.len() > 200_000);
+    let p = c.call(&support::produce_request("t", 1, Some(records), -1), 9).await.unwrap();
+    assert_eq!(p.responses[0].partition_responses[0].error_code, 0);
+    let f = c.call(&support::fetch_request(12, "t", Default::default(), 1, 0, 0), 12).await.unwrap();
+    let got = support::decode_records(f.responses[0].partitions[0].records.as_ref().expect("records"));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].2, big);
+    sc.shutdown().await;
+    up.shutdown().await;
+}

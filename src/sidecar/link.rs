@@ -171,6 +171,9 @@ impl Link {
                 None => super::body::copy_into(client.as_ref(), &mut self.writer, rest).await?,
             }
         }
+        // A TLS stream may keep encrypted bytes back when the socket was
+        // full; flushing sends them (a no-op on a plain socket).
+        self.writer.flush().await?;
         self.sent_bytes.increment(4 + len as u64);
         self.sent_requests.increment(1);
         Ok(rx)
