@@ -412,6 +412,9 @@ pub struct SidecarConfig {
     /// Upstream responses one client connection may have read but not yet
     /// written to the client; past it kcoord stops reading from the broker.
     pub max_buffered_response_bytes: u32,
+    /// How the sidecar connects to the upstream (TLS, SASL): Kafka's client
+    /// settings, `.` written `_` (`security_protocol = "SASL_SSL"`).
+    pub upstream_security: crate::security::client::ClientSecurityConfig,
 }
 
 impl Default for SidecarConfig {
@@ -431,6 +434,7 @@ impl Default for SidecarConfig {
             startup_timeout_ms: 60_000,
             max_response_bytes: 268_435_456,
             max_buffered_response_bytes: 104_857_600,
+            upstream_security: Default::default(),
         }
     }
 }
@@ -440,19 +444,26 @@ impl SidecarConfig {
         !self.upstream.is_empty()
     }
 
-    /// The peer list as (broker id, endpoint), sorted by id.
-    pub fn parsed_peers(&self) -> Result<Vec<(i32, Endpoint)>, String> {
-        let mut out = Vec::with_capacity(self.peers.len());
+    /// The peer list as (broker id, listener name, endpoint), sorted by id.
+    /// `ID=HOST:PORT` names a peer's only (or first) listener;
+    /// `ID=NAME://HOST:PORT` its listener NAME, one entry per listener when
+    /// sidecars have several (`server.listeners`).
+    pub fn parsed_peers(&self) -> Result<Vec<(i32, Option<String>, Endpoint)>, String> {
+        let mut out: Vec<(i32, Option<String>, Endpoint)> = Vec::with_capacity(self.peers.len());
         for p in &self.peers {
             let (id, addr) = p.split_once('=').ok_or_else(|| format!("sidecar peer {p:?}: expected ID=HOST:PORT"))?;
             let id: i32 = id.trim().parse().map_err(|_| format!("sidecar peer {p:?}: {id:?} is not a broker id"))?;
+            let (listener, addr) = match addr.trim().split_once("://") {
+                Some((name, addr)) => (Some(name.trim().to_ascii_uppercase()), addr),
+                None => (None, addr.trim()),
+            };
             let ep = Endpoint::parse(addr.trim()).map_err(|e| format!("sidecar peer {p:?}: {e}"))?;
-            if out.iter().any(|(other, _)| *other == id) {
+            if out.iter().any(|(other, l, _)| *other == id && *l == listener) {
                 return Err(format!("sidecar peer id {id} is listed twice"));
             }
-            out.push((id, ep));
+            out.push((id, listener, ep));
         }
-        out.sort_by_key(|(id, _)| *id);
+        out.sort_by_key(|(id, _, _)| *id);
         Ok(out)
     }
 }
@@ -870,7 +881,7 @@ impl Config {
         if !peers.is_empty() && !sc.enabled() {
             return bad("sidecar.peers needs sidecar.upstream".into());
         }
-        if let Some((_, own)) = peers.iter().find(|(id, _)| *id == self.server.node_id) {
+        if let Some((_, _, own)) = peers.iter().find(|(id, l, _)| *id == self.server.node_id && l.is_none()) {
             if *own != self.advertised() {
                 return bad(format!(
                     "sidecar.peers names node {} at {}:{}, but this node advertises {}:{}",
@@ -920,9 +931,6 @@ impl Config {
         let bad = |m: String| Err(ConfigError::Invalid(m));
         let specs = self.listener_specs().map_err(ConfigError::Invalid)?;
         let sec = &self.security;
-        if self.sidecar.enabled() && !self.server.listeners.is_empty() {
-            return bad("sidecar mode serves one PLAINTEXT listener (server.listen) for now".into());
-        }
         if specs.iter().any(|l| l.protocol.uses_tls())
             && (sec.tls_certificate.is_empty() || sec.tls_private_key.is_empty())
         {

@@ -13,6 +13,7 @@ use crate::config::{Config, Endpoint, SidecarConfig};
 use crate::coordinator::service::GroupHooks;
 use crate::coordinator::Coordinator;
 use crate::observability::{self, http::HttpState, LogEndOffsets, NoLogEnds};
+use crate::security::client::ClientSecurity;
 use crate::security::{ListenerSecurity, SecurityRuntime};
 use crate::server::limits::{self, ConnectionLimits};
 use crate::server::{listener, ListenerInfo, Services};
@@ -270,25 +271,33 @@ async fn start_sidecar(
     descriptors: crate::descriptors::Budget,
 ) -> Result<RunningDaemon, StartError> {
     let sc = config.sidecar.clone();
-    let upstream = Arc::new(Upstream::new(sc.upstream.clone(), Duration::from_millis(sc.request_timeout_ms)));
+    let upstream_security = ClientSecurity::from_config(&sc.upstream_security)
+        .map_err(|e| StartError::Config(format!("sidecar.upstream_security: {e}")))?;
+    let upstream =
+        Arc::new(Upstream::new(sc.upstream.clone(), Duration::from_millis(sc.request_timeout_ms), upstream_security));
     let view = first_metadata(&upstream, &sc).await?;
     let peers = sc.parsed_peers().map_err(StartError::Sidecar)?;
-    let advertised_host = config.advertised().host;
-    let mut nodes = NodeEndpoints::default();
+    let specs = config.listener_specs().map_err(StartError::Config)?;
+    let (security, per_listener) = SecurityRuntime::build(&config, &specs).map_err(StartError::Config)?;
+    let mut nodes = vec![NodeEndpoints::default(); specs.len()];
     let mut listeners = Vec::new();
     if peers.is_empty() {
-        // One process fronting the whole cluster: a listener per broker.
-        let listen = Endpoint::parse(&config.server.listen).map_err(StartError::Sidecar)?;
-        let advertised_base = config.advertised().port;
-        for (i, id) in view.brokers.keys().enumerate() {
-            let offset = u16::try_from(i).map_err(|_| StartError::Sidecar("too many upstream brokers".into()))?;
-            let port = if listen.port == 0 { 0 } else { listen.port.saturating_add(offset) };
-            let addr = format_addr(&listen.host, i32::from(port));
-            let l = bind(&addr).await?;
-            let bound = local_addr(&l, &addr)?;
-            let advertised_port = if listen.port == 0 { bound.port() } else { advertised_base.saturating_add(offset) };
-            nodes.0.insert(*id, (advertised_host.clone(), i32::from(advertised_port)));
-            listeners.push((l, ListenerInfo { node_id: *id, index: 0 }, ListenerSecurity::plaintext()));
+        // One process fronting the whole cluster: each listener binds a
+        // port per broker (its port plus the broker's rank by id).
+        for (li, (spec, sec)) in specs.iter().zip(&per_listener).enumerate() {
+            let index = u16::try_from(li).map_err(|_| StartError::Config("too many listeners".into()))?;
+            for (i, id) in view.brokers.keys().enumerate() {
+                let offset = u16::try_from(i).map_err(|_| StartError::Sidecar("too many upstream brokers".into()))?;
+                let port = if spec.bind.port == 0 { 0 } else { spec.bind.port.saturating_add(offset) };
+                let addr = format_addr(&spec.bind.host, i32::from(port));
+                let l = bind(&addr).await?;
+                let bound = local_addr(&l, &addr)?;
+                let shown = spec.advertised.clone().unwrap_or_else(|| spec.bind.clone());
+                let advertised_port =
+                    if spec.bind.port == 0 { bound.port() } else { shown.port.saturating_add(offset) };
+                nodes[li].0.insert(*id, (shown.host.clone(), i32::from(advertised_port)));
+                listeners.push((l, ListenerInfo { node_id: *id, index }, sec.clone()));
+            }
         }
     } else {
         // One sidecar per broker: this one fronts broker `server.node_id`.
@@ -297,17 +306,38 @@ async fn start_sidecar(
             tracing::warn!(node_id = me, brokers = ?view.brokers.keys().collect::<Vec<_>>(),
                 "server.node_id names no upstream broker; forwarded requests fail until it appears");
         }
-        let l = bind(&config.server.listen).await?;
-        let bound = local_addr(&l, &config.server.listen)?;
-        let port = if config.server.advertised_listener.is_empty() { bound.port() } else { config.advertised().port };
-        for (id, ep) in &peers {
-            nodes.0.insert(*id, (ep.host.clone(), i32::from(ep.port)));
+        for (li, (spec, sec)) in specs.iter().zip(&per_listener).enumerate() {
+            let index = u16::try_from(li).map_err(|_| StartError::Config("too many listeners".into()))?;
+            let addr = format_addr(&spec.bind.host, i32::from(spec.bind.port));
+            let l = bind(&addr).await?;
+            let bound = local_addr(&l, &addr)?;
+            let own = spec.advertised.clone().unwrap_or(Endpoint { host: spec.bind.host.clone(), port: bound.port() });
+            for (id, name, ep) in &peers {
+                // A bare ID=HOST:PORT names the first listener.
+                let here = match name {
+                    Some(n) => *n == spec.name,
+                    None => li == 0,
+                };
+                if here {
+                    nodes[li].0.insert(*id, (ep.host.clone(), i32::from(ep.port)));
+                }
+            }
+            nodes[li].0.entry(me).or_insert((own.host.clone(), i32::from(own.port)));
+            listeners.push((l, ListenerInfo { node_id: me, index }, sec.clone()));
         }
-        nodes.0.entry(me).or_insert((advertised_host.clone(), i32::from(port)));
-        listeners.push((l, ListenerInfo { node_id: me, index: 0 }, ListenerSecurity::plaintext()));
+        let ids: std::collections::BTreeSet<i32> = peers.iter().map(|(id, _, _)| *id).collect();
+        for (spec, n) in specs.iter().zip(&nodes) {
+            if let Some(missing) = ids.iter().find(|id| !n.0.contains_key(id)) {
+                return Err(StartError::Sidecar(format!(
+                    "sidecar.peers gives no address of node {missing} on listener {} (add {missing}={}://HOST:PORT)",
+                    spec.name, spec.name
+                )));
+            }
+        }
     }
+    let advertised_host = config.advertised().host;
     let owners = GroupOwners::new(
-        nodes
+        nodes[0]
             .0
             .iter()
             .map(|(id, (host, port))| BrokerMetadata { node_id: *id, host: host.clone(), port: *port })
@@ -326,7 +356,7 @@ async fn start_sidecar(
     let hooks: Arc<dyn GroupHooks> = mirror.clone();
     let coordinator = Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx, &owns, Some(hooks));
     let first = listeners.first().map(|(_, info, _)| info.node_id).unwrap_or(me);
-    let (host, port) = nodes.0.get(&first).cloned().unwrap_or((advertised_host, 0));
+    let (host, port) = nodes[0].0.get(&first).cloned().unwrap_or((advertised_host, 0));
     let node = NodeInfo { node_id: first, host, port, cluster_id: view.cluster_id.clone().unwrap_or(own_cluster_id) };
     let sidecar = Arc::new(Sidecar::new(upstream, mirror.clone(), nodes, catalog.clone(), &sc));
     let config = Arc::new(config);
@@ -356,7 +386,7 @@ async fn start_sidecar(
     // splice pipes are shared.
     let max_connections =
         descriptors.max_connections(services.config.server.max_connections, 2, crate::sidecar::PIPE_DESCRIPTORS);
-    launch(services, listeners, node, lock, fatal, background, SecurityRuntime::default(), max_connections).await
+    launch(services, listeners, node, lock, fatal, background, security, max_connections).await
 }
 
 /// Waits for the upstream's first Metadata, retrying with back-off up to
@@ -367,6 +397,17 @@ async fn first_metadata(upstream: &Upstream, sc: &SidecarConfig) -> Result<Clust
     loop {
         match upstream.refresh().await {
             Ok(view) => return Ok(view),
+            // Retrying a refused login does not make it succeed.
+            Err(
+                e @ crate::sidecar::upstream::UpstreamError::Client {
+                    source: crate::protocol::client::ClientError::Authentication(_),
+                    ..
+                },
+            ) => {
+                return Err(StartError::Sidecar(format!(
+                    "the upstream refused kcoord's login (check sidecar.upstream_security): {e}"
+                )))
+            }
             Err(e) if tokio::time::Instant::now() + backoff >= deadline => {
                 return Err(StartError::Sidecar(format!(
                     "the upstream cluster did not answer within sidecar.startup_timeout_ms: {e}"

@@ -36,6 +36,11 @@ enum Command {
     /// Consumer group administration (like kafka-consumer-groups.sh), against
     /// kcoord or any Kafka-compatible cluster.
     Groups {
+        /// Kafka-style client settings (security.protocol, sasl.mechanism,
+        /// sasl.username, sasl.password, ssl.ca.location, ...) as
+        /// `key=value` lines or TOML, like kafka-consumer-groups.sh's.
+        #[arg(long, global = true, value_name = "FILE")]
+        command_config: Option<std::path::PathBuf>,
         #[command(subcommand)]
         command: GroupsCommand,
     },
@@ -199,7 +204,7 @@ enum GroupsCommand {
 }
 
 /// Runs an admin command; prints its output or "Error: ..." like Kafka's tools.
-fn run_groups(command: GroupsCommand) -> ExitCode {
+fn run_groups(command: GroupsCommand, command_config: Option<std::path::PathBuf>) -> ExitCode {
     use kcoord::admin::{cluster::Cluster, groups};
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
@@ -216,7 +221,12 @@ fn run_groups(command: GroupsCommand) -> ExitCode {
             | GroupsCommand::Delete { bootstrap, .. }
             | GroupsCommand::ResetOffsets { bootstrap, .. } => bootstrap.clone(),
         };
-        let mut cluster = Cluster::connect(&bootstrap).await?;
+        let security = match &command_config {
+            Some(path) => kcoord::security::client::ClientSecurity::from_file(path)
+                .map_err(|e| kcoord::admin::cluster::AdminError::Message(format!("--command-config {e}")))?,
+            None => kcoord::security::client::ClientSecurity::plaintext(),
+        };
+        let mut cluster = Cluster::connect_with(&bootstrap, security).await?;
         match command {
             GroupsCommand::List { state, group_type, .. } => {
                 let states: Vec<String> = state.iter().filter(|s| !s.is_empty()).cloned().collect();
@@ -321,10 +331,11 @@ struct SidecarArgs {
     /// Bootstrap addresses of the upstream cluster (sidecar.upstream).
     #[arg(long, value_name = "HOST:PORT[,HOST:PORT...]", value_delimiter = ',', required = true)]
     upstream: Vec<String>,
-    /// Every sidecar when there is one per broker, as ID=HOST:PORT (sidecar.peers); this one fronts
+    /// Every sidecar when there is one per broker, as ID=HOST:PORT (sidecar.peers), or
+    /// ID=LISTENER://HOST:PORT per listener with several server.listeners; this one fronts
     /// broker --node-id. Without it, one process fronts the whole cluster with a listener per
-    /// broker, on consecutive ports from --listen.
-    #[arg(long, value_name = "ID=HOST:PORT[,...]", value_delimiter = ',')]
+    /// broker, on consecutive ports from --listen (from each listener's port).
+    #[arg(long, value_name = "ID=[LISTENER://]HOST:PORT[,...]", value_delimiter = ',')]
     peers: Vec<String>,
     #[command(flatten)]
     serve: ServeArgs,
@@ -434,7 +445,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(a)) => (a.build(), a.repair, false),
         Some(Command::Config(a)) => (a.build(), a.repair, true),
         Some(Command::Sidecar(a)) => (a.build(), a.serve.repair, false),
-        Some(Command::Groups { command }) => return run_groups(command),
+        Some(Command::Groups { command, command_config }) => return run_groups(command, command_config),
         Some(Command::Users { command }) => return run_users(command),
         Some(Command::Acls { command }) => return print_result(kcoord::admin::acls::run(command)),
         None => (cli.serve.build(), cli.serve.repair, false),

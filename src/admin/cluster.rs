@@ -10,6 +10,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::Request;
 
 use crate::protocol::client::{s, ClientError, Connection};
+use crate::security::client::ClientSecurity;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 const CLIENT_ID: &str = "kcoord-admin";
@@ -47,6 +48,8 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// Broker connections, opened on demand.
 pub struct Cluster {
     bootstrap: String,
+    /// TLS and SASL of every connection (`--command-config`).
+    security: ClientSecurity,
     pub brokers: HashMap<i32, String>,
     conns: HashMap<String, Connection>,
 }
@@ -56,7 +59,13 @@ pub type Partitions = BTreeMap<String, i32>;
 
 impl Cluster {
     pub async fn connect(bootstrap: &str) -> Result<Cluster> {
-        let mut c = Cluster { bootstrap: bootstrap.to_string(), brokers: HashMap::new(), conns: HashMap::new() };
+        Self::connect_with(bootstrap, ClientSecurity::plaintext()).await
+    }
+
+    /// Connects with Kafka-style client security settings.
+    pub async fn connect_with(bootstrap: &str, security: ClientSecurity) -> Result<Cluster> {
+        let mut c =
+            Cluster { bootstrap: bootstrap.to_string(), security, brokers: HashMap::new(), conns: HashMap::new() };
         c.conn(bootstrap).await?;
         Ok(c)
     }
@@ -64,7 +73,7 @@ impl Cluster {
     /// A negotiated connection to `addr`.
     pub async fn conn(&mut self, addr: &str) -> Result<&mut Connection> {
         if !self.conns.contains_key(addr) {
-            let c = tokio::time::timeout(TIMEOUT, Connection::connect_negotiated(addr, CLIENT_ID))
+            let c = tokio::time::timeout(TIMEOUT, Connection::connect_secure(addr, CLIENT_ID, &self.security))
                 .await
                 .map_err(|_| ClientError::Timeout(TIMEOUT))??;
             self.conns.insert(addr.to_string(), c);

@@ -12,8 +12,10 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{lookup_host, TcpStream};
+use tokio::time::Instant;
+
+use crate::security::client::stream::{self, SecureRead, SecureWrite};
+use crate::security::client::ClientSecurity;
 
 /// What can go wrong talking to a broker.
 #[derive(Debug, thiserror::Error)]
@@ -32,31 +34,46 @@ pub enum ClientError {
     Timeout(Duration),
     #[error("response of {0} bytes exceeds the limit")]
     TooLarge(usize),
+    #[error("authentication failed: {0}")]
+    Authentication(String),
 }
 
 /// The largest response accepted.
 const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
-/// One TCP connection to a broker.
+/// One connection to a broker (TCP, or TLS over TCP).
 pub struct Connection {
-    reader: BufReader<OwnedReadHalf>,
-    writer: BufWriter<OwnedWriteHalf>,
+    reader: BufReader<SecureRead>,
+    writer: BufWriter<SecureWrite>,
     next_correlation: i32,
     client_id: String,
     versions: HashMap<i16, (i16, i16)>,
     pub addr: SocketAddr,
+    /// Largest response accepted now (small while authenticating).
+    max_response: usize,
+    /// When the SASL session the broker limited (KIP-368) should be
+    /// renewed, by reconnecting.
+    renew_at: Option<Instant>,
 }
 
+/// A session is renewed once this share of its lifetime has passed
+/// (Kafka's clients re-authenticate between 85% and 95%).
+const RENEW_AT_SHARE: f64 = 0.85;
+
 impl Connection {
-    /// Connects to `addr` ("host:port").
+    /// Connects to `addr` ("host:port") over plain TCP.
     pub async fn connect(addr: &str, client_id: &str) -> Result<Connection, ClientError> {
-        let resolved = lookup_host(addr)
-            .await?
-            .next()
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("cannot resolve {addr}")))?;
-        let stream = TcpStream::connect(resolved).await?;
-        stream.set_nodelay(true)?;
-        let (r, w) = stream.into_split();
+        Self::connect_with(addr, client_id, &ClientSecurity::plaintext()).await
+    }
+
+    /// Connects to `addr`, with TLS where `security` asks for it (SASL
+    /// comes after ApiVersions: see [`Self::connect_secure`]).
+    pub async fn connect_with(
+        addr: &str,
+        client_id: &str,
+        security: &ClientSecurity,
+    ) -> Result<Connection, ClientError> {
+        let (r, w, resolved) = stream::open(addr, security).await?;
         Ok(Connection {
             reader: BufReader::with_capacity(64 * 1024, r),
             writer: BufWriter::with_capacity(64 * 1024, w),
@@ -64,14 +81,57 @@ impl Connection {
             client_id: client_id.to_string(),
             versions: HashMap::new(),
             addr: resolved,
+            max_response: MAX_RESPONSE_BYTES,
+            renew_at: None,
         })
     }
 
     /// Connects and learns the broker's API versions.
     pub async fn connect_negotiated(addr: &str, client_id: &str) -> Result<Connection, ClientError> {
-        let mut c = Self::connect(addr, client_id).await?;
-        c.negotiate().await?;
-        Ok(c)
+        Self::connect_secure(addr, client_id, &ClientSecurity::plaintext()).await
+    }
+
+    /// Connects (TLS where asked), learns the broker's API versions and
+    /// authenticates with SASL where asked, all within the settings'
+    /// handshake timeout.
+    pub async fn connect_secure(
+        addr: &str,
+        client_id: &str,
+        security: &ClientSecurity,
+    ) -> Result<Connection, ClientError> {
+        let limit = security.handshake_timeout;
+        let setup = async {
+            let mut c = Self::connect_with(addr, client_id, security).await?;
+            c.negotiate().await?;
+            if let Some(login) = &security.sasl {
+                c.max_response = crate::security::client::MAX_TOKEN_BYTES;
+                let lifetime = crate::security::client::sasl::authenticate(&mut c, login).await?;
+                c.max_response = MAX_RESPONSE_BYTES;
+                c.renew_at = lifetime.map(|l| Instant::now() + l.mul_f64(RENEW_AT_SHARE));
+            }
+            Ok(c)
+        };
+        match tokio::time::timeout(limit, setup).await {
+            Ok(r) => r,
+            Err(_) => Err(ClientError::Timeout(limit)),
+        }
+    }
+
+    /// Whether the broker-set SASL session lifetime is nearly over: the
+    /// connection should be replaced before the broker closes it.
+    pub fn needs_renewal(&self, now: Instant) -> bool {
+        self.renew_at.is_some_and(|t| now >= t)
+    }
+
+    /// When the session should be renewed, if it has a lifetime.
+    pub fn renew_at(&self) -> Option<Instant> {
+        self.renew_at
+    }
+
+    /// The connection's byte stream, for relaying frames through it (a
+    /// sidecar's link). Nothing is buffered after a completed call.
+    pub fn into_parts(self) -> (BufReader<SecureRead>, SecureWrite) {
+        (self.reader, self.writer.into_inner())
     }
 
     /// Asks the broker which API versions it serves (ApiVersions v0, which
@@ -130,7 +190,7 @@ impl Connection {
     /// Reads the next response and decodes it as the answer to `R`.
     pub async fn read<R: Request>(&mut self, version: i16) -> Result<(i32, R::Response), ClientError> {
         let len = self.reader.read_i32().await?;
-        if len < 4 || len as usize > MAX_RESPONSE_BYTES {
+        if len < 4 || len as usize > self.max_response {
             return Err(ClientError::TooLarge(len.max(0) as usize));
         }
         let mut buf = vec![0u8; len as usize];

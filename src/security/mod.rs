@@ -6,6 +6,7 @@
 //! Principals use Kafka's form, `User:<name>`, so ACLs can follow.
 
 pub mod acl;
+pub mod client;
 pub mod credentials;
 pub mod listeners;
 pub mod plain;

@@ -39,7 +39,8 @@ impl ScramMechanism {
     pub const MIN_ITERATIONS: u32 = 4096;
     pub const MAX_ITERATIONS: u32 = 16384;
 
-    fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+    /// HMAC of the mechanism's hash (also used by the client side).
+    pub(crate) fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
         match self {
             ScramMechanism::Sha256 => {
                 let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes keys of any length");
@@ -54,7 +55,7 @@ impl ScramMechanism {
         }
     }
 
-    fn hash(self, data: &[u8]) -> Vec<u8> {
+    pub(crate) fn hash(self, data: &[u8]) -> Vec<u8> {
         match self {
             ScramMechanism::Sha256 => Sha256::digest(data).to_vec(),
             ScramMechanism::Sha512 => Sha512::digest(data).to_vec(),
@@ -62,7 +63,7 @@ impl ScramMechanism {
     }
 
     /// Hi(password, salt, i) of RFC 5802: PBKDF2 with HMAC of the hash.
-    fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+    pub(crate) fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
         match self {
             ScramMechanism::Sha256 => {
                 let mut out = vec![0u8; 32];

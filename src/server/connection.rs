@@ -222,8 +222,11 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
         if !reading && inflight.is_empty() {
             break;
         }
-        let can_read =
-            reading && parked.is_none() && inflight.len() < max_inflight && inflight_bytes < max_inflight_bytes;
+        let can_read = reading
+            && parked.is_none()
+            && inflight.len() < max_inflight
+            && inflight_bytes < max_inflight_bytes
+            && !link_draining(&link);
         if !can_read && frames.decoder().activity().partial_since.is_some() {
             frames.decoder_mut().restart_partial_clock(Instant::now());
         }
@@ -394,6 +397,12 @@ fn local(
     })
 }
 
+/// Whether the upstream link must be renewed but still owes answers: the
+/// client's next requests wait for it to drain (see `sidecar::link`).
+fn link_draining(link: &Option<Link>) -> bool {
+    link.as_ref().is_some_and(|l| l.renewal_due(Instant::now()) && !l.owes_nothing())
+}
+
 /// Completes when the parked frame's permits are granted (never if none is parked).
 async fn wait_for_permit(parked: &mut Option<(Bytes, Permit)>) -> Result<OwnedSemaphorePermit, AcquireError> {
     match parked {
@@ -425,6 +434,11 @@ async fn forward(
     out: Outgoing<'_>,
     fwd: Forward,
 ) -> std::io::Result<Pending> {
+    // A link whose upstream SASL session is due for renewal is replaced
+    // once it owes nothing (reading pauses until then: `link_draining`).
+    if link.as_ref().is_some_and(|l| l.renewal_due(Instant::now()) && l.owes_nothing()) {
+        *link = None;
+    }
     if link.is_none() {
         *link = Some(sidecar.connect(listener.node_id).await?);
     }
@@ -445,7 +459,7 @@ async fn forward(
             Ok(Answer::Stream(s)) => Outcome::Stream(s),
             Ok(Answer::Whole(resp, held)) => match fwd.rewrite {
                 None => Outcome::RespondHolding(resp, held),
-                Some(r) => match sidecar.finish(r, fwd.version, resp) {
+                Some(r) => match sidecar.finish(r, fwd.version, resp, listener) {
                     Ok(out) => Outcome::RespondHolding(out, held),
                     Err(e) => Outcome::Close(format!("cannot rewrite the upstream's answer: {e}")),
                 },
@@ -468,13 +482,12 @@ async fn write_outcome<W: ClientWrite>(writer: &mut BufWriter<W>, outcome: Outco
         Outcome::Stream(s) => {
             // Written as it arrives; a frame cut short cannot be repaired,
             // so the client connection closes.
-            // Only sidecar connections stream, and they are plaintext.
-            let Some(writer) = W::plain(writer) else {
-                tracing::warn!(%peer, "a streamed answer on an encrypted connection; closing it");
-                return false;
-            };
+            // Spliced into a plain socket; copied into a TLS stream.
             let moved = match writer.write_all(&s.head).await {
-                Ok(()) => s.body.forward(writer).await,
+                Ok(()) => match W::plain(writer) {
+                    Some(plain) => s.body.forward(plain).await,
+                    None => s.body.forward_copying(writer).await,
+                },
                 Err(e) => Err(e),
             };
             match moved {

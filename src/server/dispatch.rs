@@ -317,7 +317,6 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
         k if k == find_coordinator::SUPPORT.key => {
             let req = find_coordinator::decode(body, v)?;
             let answers = svc.cluster.coordinator_answers(req.key_type, &req.keys, find_coordinator::share_allowed(v));
-            let (own, ep) = (svc.cluster.node.node_id, svc.own_endpoint(ctx.listener));
             let answers = answers.map(|a| match guard.coordinator_key(req.key_type, &a.key) {
                 Ok(()) => a,
                 Err(e) => {
@@ -328,8 +327,10 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
                 }
             });
             let answers = answers.map(|mut a| {
-                if let Some(ep) = ep.filter(|_| a.node_id == own && a.error == crate::error_code::ErrorCode::NONE) {
-                    (a.host, a.port) = (ep.host.clone(), i32::from(ep.port));
+                if a.error == crate::error_code::ErrorCode::NONE {
+                    if let Some(ep) = svc.advertised_node(ctx.listener, a.node_id) {
+                        (a.host, a.port) = ep;
+                    }
                 }
                 a
             });

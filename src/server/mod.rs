@@ -57,6 +57,17 @@ impl Services {
     pub fn own_endpoint(&self, listener: ListenerInfo) -> Option<&crate::config::Endpoint> {
         self.listener_endpoints.get(usize::from(listener.index))
     }
+
+    /// Where clients of `listener` reach node `node_id`, when that depends
+    /// on the listener: this node's listener address (standalone), or the
+    /// sidecar fronting that broker on the same listener (sidecar mode).
+    pub fn advertised_node(&self, listener: ListenerInfo, node_id: i32) -> Option<(String, i32)> {
+        if let Some(sidecar) = &self.sidecar {
+            return sidecar.nodes_for(listener).get(node_id).cloned();
+        }
+        let ep = self.own_endpoint(listener).filter(|_| node_id == self.cluster.node.node_id)?;
+        Some((ep.host.clone(), i32::from(ep.port)))
+    }
 }
 
 impl crate::sidecar::mirror::AsCoordinator for Services {

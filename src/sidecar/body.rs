@@ -7,8 +7,9 @@
 //! fetches at 0.65–0.9 of direct access. On Linux a body is instead moved
 //! with splice(2): from one socket into a pipe, and from the pipe into the
 //! other socket, so the payload's pages pass between the sockets without
-//! being copied through user space. Elsewhere, or when no pipe can be had,
-//! the body is copied through a buffer.
+//! being copied through user space. Elsewhere, when no pipe can be had, or
+//! when either side is TLS (its bytes must be decrypted and encrypted
+//! again), the body is copied through a buffer.
 //!
 //! Answers: while the client connection moves an answer's body it holds the
 //! link's upstream reader (a [`BodyLease`]) and gives it back when the body
@@ -21,9 +22,11 @@
 use std::io;
 use std::sync::Mutex;
 
-use tokio::io::{AsyncBufRead, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncBufRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
+
+use crate::security::client::stream::SecureRead;
 use tokio::sync::oneshot;
 
 /// The sidecar's pipes for splice(2), shared by all connections: a pipe is
@@ -88,7 +91,7 @@ impl Pipes {
 }
 
 /// What a link's reader hands out and gets back.
-pub type Upstream = BufReader<OwnedReadHalf>;
+pub type Upstream = BufReader<SecureRead>;
 
 /// The right to read the next `remaining` bytes of the upstream stream.
 pub struct BodyLease {
@@ -121,6 +124,9 @@ impl BodyLease {
     /// link. Any error leaves the client frame cut short: the caller closes
     /// the client connection (and dropping the lease closes the link).
     pub async fn forward(mut self, out: &mut BufWriter<OwnedWriteHalf>) -> io::Result<()> {
+        if self.upstream.get_ref().tcp().is_none() {
+            return self.forward_copying(out).await;
+        }
         // Bytes the reader had already buffered go through user space.
         let buffered = self.upstream.buffer();
         let n = buffered.len().min(self.remaining);
@@ -128,10 +134,43 @@ impl BodyLease {
         std::pin::Pin::new(&mut self.upstream).consume(n);
         self.remaining -= n;
         out.flush().await?;
-        self.pipes.relay(self.upstream.get_ref().as_ref(), out.get_ref().as_ref(), self.remaining).await?;
+        let Some(up) = self.upstream.get_ref().tcp() else { return Err(io::ErrorKind::Unsupported.into()) };
+        self.pipes.relay(up.as_ref(), out.get_ref().as_ref(), self.remaining).await?;
         let _ = self.back.send(self.upstream);
         Ok(())
     }
+
+    /// [`Self::forward`] through a buffer, for a TLS client connection or
+    /// a TLS upstream link.
+    pub async fn forward_copying<W: AsyncWrite + Unpin>(mut self, out: &mut W) -> io::Result<()> {
+        let n = self.remaining as u64;
+        let moved = tokio::io::copy(&mut (&mut self.upstream).take(n), out).await?;
+        if moved < n {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        out.flush().await?;
+        let _ = self.back.send(self.upstream);
+        Ok(())
+    }
+}
+
+/// Copies the next `n` bytes of a plain client socket into a TLS link.
+pub async fn copy_into<W: AsyncWrite + Unpin>(from: &TcpStream, to: &mut W, n: usize) -> io::Result<()> {
+    let mut buf = vec![0u8; n.min(COPY_BYTES)];
+    let mut left = n;
+    while left > 0 {
+        let want = left.min(buf.len());
+        from.readable().await?;
+        let got = match from.try_read(&mut buf[..want]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(got) => got,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(&buf[..got]).await?;
+        left -= got;
+    }
+    Ok(())
 }
 
 /// Copies `n` bytes from one socket to another through a buffer.

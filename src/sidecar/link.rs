@@ -17,27 +17,34 @@
 //!   nor the time to read it all before its first byte goes out, nor a
 //!   copy through kcoord.
 //!
+//! The link is opened by kcoord's own client ([`crate::protocol::client`]),
+//! so it is TLS and SASL-authenticated as `sidecar.upstream_security` says;
+//! the client's requests then travel under the sidecar's upstream identity.
+//! Bodies are spliced only when both sockets are plain (see `body`). When
+//! the upstream limits the SASL session (KIP-368), the link is replaced
+//! once its renewal point has passed and every answer it owes has been
+//! handed over (the client connection pauses reading until then), so the
+//! upstream never sees one client's requests on two connections at once.
+//!
 //! Backpressure runs both ways: the client connection stops reading while a
 //! write upstream waits, and the link stops reading while the client does
 //! not take its answers. When the upstream closes or misbehaves, every
 //! waiting request fails and the client connection closes, as it would if
 //! the client had been connected to that broker directly.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::body::{BodyLease, Pipes, Upstream};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use crate::protocol::client::Connection;
+use crate::security::client::stream::SecureWrite;
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
-
-/// Read buffer of a link: large enough that pipelined small answers take
-/// few reads, small enough that little of a streamed body (which is
-/// spliced, not copied, past what is buffered) passes through it.
-const READ_BUFFER_BYTES: usize = 64 * 1024;
+use tokio::time::Instant;
 
 /// An upstream response, as the client connection receives it.
 pub enum Answer {
@@ -67,8 +74,12 @@ struct Waiter {
 }
 
 pub struct Link {
-    writer: OwnedWriteHalf,
+    writer: SecureWrite,
     pipes: Arc<Pipes>,
+    /// Answers not yet handed to the client connection.
+    owed: Arc<AtomicUsize>,
+    /// When the upstream SASL session should be renewed.
+    renew_at: Option<Instant>,
     waiters: mpsc::UnboundedSender<Waiter>,
     reader: JoinHandle<()>,
     sent_bytes: metrics::Counter,
@@ -80,35 +91,49 @@ struct ReadLimits {
     max_response_bytes: usize,
     budget: Arc<Semaphore>,
     budget_size: usize,
+    owed: Arc<AtomicUsize>,
 }
 
 impl Link {
-    /// Connects to the upstream broker at `addr`. Whole responses read but
-    /// not yet written to the client may hold at most `max_buffered_bytes`
-    /// (one larger response at a time is let through alone).
-    pub async fn connect(
-        addr: &str,
-        max_response_bytes: usize,
-        max_buffered_bytes: usize,
-        pipes: Arc<Pipes>,
-    ) -> std::io::Result<Link> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        let (rd, writer) = stream.into_split();
+    /// Turns a connection to the upstream broker (connected, negotiated and
+    /// authenticated, with nothing in flight) into a link. Whole responses
+    /// read but not yet written to the client may hold at most
+    /// `max_buffered_bytes` (one larger response at a time is let through
+    /// alone).
+    pub fn new(conn: Connection, max_response_bytes: usize, max_buffered_bytes: usize, pipes: Arc<Pipes>) -> Link {
+        let renew_at = conn.renew_at();
+        let (up, writer) = conn.into_parts();
         let (waiters, rx) = mpsc::unbounded_channel();
         let budget_size = max_buffered_bytes.clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
-        let limits = ReadLimits { max_response_bytes, budget: Arc::new(Semaphore::new(budget_size)), budget_size };
-        let reader = tokio::spawn(read_responses(rd, rx, limits, pipes.clone()));
-        metrics::counter!("kcoord_sidecar_upstream_connects_total", "use" => "client").increment(1);
+        let owed = Arc::new(AtomicUsize::new(0));
+        let limits = ReadLimits {
+            max_response_bytes,
+            budget: Arc::new(Semaphore::new(budget_size)),
+            budget_size,
+            owed: owed.clone(),
+        };
+        let reader = tokio::spawn(read_responses(up, rx, limits, pipes.clone()));
         metrics::gauge!("kcoord_sidecar_upstream_connections").increment(1.0);
-        Ok(Link {
+        Link {
             writer,
             pipes,
+            owed,
+            renew_at,
             waiters,
             reader,
             sent_bytes: metrics::counter!("kcoord_sidecar_forwarded_bytes_total", "direction" => "upstream"),
             sent_requests: metrics::counter!("kcoord_sidecar_forwarded_requests_total"),
-        })
+        }
+    }
+
+    /// Whether the upstream SASL session is due for renewal.
+    pub fn renewal_due(&self, now: Instant) -> bool {
+        self.renew_at.is_some_and(|t| now >= t)
+    }
+
+    /// Whether every answer this link owes has been handed over.
+    pub fn owes_nothing(&self) -> bool {
+        self.owed.load(Ordering::Acquire) == 0
     }
 
     /// Writes one request frame of `len` bytes upstream (the client
@@ -132,6 +157,7 @@ impl Link {
             let (reply, rx) = oneshot::channel();
             // Registered before the write, so the reader always finds it.
             self.waiters.send(Waiter { correlation, whole, reply }).map_err(|_| closed())?;
+            self.owed.fetch_add(1, Ordering::AcqRel);
             Some(rx)
         } else {
             None
@@ -139,8 +165,15 @@ impl Link {
         let prefix = u32::try_from(len).map_err(|_| std::io::Error::other("request frame too large"))?;
         write_frame(&mut self.writer, &prefix.to_be_bytes(), head).await?;
         if let Some(client) = client {
-            self.pipes.relay(client.as_ref(), self.writer.as_ref(), len.saturating_sub(head.len())).await?;
+            let rest = len.saturating_sub(head.len());
+            match self.writer.tcp() {
+                Some(up) => self.pipes.relay(client.as_ref(), up.as_ref(), rest).await?,
+                None => super::body::copy_into(client.as_ref(), &mut self.writer, rest).await?,
+            }
         }
+        // A TLS stream may keep encrypted bytes back when the socket was
+        // full; flushing sends them (a no-op on a plain socket).
+        self.writer.flush().await?;
         self.sent_bytes.increment(4 + len as u64);
         self.sent_requests.increment(1);
         Ok(rx)
@@ -156,7 +189,7 @@ impl Drop for Link {
 
 /// Writes the length prefix and the frame in as few system calls as the
 /// socket allows (one, usually), without copying the frame.
-async fn write_frame(w: &mut OwnedWriteHalf, prefix: &[u8; 4], frame: &[u8]) -> std::io::Result<()> {
+async fn write_frame(w: &mut SecureWrite, prefix: &[u8; 4], frame: &[u8]) -> std::io::Result<()> {
     let total = prefix.len() + frame.len();
     let mut written = 0;
     while written < total {
@@ -180,7 +213,7 @@ fn closed() -> std::io::Error {
 
 /// Reads exactly `n` more bytes into `buf`'s spare capacity (no zeroing of
 /// bytes about to be overwritten); false if the upstream went away.
-async fn read_more(rd: &mut BufReader<OwnedReadHalf>, buf: &mut BytesMut, n: usize) -> bool {
+async fn read_more(rd: &mut Upstream, buf: &mut BytesMut, n: usize) -> bool {
     let target = buf.len() + n;
     buf.reserve(n);
     while buf.len() < target {
@@ -196,12 +229,11 @@ async fn read_more(rd: &mut BufReader<OwnedReadHalf>, buf: &mut BytesMut, n: usi
 /// Reads response frames and hands them to waiters in order. Returning
 /// drops every remaining waiter, which fails their requests.
 async fn read_responses(
-    rd: OwnedReadHalf,
+    mut up: Upstream,
     mut waiters: mpsc::UnboundedReceiver<Waiter>,
     limits: ReadLimits,
     pipes: Arc<Pipes>,
 ) {
-    let mut up: Upstream = BufReader::with_capacity(READ_BUFFER_BYTES, rd);
     let received = metrics::counter!("kcoord_sidecar_forwarded_bytes_total", "direction" => "downstream");
     loop {
         // Length prefix and correlation id.
@@ -235,6 +267,9 @@ async fn read_responses(
             if !read_more(&mut up, &mut frame, remaining).await {
                 return;
             }
+            // Counted as handed over before it is, so that the client
+            // connection, on seeing the answer, sees the link owing nothing.
+            limits.owed.fetch_sub(1, Ordering::AcqRel);
             let _ = waiter.reply.send(Answer::Whole(frame.freeze(), held));
             continue;
         }
@@ -242,6 +277,7 @@ async fn read_responses(
         // if it cannot (it went away), neither can this link go on.
         let (back, returned) = oneshot::channel();
         let body = BodyLease::new(remaining, up, pipes.clone(), back);
+        limits.owed.fetch_sub(1, Ordering::AcqRel);
         if waiter.reply.send(Answer::Stream(Streamed { head: head.freeze(), body })).is_err() {
             return;
         }

@@ -62,8 +62,12 @@ pub struct Forward {
 pub struct Sidecar {
     pub upstream: Arc<Upstream>,
     pub mirror: Arc<Mirror>,
-    /// Every kcoord node, by the upstream broker id it fronts.
+    /// Every kcoord node, by the upstream broker id it fronts, as the first
+    /// listener advertises it.
     pub nodes: NodeEndpoints,
+    /// The same for each listener, by [`crate::server::ListenerInfo::index`]:
+    /// clients learn the addresses of the listener they came in on.
+    per_listener: Vec<NodeEndpoints>,
     catalog: Arc<Catalog>,
     /// Advertised API versions per fronted broker, learned once.
     tables: Mutex<HashMap<i32, Arc<VersionTable>>>,
@@ -92,14 +96,15 @@ impl Sidecar {
     pub fn new(
         upstream: Arc<Upstream>,
         mirror: Arc<Mirror>,
-        nodes: NodeEndpoints,
+        per_listener: Vec<NodeEndpoints>,
         catalog: Arc<Catalog>,
         config: &crate::config::SidecarConfig,
     ) -> Self {
         Sidecar {
             upstream,
             mirror,
-            nodes,
+            nodes: per_listener.first().cloned().unwrap_or_default(),
+            per_listener,
             catalog,
             tables: Mutex::new(HashMap::new()),
             max_response_bytes: config.max_response_bytes as usize,
@@ -138,16 +143,32 @@ impl Sidecar {
                 })?
             }
         };
-        let connect = link::Link::connect(&addr, self.max_response_bytes, self.max_buffered_bytes, self.pipes.clone());
-        tokio::time::timeout(self.upstream.timeout(), connect)
+        let conn = tokio::time::timeout(self.upstream.timeout(), self.upstream.open(&addr, "client"))
             .await
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connecting to {addr}")))?
+            .map_err(|e| match e {
+                crate::protocol::client::ClientError::Io(e) => e,
+                other => std::io::Error::other(format!("upstream broker {addr}: {other}")),
+            })?;
+        Ok(link::Link::new(conn, self.max_response_bytes, self.max_buffered_bytes, self.pipes.clone()))
     }
 
-    /// Applies a rewrite to a forwarded response; Metadata answers also
-    /// teach the topic catalog.
-    pub fn finish(&self, rewrite: Rewrite, version: i16, frame: Bytes) -> Result<Bytes, String> {
-        let out = rewrite::rewrite(rewrite, version, frame, &self.nodes)?;
+    /// The kcoord nodes as clients of `listener` reach them.
+    pub fn nodes_for(&self, listener: crate::server::ListenerInfo) -> &NodeEndpoints {
+        self.per_listener.get(usize::from(listener.index)).unwrap_or(&self.nodes)
+    }
+
+    /// Applies a rewrite to a forwarded response (with the addresses of the
+    /// listener the client came in on); Metadata answers also teach the
+    /// topic catalog.
+    pub fn finish(
+        &self,
+        rewrite: Rewrite,
+        version: i16,
+        frame: Bytes,
+        listener: crate::server::ListenerInfo,
+    ) -> Result<Bytes, String> {
+        let out = rewrite::rewrite(rewrite, version, frame, self.nodes_for(listener))?;
         if !out.topics.is_empty() {
             let topics: Vec<_> = out.topics.into_iter().map(|t| (t.name, t.id, t.partitions)).collect();
             self.catalog.mirror(&topics, false);

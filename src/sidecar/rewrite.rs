@@ -27,7 +27,7 @@ use super::upstream::UpstreamTopic;
 pub struct NodeEndpoints(pub BTreeMap<i32, (String, i32)>);
 
 impl NodeEndpoints {
-    fn get(&self, id: i32) -> Option<&(String, i32)> {
+    pub fn get(&self, id: i32) -> Option<&(String, i32)> {
         self.0.get(&id)
     }
 }

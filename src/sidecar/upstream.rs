@@ -16,6 +16,7 @@ use kafka_protocol::protocol::Request;
 use uuid::Uuid;
 
 use crate::protocol::client::{s, ClientError, Connection};
+use crate::security::client::ClientSecurity;
 
 /// The client id kcoord uses upstream (visible in the brokers' logs).
 const CLIENT_ID: &str = "kcoord-sidecar";
@@ -98,6 +99,8 @@ type Slot = Arc<tokio::sync::Mutex<Option<Connection>>>;
 
 pub struct Upstream {
     bootstrap: Vec<String>,
+    /// TLS and SASL of every connection to the upstream.
+    security: ClientSecurity,
     timeout: Duration,
     view: RwLock<ClusterView>,
     connections: Mutex<HashMap<String, Slot>>,
@@ -105,9 +108,10 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    pub fn new(bootstrap: Vec<String>, timeout: Duration) -> Self {
+    pub fn new(bootstrap: Vec<String>, timeout: Duration, security: ClientSecurity) -> Self {
         Upstream {
             bootstrap,
+            security,
             timeout,
             view: RwLock::new(ClusterView::default()),
             connections: Mutex::new(HashMap::new()),
@@ -117,6 +121,46 @@ impl Upstream {
 
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// How connections to the upstream are secured.
+    pub fn security(&self) -> &ClientSecurity {
+        &self.security
+    }
+
+    /// Opens an authenticated connection to `addr`; a refused login is
+    /// counted and logged (it usually means wrong upstream credentials).
+    pub async fn open(&self, addr: &str, purpose: &'static str) -> std::result::Result<Connection, ClientError> {
+        let r = match (&self.security.sasl, purpose) {
+            // A client's link needs no ApiVersions of its own without SASL.
+            (None, "client") => Connection::connect_with(addr, CLIENT_ID, &self.security).await,
+            _ => Connection::connect_secure(addr, CLIENT_ID, &self.security).await,
+        };
+        match &r {
+            Ok(_) => metrics::counter!("kcoord_sidecar_upstream_connects_total", "use" => purpose).increment(1),
+            Err(ClientError::Authentication(reason)) => {
+                metrics::counter!("kcoord_sidecar_upstream_authentication_failures_total").increment(1);
+                tracing::error!(%addr, %reason, "the upstream refused kcoord's login: check sidecar.upstream_security");
+            }
+            Err(_) => {}
+        }
+        r
+    }
+
+    /// The slot's connection, opened (or renewed, when its SASL session
+    /// is nearly over) if needed.
+    async fn ready<'a>(
+        &self,
+        guard: &'a mut Option<Connection>,
+        addr: &str,
+    ) -> std::result::Result<&'a mut Connection, ClientError> {
+        if guard.as_ref().is_some_and(|c| c.needs_renewal(tokio::time::Instant::now())) {
+            *guard = None;
+        }
+        if guard.is_none() {
+            *guard = Some(self.open(addr, "control").await?);
+        }
+        guard.as_mut().ok_or_else(|| ClientError::Io(std::io::ErrorKind::NotConnected.into()))
     }
 
     /// The brokers known from the last Metadata, by id.
@@ -153,14 +197,9 @@ impl Upstream {
         let mut guard = slot.lock().await;
         let wrap = |source| UpstreamError::Client { addr: addr.to_string(), source };
         let attempt = async {
-            if guard.is_none() {
-                let c = tokio::time::timeout(self.timeout, Connection::connect_negotiated(addr, CLIENT_ID))
-                    .await
-                    .map_err(|_| ClientError::Timeout(self.timeout))??;
-                metrics::counter!("kcoord_sidecar_upstream_connects_total", "use" => "control").increment(1);
-                *guard = Some(c);
-            }
-            let conn = guard.as_mut().ok_or_else(|| ClientError::Io(std::io::ErrorKind::NotConnected.into()))?;
+            let conn = tokio::time::timeout(self.timeout, self.ready(&mut guard, addr))
+                .await
+                .map_err(|_| ClientError::Timeout(self.timeout))??;
             let version = conn.version::<R>(min, max)?;
             let resp = conn.call_timeout(req, version, self.timeout).await?;
             Ok::<_, ClientError>((version, resp))
@@ -186,16 +225,12 @@ impl Upstream {
         let addr = self.broker_addr(id).ok_or(UpstreamError::UnknownBroker(id))?;
         let slot = self.slot(&addr);
         let mut guard = slot.lock().await;
-        if guard.is_none() {
-            let c = tokio::time::timeout(self.timeout, Connection::connect_negotiated(&addr, CLIENT_ID))
-                .await
-                .map_err(|_| ClientError::Timeout(self.timeout))
-                .and_then(|r| r)
-                .map_err(|source| UpstreamError::Client { addr: addr.clone(), source })?;
-            metrics::counter!("kcoord_sidecar_upstream_connects_total", "use" => "control").increment(1);
-            *guard = Some(c);
-        }
-        Ok(guard.as_ref().map(|c| c.api_versions()).unwrap_or_default())
+        let conn = tokio::time::timeout(self.timeout, self.ready(&mut guard, &addr))
+            .await
+            .map_err(|_| ClientError::Timeout(self.timeout))
+            .and_then(|r| r)
+            .map_err(|source| UpstreamError::Client { addr: addr.clone(), source })?;
+        Ok(conn.api_versions())
     }
 
     /// Reads the upstream's brokers and every topic from any broker that

@@ -4,43 +4,24 @@ SCRAM-SHA-256) join a group and commit; a wrong password is an
 authentication error. The CA and certificates are made per test with the
 openssl command line; nothing secret is committed."""
 
-import subprocess
-
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from conftest import KCOORD_BIN, node_script, wait_for
+from conftest import node_script, wait_for
+from pki import add_user, make_pki, tls_listener_settings
 
 USER, PASSWORD = "alice", "alice-secret"
-
-
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
 @pytest.fixture
 def secure(make_kcoord, tmp_path):
     """A kcoord with SASL_SSL and SASL_PLAINTEXT listeners and user alice.
     Returns (kcoord, {"SASL_SSL": addr, "SASL_PLAINTEXT": addr}, ca path)."""
-    pki = tmp_path / "pki"
-    pki.mkdir()
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=kcoord test CA",
-            "-keyout", "ca.key", "-out", "ca.pem", cwd=pki)
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "server.key",
-            "-out", "server.csr", cwd=pki)
-    (pki / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-days", "2", "-extfile", "san.ext", "-out", "server.pem", cwd=pki)
+    pki = make_pki(tmp_path / "pki")
     users = tmp_path / "users.json"
-    subprocess.run([KCOORD_BIN, "users", "add", "--file", str(users), USER], input=PASSWORD + "\n",
-                   text=True, check=True, capture_output=True)
-    assert PASSWORD not in users.read_text()
-    k = make_kcoord(topics=["sec:1"], settings=[
-        'server.listeners=["SASL_SSL://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0", "SSL://127.0.0.1:0"]',
-        f'security.tls_certificate="{pki / "server.pem"}"',
-        f'security.tls_private_key="{pki / "server.key"}"',
-        f'security.credentials_file="{users}"',
-    ])
+    add_user(users, USER, PASSWORD)
+    k = make_kcoord(topics=["sec:1"], settings=tls_listener_settings(
+        pki, users, '["SASL_SSL://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0", "SSL://127.0.0.1:0"]'))
     line = next(l for l in k._lines if "serving on" in l)
     addrs = line.split("serving on ")[1].split()[0].split(",")
     listeners = dict(zip(["SASL_SSL", "SASL_PLAINTEXT", "SSL"], addrs))

@@ -193,8 +193,7 @@ pub async fn memory(
     // Offsets first, while the groups are Empty: Kafka accepts commits
     // without a member id only then (a Stable group answers UNKNOWN_MEMBER_ID).
     scenarios::ensure_topic(&common.bootstrap, "memtopic", partitions).await?;
-    let mut conn =
-        kcoord::protocol::client::Connection::connect_negotiated(&common.bootstrap, "kcoord-bench-mem").await?;
+    let mut conn = crate::net::connect(&common.bootstrap, "kcoord-bench-mem").await?;
     // Groups: the first offset of each creates it.
     commit_offsets(&mut conn, &names, 0..1).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -7,6 +7,7 @@
 mod consumer;
 mod daemon;
 mod load;
+mod net;
 mod scenarios;
 mod stats;
 mod swarm;
@@ -27,6 +28,11 @@ struct Cli {
     /// Print one JSON object per result instead of a table.
     #[arg(long, global = true)]
     json: bool,
+    /// Kafka-style client settings (security.protocol, sasl.mechanism,
+    /// sasl.username, sasl.password, ssl.ca.location, ...) as `key=value`
+    /// lines or TOML: measure over TLS and SASL.
+    #[arg(long, global = true, value_name = "FILE")]
+    command_config: Option<PathBuf>,
     /// Requests in flight per connection.
     #[arg(long, default_value_t = 16, global = true)]
     pipeline: usize,
@@ -182,6 +188,15 @@ fn raise_nofile_limit() {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     raise_nofile_limit();
+    if let Some(path) = &cli.command_config {
+        match kcoord::security::client::ClientSecurity::from_file(path) {
+            Ok(s) => net::configure(s),
+            Err(e) => {
+                eprintln!("kcoord-bench: --command-config {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {

@@ -122,7 +122,7 @@ fn error_summary(res: &LaneResult) -> String {
 /// Makes sure `topic` has at least `partitions` partitions (CreateTopics
 /// when the broker serves it, otherwise the topic must already exist).
 pub async fn ensure_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<(), ClientError> {
-    let mut conn = Connection::connect_negotiated(bootstrap, "kcoord-bench-admin").await?;
+    let mut conn = crate::net::connect(bootstrap, "kcoord-bench-admin").await?;
     let mv = conn.version::<MetadataRequest>(1, 9)?;
     let md = conn
         .call(
@@ -246,7 +246,7 @@ pub async fn fetch_offsets(
     let names = group_names("fetch", groups);
     let mut conns = Vec::new();
     for i in 0..connections.max(1) {
-        conns.push(Connection::connect_negotiated(&c.bootstrap, &format!("kcoord-bench-f{i}")).await?);
+        conns.push(crate::net::connect(&c.bootstrap, &format!("kcoord-bench-f{i}")).await?);
     }
     let commit_v = conns[0].version::<OffsetCommitRequest>(2, 7)?;
     let fetch_v = conns[0].version::<OffsetFetchRequest>(1, 7)?;
@@ -332,7 +332,7 @@ pub async fn rebalance(c: &Common, members: usize, change: &str, rounds: usize) 
         }
     }
     let first = swarm.settle(c.settle_timeout).await?;
-    let mut control = Connection::connect_negotiated(&c.bootstrap, "kcoord-bench-control").await?;
+    let mut control = crate::net::connect(&c.bootstrap, "kcoord-bench-control").await?;
     let mut total = Vec::new();
     let mut after_rejoin = Vec::new();
     for round in 0..rounds {

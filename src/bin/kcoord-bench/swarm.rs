@@ -116,7 +116,7 @@ impl Swarm {
         let mut lanes = Vec::with_capacity(ranges.len());
         let mut versions = None;
         for (l, (start, end)) in ranges.into_iter().enumerate() {
-            let conn = Connection::connect_negotiated(bootstrap, &format!("kcoord-bench-{l}")).await?;
+            let conn = crate::net::connect(bootstrap, &format!("kcoord-bench-{l}")).await?;
             if versions.is_none() {
                 versions = Some(Versions {
                     join: conn.version::<JoinGroupRequest>(4, 5)?,

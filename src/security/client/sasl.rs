@@ -1,0 +1,70 @@
+//! SASL authentication of a client connection, as Kafka's
+//! `SaslClientAuthenticator` runs it after ApiVersions: SaslHandshake v1
+//! names the mechanism, then the tokens travel in SaslAuthenticate
+//! requests (v0–v2, the highest the broker advertises). The raw tokens of
+//! a v0 handshake (brokers before Kafka 1.0) are not spoken.
+//!
+//! A broker may give the session a lifetime (KIP-368,
+//! `connections.max.reauth.ms`): the caller learns it and renews the
+//! session by reconnecting before it ends (see `docs/sidecar.md`).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest};
+
+use super::scram::ScramClient;
+use super::{Mechanism, SaslLogin, MAX_TOKEN_BYTES};
+use crate::protocol::client::{s, ClientError, Connection};
+
+/// Logs in on `conn` (whose API versions are known). Returns the session
+/// lifetime the broker set, if any.
+pub async fn authenticate(conn: &mut Connection, login: &SaslLogin) -> Result<Option<Duration>, ClientError> {
+    let refused = |m: String| ClientError::Authentication(m);
+    let name = login.mechanism.name();
+    conn.version::<SaslHandshakeRequest>(1, 1)
+        .map_err(|_| refused("the broker does not offer SaslHandshake v1 (SASL needs Kafka 1.0 or later)".into()))?;
+    let hs = conn.call(&SaslHandshakeRequest::default().with_mechanism(s(name)), 1).await?;
+    if hs.error_code != 0 {
+        let offered: Vec<&str> = hs.mechanisms.iter().map(|m| m.as_str()).collect();
+        return Err(refused(format!(
+            "the broker does not enable SASL mechanism {name} (it offers {}; error {})",
+            offered.join(", "),
+            hs.error_code
+        )));
+    }
+    let v = conn.version::<SaslAuthenticateRequest>(0, 2)?;
+    let last = match login.mechanism {
+        Mechanism::Plain => {
+            let token = format!("\0{}\0{}", login.username, login.password);
+            exchange(conn, v, token.into_bytes()).await?
+        }
+        Mechanism::Scram(m) => {
+            let mut client =
+                ScramClient::new(m, &login.username, &login.password, crate::security::scram::random_nonce());
+            let first = exchange(conn, v, client.first_message()).await?;
+            let fin = client.final_message(&first.auth_bytes).map_err(refused)?;
+            let done = exchange(conn, v, fin).await?;
+            client.verify_final(&done.auth_bytes).map_err(refused)?;
+            done
+        }
+    };
+    Ok(u64::try_from(last.session_lifetime_ms).ok().filter(|&ms| ms > 0).map(Duration::from_millis))
+}
+
+/// One SaslAuthenticate round trip; a broker error is the broker's message.
+async fn exchange(conn: &mut Connection, v: i16, token: Vec<u8>) -> Result<SaslAuthenticateResponse, ClientError> {
+    let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+    let r = conn.call(&req, v).await?;
+    if r.error_code != 0 {
+        let message = r.error_message.as_ref().map(|m| m.to_string()).unwrap_or_else(|| "authentication failed".into());
+        return Err(ClientError::Authentication(format!("{message} (error {})", r.error_code)));
+    }
+    if r.auth_bytes.len() > MAX_TOKEN_BYTES {
+        return Err(ClientError::Authentication(format!(
+            "a SASL token of {} bytes from the broker",
+            r.auth_bytes.len()
+        )));
+    }
+    Ok(r)
+}

@@ -1,0 +1,252 @@
+//! Kafka's client security settings, as kcoord reads them: in TOML (the
+//! sidecar's `[sidecar.upstream_security]`, with `_` for Kafka's `.`), or
+//! from a Kafka-style client configuration file (`key=value` lines, as
+//! `kafka-consumer-groups.sh --command-config` reads; simple TOML too).
+
+use serde::{Deserialize, Serialize};
+
+/// The environment variable that holds the password when neither
+/// `sasl_password` nor `sasl_password_file` is set (keeps it off command
+/// lines and out of configuration files).
+pub const PASSWORD_ENV: &str = "KCOORD_SASL_PASSWORD";
+
+/// Client security settings, named after Kafka's client properties.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientSecurityConfig {
+    /// PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL (Kafka: security.protocol).
+    pub security_protocol: String,
+    /// PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512 (Kafka: sasl.mechanism).
+    pub sasl_mechanism: String,
+    pub sasl_username: String,
+    pub sasl_password: String,
+    /// A file whose first line is the password.
+    pub sasl_password_file: String,
+    /// PEM CA certificates the broker's certificate must chain to (Kafka:
+    /// ssl.ca.location). System roots are not used.
+    pub ssl_ca_location: String,
+    /// PEM client certificate and key, for brokers that ask for one (mTLS).
+    pub ssl_certificate_location: String,
+    pub ssl_key_location: String,
+    /// "https" (the default) checks that the certificate names the host
+    /// connected to; "none" does not (Kafka:
+    /// ssl.endpoint.identification.algorithm).
+    pub ssl_endpoint_identification_algorithm: String,
+    /// Deadline of the TLS handshake plus the SASL exchange.
+    pub handshake_timeout_ms: u64,
+    /// A Kafka-style client configuration file; the settings above, where
+    /// set, override it.
+    pub properties_file: String,
+}
+
+impl Default for ClientSecurityConfig {
+    fn default() -> Self {
+        ClientSecurityConfig {
+            security_protocol: String::new(),
+            sasl_mechanism: String::new(),
+            sasl_username: String::new(),
+            sasl_password: String::new(),
+            sasl_password_file: String::new(),
+            ssl_ca_location: String::new(),
+            ssl_certificate_location: String::new(),
+            ssl_key_location: String::new(),
+            ssl_endpoint_identification_algorithm: "https".into(),
+            handshake_timeout_ms: 30_000,
+            properties_file: String::new(),
+        }
+    }
+}
+
+impl ClientSecurityConfig {
+    /// Reads a Kafka-style properties file, or a TOML file with the same
+    /// keys (`security.protocol = "SASL_SSL"`).
+    pub fn from_file(path: &std::path::Path) -> Result<ClientSecurityConfig, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parses the text of a client configuration file.
+    pub fn parse(text: &str) -> Result<ClientSecurityConfig, String> {
+        let pairs = match toml::from_str::<toml::Table>(text) {
+            Ok(table) => {
+                let mut out = Vec::new();
+                flatten("", &table, &mut out);
+                out
+            }
+            Err(_) => properties(text),
+        };
+        let mut c = ClientSecurityConfig::default();
+        for (key, value) in pairs {
+            c.apply(&key, value)?;
+        }
+        Ok(c)
+    }
+
+    /// Sets one Kafka property. Properties that are not about security
+    /// (client.id, ...) are ignored, as one file often configures a client
+    /// fully.
+    fn apply(&mut self, key: &str, value: String) -> Result<(), String> {
+        let field = match key.replace('_', ".").as_str() {
+            "security.protocol" => &mut self.security_protocol,
+            "sasl.mechanism" | "sasl.mechanisms" => &mut self.sasl_mechanism,
+            "sasl.username" => &mut self.sasl_username,
+            "sasl.password" => &mut self.sasl_password,
+            "sasl.password.file" => &mut self.sasl_password_file,
+            "ssl.ca.location" => &mut self.ssl_ca_location,
+            "ssl.certificate.location" => &mut self.ssl_certificate_location,
+            "ssl.key.location" => &mut self.ssl_key_location,
+            "ssl.endpoint.identification.algorithm" => &mut self.ssl_endpoint_identification_algorithm,
+            "handshake.timeout.ms" => {
+                self.handshake_timeout_ms = value.parse().map_err(|_| format!("{key}: {value:?} is not a number"))?;
+                return Ok(());
+            }
+            "sasl.jaas.config" => {
+                // Java clients' form: `...LoginModule required username="u" password="p";`
+                if let Some(u) = jaas_option(&value, "username") {
+                    self.sasl_username = u;
+                }
+                if let Some(p) = jaas_option(&value, "password") {
+                    self.sasl_password = p;
+                }
+                return Ok(());
+            }
+            "ssl.truststore.location" | "ssl.keystore.location" => {
+                return Err(format!(
+                    "{key}: Java key stores are not read; give PEM files as ssl.ca.location, ssl.certificate.location and ssl.key.location"
+                ))
+            }
+            _ => return Ok(()),
+        };
+        *field = value;
+        Ok(())
+    }
+
+    /// These settings over those of `properties_file`, if any.
+    pub fn resolved(&self) -> Result<ClientSecurityConfig, String> {
+        if self.properties_file.is_empty() {
+            return Ok(self.clone());
+        }
+        let mut base = Self::from_file(std::path::Path::new(&self.properties_file))?;
+        let default = ClientSecurityConfig::default();
+        macro_rules! over {
+            ($($f:ident),*) => {$( if self.$f != default.$f { base.$f = self.$f.clone(); } )*};
+        }
+        over!(
+            security_protocol,
+            sasl_mechanism,
+            sasl_username,
+            sasl_password,
+            sasl_password_file,
+            ssl_ca_location,
+            ssl_certificate_location,
+            ssl_key_location,
+            ssl_endpoint_identification_algorithm,
+            handshake_timeout_ms
+        );
+        base.properties_file.clear();
+        Ok(base)
+    }
+
+    /// The password: `sasl_password`, else the first line of
+    /// `sasl_password_file`, else the environment variable [`PASSWORD_ENV`].
+    pub fn password(&self) -> Result<String, String> {
+        if !self.sasl_password.is_empty() {
+            return Ok(self.sasl_password.clone());
+        }
+        if !self.sasl_password_file.is_empty() {
+            let text = std::fs::read_to_string(&self.sasl_password_file)
+                .map_err(|e| format!("sasl.password.file {}: {e}", self.sasl_password_file))?;
+            return Ok(text.lines().next().unwrap_or_default().to_string());
+        }
+        match std::env::var(PASSWORD_ENV) {
+            Ok(p) if !p.is_empty() => Ok(p),
+            _ => {
+                Err(format!("SASL needs sasl.password, sasl.password.file or the {PASSWORD_ENV} environment variable"))
+            }
+        }
+    }
+}
+
+/// `key=value` (or `key: value`) lines; `#` and `!` start comments.
+fn properties(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .filter_map(|l| {
+            let at = l.find(['=', ':'])?;
+            Some((l[..at].trim().to_string(), l[at + 1..].trim().to_string()))
+        })
+        .collect()
+}
+
+/// TOML tables flattened to dotted keys; values as text.
+fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<(String, String)>) {
+    for (k, v) in table {
+        let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        match v {
+            toml::Value::Table(t) => flatten(&key, t, out),
+            toml::Value::String(s) => out.push((key, s.clone())),
+            other => out.push((key, other.to_string())),
+        }
+    }
+}
+
+/// `name="value"` in a JAAS configuration line.
+fn jaas_option(jaas: &str, name: &str) -> Option<String> {
+    let start = jaas.find(&format!("{name}=\""))? + name.len() + 2;
+    let end = jaas[start..].find('"')? + start;
+    Some(jaas[start..end].to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kafka_properties_files_are_read_ignoring_what_is_not_security() {
+        let c = ClientSecurityConfig::parse(
+            "# tools\nsecurity.protocol=SASL_SSL\nsasl.mechanism = SCRAM-SHA-512\nsasl.username=alice\nsasl.password=pw=1\nssl.ca.location=/ca.pem\nclient.id=x\n",
+        )
+        .unwrap();
+        assert_eq!(c.security_protocol, "SASL_SSL");
+        assert_eq!(c.sasl_mechanism, "SCRAM-SHA-512");
+        assert_eq!(c.sasl_username, "alice");
+        assert_eq!(c.sasl_password, "pw=1");
+        assert_eq!(c.ssl_ca_location, "/ca.pem");
+    }
+
+    #[test]
+    fn toml_files_with_the_same_keys_are_read_too() {
+        let c = ClientSecurityConfig::parse(
+            "security.protocol = \"SSL\"\nssl.endpoint.identification.algorithm = \"none\"\nhandshake.timeout.ms = 500\n",
+        )
+        .unwrap();
+        assert_eq!(c.security_protocol, "SSL");
+        assert_eq!(c.ssl_endpoint_identification_algorithm, "none");
+        assert_eq!(c.handshake_timeout_ms, 500);
+    }
+
+    #[test]
+    fn java_jaas_lines_give_the_user_and_password() {
+        let c = ClientSecurityConfig::parse(
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"bob\" password=\"s3\";",
+        )
+        .unwrap();
+        assert_eq!((c.sasl_username.as_str(), c.sasl_password.as_str()), ("bob", "s3"));
+    }
+
+    #[test]
+    fn java_key_stores_are_refused_with_the_pem_alternative() {
+        let e = ClientSecurityConfig::parse("ssl.truststore.location=/x.jks").unwrap_err();
+        assert!(e.contains("ssl.ca.location"), "{e}");
+    }
+
+    #[test]
+    fn the_password_comes_from_a_file_when_not_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("pw");
+        std::fs::write(&f, "secret\n").unwrap();
+        let c = ClientSecurityConfig { sasl_password_file: f.display().to_string(), ..Default::default() };
+        assert_eq!(c.password().unwrap(), "secret");
+    }
+}

@@ -1,0 +1,110 @@
+//! The TLS client configuration: the broker's certificate must chain to
+//! the configured CA, and (by default, as Kafka's
+//! `ssl.endpoint.identification.algorithm=https`) name the host connected
+//! to; a client certificate is presented when one is configured (mTLS).
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
+
+use super::ClientSecurityConfig;
+
+pub fn client_config(c: &ClientSecurityConfig) -> Result<ClientConfig, String> {
+    if c.ssl_ca_location.is_empty() {
+        return Err("SSL and SASL_SSL need ssl.ca.location (a PEM CA file; system roots are not used)".into());
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in read_certs(&c.ssl_ca_location)? {
+        roots.add(cert).map_err(|e| format!("{}: {e}", c.ssl_ca_location))?;
+    }
+    let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| format!("{}: {e}", c.ssl_ca_location))?;
+    let verifier: Arc<dyn ServerCertVerifier> =
+        match c.ssl_endpoint_identification_algorithm.to_ascii_lowercase().as_str() {
+            "https" => chain,
+            "none" | "" => Arc::new(AnyName(chain)),
+            other => return Err(format!("ssl.endpoint.identification.algorithm {other:?}: expected https or none")),
+        };
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier);
+    match (c.ssl_certificate_location.is_empty(), c.ssl_key_location.is_empty()) {
+        (true, true) => Ok(builder.with_no_client_auth()),
+        (false, false) => {
+            let certs = read_certs(&c.ssl_certificate_location)?;
+            let key = read_key(&c.ssl_key_location)?;
+            builder.with_client_auth_cert(certs, key).map_err(|e| format!("{}: {e}", c.ssl_certificate_location))
+        }
+        _ => Err("a client certificate needs both ssl.certificate.location and ssl.key.location".into()),
+    }
+}
+
+fn read_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    let certs: Vec<_> = rustls_pemfile::certs(&mut std::io::BufReader::new(f))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{path}: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!("{path}: no PEM certificate found"));
+    }
+    Ok(certs)
+}
+
+fn read_key(path: &str) -> Result<rustls::pki_types::PrivateKeyDer<'static>, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    rustls_pemfile::private_key(&mut std::io::BufReader::new(f))
+        .map_err(|e| format!("{path}: {e}"))?
+        .ok_or_else(|| format!("{path}: no PEM private key found"))
+}
+
+/// The CA check without the host name check
+/// (`ssl.endpoint.identification.algorithm=none`).
+#[derive(Debug)]
+struct AnyName(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}

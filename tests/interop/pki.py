@@ -1,0 +1,41 @@
+"""A throwaway CA, a server certificate for localhost/127.0.0.1, and kcoord
+credentials files, made per test with the openssl command line and
+`kcoord users add`; nothing secret is committed."""
+
+import subprocess
+
+from conftest import KCOORD_BIN
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_pki(pki):
+    """Writes ca.pem, server.pem and server.key into directory `pki`."""
+    pki.mkdir(exist_ok=True)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=kcoord test CA",
+            "-keyout", "ca.key", "-out", "ca.pem", cwd=pki)
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "server.key",
+            "-out", "server.csr", cwd=pki)
+    (pki / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-days", "2", "-extfile", "san.ext", "-out", "server.pem", cwd=pki)
+    return pki
+
+
+def add_user(users, user, password):
+    """Adds `user` to the credentials file `users` (salted, never the password)."""
+    subprocess.run([KCOORD_BIN, "users", "add", "--file", str(users), user], input=password + "\n",
+                   text=True, check=True, capture_output=True)
+    assert password not in users.read_text()
+
+
+def tls_listener_settings(pki, users, listeners='["SASL_SSL://127.0.0.1:0"]'):
+    """kcoord settings for TLS/SASL listeners with the certificate of `pki`."""
+    return [
+        f"server.listeners={listeners}",
+        f'security.tls_certificate="{pki / "server.pem"}"',
+        f'security.tls_private_key="{pki / "server.key"}"',
+        f'security.credentials_file="{users}"',
+    ]

@@ -1,0 +1,465 @@
+//! A sidecar next to a secured cluster: the upstream (a standalone kcoord)
+//! has only a SASL_SSL listener and a SCRAM-SHA-512 user for the sidecar;
+//! the sidecar logs in with those credentials and serves its own clients
+//! on a SASL_SSL listener with its own users. Clients here are kcoord's own
+//! client ([`kcoord::protocol::client::Connection`]) with Kafka-style
+//! settings. Certificates are generated per test with rcgen.
+
+mod common;
+#[path = "data_plane/support.rs"]
+mod support;
+
+use std::path::Path;
+
+use common::consumer::{assignment, join_request};
+use common::{eventually, http_get, sb, TestServer};
+use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::*;
+use kcoord::config::ConfigBuilder;
+use kcoord::protocol::client::{ClientError, Connection};
+use kcoord::security::client::{ClientSecurity, ClientSecurityConfig};
+use kcoord::security::credentials::Credentials;
+use kcoord::security::scram::ScramMechanism;
+
+const SIDECAR_USER: (&str, &str) = ("kcoord-sidecar", "upstream-secret");
+const CLIENT_USER: (&str, &str) = ("alice", "alice-secret");
+
+/// A test CA and the files written for one test.
+struct Pki {
+    dir: tempfile::TempDir,
+    ca: rcgen::Certificate,
+    ca_key: rcgen::KeyPair,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(rcgen::DnType::CommonName, "test CA");
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let ca = p.self_signed(&ca_key).unwrap();
+        let pki = Pki { dir: tempfile::tempdir().unwrap(), ca, ca_key };
+        pki.write("ca.pem", &pki.ca.pem());
+        pki
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        std::fs::write(self.path(name), text).unwrap();
+        self.path(name)
+    }
+
+    /// Writes `<name>.pem` and `<name>.key`, a server certificate for
+    /// localhost and 127.0.0.1.
+    fn issue(&self, name: &str) {
+        let mut p = rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(rcgen::DnType::CommonName, name);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        self.write(&format!("{name}.pem"), &cert.pem());
+        self.write(&format!("{name}.key"), &key.serialize_pem());
+    }
+
+    /// Settings of a daemon with one SASL_SSL listener, its certificate
+    /// `name` and users `users`.
+    fn sasl_ssl_listener(&self, name: &str, users: &[(&str, &str)]) -> Vec<String> {
+        self.issue(name);
+        let mut c = Credentials::default();
+        for (u, p) in users {
+            c.set_password(u, p, &ScramMechanism::ALL, 4096);
+        }
+        let file = self.path(&format!("{name}-users.json"));
+        c.save(Path::new(&file)).unwrap();
+        vec![
+            "server.listeners=[\"SASL_SSL://127.0.0.1:0\"]".into(),
+            format!("security.tls_certificate=\"{}\"", self.path(&format!("{name}.pem"))),
+            format!("security.tls_private_key=\"{}\"", self.path(&format!("{name}.key"))),
+            format!("security.credentials_file=\"{file}\""),
+        ]
+    }
+
+    /// Kafka-style client settings for SASL_SSL with SCRAM-SHA-512.
+    fn client_properties(&self, user: (&str, &str)) -> String {
+        format!(
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username={}\nsasl.password={}\nssl.ca.location={}\n",
+            user.0,
+            user.1,
+            self.path("ca.pem")
+        )
+    }
+
+    fn client(&self, user: (&str, &str)) -> ClientSecurity {
+        ClientSecurity::from_config(&ClientSecurityConfig::parse(&self.client_properties(user)).unwrap()).unwrap()
+    }
+}
+
+async fn start(settings: &[String]) -> TestServer {
+    let refs: Vec<&str> = settings.iter().map(String::as_str).collect();
+    TestServer::start_with(&refs).await
+}
+
+/// The secured upstream: topic `t` (3 partitions), broker id 1.
+async fn upstream(pki: &Pki) -> TestServer {
+    let mut s = pki.sasl_ssl_listener("upstream", &[SIDECAR_USER]);
+    s.extend(["topics.define=[\"t:3\"]".into(), "server.node_id=1".into()]);
+    start(&s).await
+}
+
+/// Settings that make a sidecar log in to `up` as `user`.
+fn upstream_login(pki: &Pki, up: &TestServer, password: &str) -> Vec<String> {
+    let file = pki.write("upstream-password", &format!("{password}\n"));
+    vec![
+        format!("sidecar.upstream=[\"{}\"]", up.addr),
+        "sidecar.write_through_interval_ms=20".into(),
+        "sidecar.upstream_security.security_protocol=\"SASL_SSL\"".into(),
+        "sidecar.upstream_security.sasl_mechanism=\"SCRAM-SHA-512\"".into(),
+        format!("sidecar.upstream_security.sasl_username=\"{}\"", SIDECAR_USER.0),
+        format!("sidecar.upstream_security.sasl_password_file=\"{file}\""),
+        format!("sidecar.upstream_security.ssl_ca_location=\"{}\"", pki.path("ca.pem")),
+    ]
+}
+
+/// A sidecar in front of `up` with its own SASL_SSL listener for `alice`.
+async fn sidecar(pki: &Pki, up: &TestServer) -> TestServer {
+    let mut s = upstream_login(pki, up, SIDECAR_USER.1);
+    s.extend(pki.sasl_ssl_listener("sidecar", &[CLIENT_USER]));
+    s.push("metrics.listen=\"127.0.0.1:0\"".into());
+    start(&s).await
+}
+
+async fn connect(addr: std::net::SocketAddr, security: &ClientSecurity) -> Connection {
+    Connection::connect_secure(&addr.to_string(), "sidecar-security-test", security).await.expect("connect")
+}
+
+/// Joins `group` alone (with the MEMBER_ID_REQUIRED round trip) and takes
+/// every partition of `t`; returns (member id, generation).
+async fn join_alone(c: &mut Connection, group: &str) -> (String, i32) {
+    let mut r = c.call(&join_request(group, "", &["t"]), 8).await.unwrap();
+    if r.error_code == 79 {
+        r = c.call(&join_request(group, &r.member_id, &["t"]), 8).await.unwrap();
+    }
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let member = r.member_id.to_string();
+    let sync = SyncGroupRequest::default()
+        .with_group_id(GroupId(sb(group)))
+        .with_generation_id(r.generation_id)
+        .with_member_id(sb(&member))
+        .with_protocol_type(Some(sb("consumer")))
+        .with_protocol_name(Some(sb("range")))
+        .with_assignments(vec![SyncGroupRequestAssignment::default()
+            .with_member_id(sb(&member))
+            .with_assignment(assignment("t", &[0, 1, 2]))]);
+    let s = c.call(&sync, 5).await.unwrap();
+    assert_eq!(s.error_code, 0, "{s:?}");
+    (member, r.generation_id)
+}
+
+async fn commit(c: &mut Connection, group: &str, member: &str, generation: i32, offset: i64) -> i16 {
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(sb(group)))
+        .with_generation_id_or_member_epoch(generation)
+        .with_member_id(sb(member))
+        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb("t"))).with_partitions(vec![
+            OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(offset),
+        ])]);
+    c.call(&req, 8).await.unwrap().topics[0].partitions[0].error_code
+}
+
+async fn committed(c: &mut Connection, group: &str) -> i64 {
+    let req = OffsetFetchRequest::default().with_group_id(GroupId(sb(group))).with_topics(Some(vec![
+        OffsetFetchRequestTopic::default().with_name(TopicName(sb("t"))).with_partition_indexes(vec![0]),
+    ]));
+    c.call(&req, 7).await.unwrap().topics[0].partitions[0].committed_offset
+}
+
+#[tokio::test]
+async fn a_client_authenticated_by_the_sidecar_works_against_a_sasl_ssl_upstream() {
+    let pki = Pki::new();
+    let up = upstream(&pki).await;
+    let sc = sidecar(&pki, &up).await;
+    let mut c = connect(sc.addr, &pki.client(CLIENT_USER)).await;
+
+    // Metadata: the upstream's broker id, the sidecar's SASL_SSL address.
+    let md = c.call(&MetadataRequest::default().with_topics(None), 12).await.unwrap();
+    let brokers: Vec<(i32, String, i32)> =
+        md.brokers.iter().map(|b| (b.node_id.0, b.host.to_string(), b.port)).collect();
+    assert_eq!(brokers, vec![(1, "127.0.0.1".to_string(), i32::from(sc.addr.port()))]);
+    let fc = c.call(&FindCoordinatorRequest::default().with_key(sb("g")), 3).await.unwrap();
+    assert_eq!((fc.error_code, fc.port), (0, i32::from(sc.addr.port())));
+
+    // Produce and fetch are forwarded over the sidecar's own upstream login.
+    let records = support::batch(&[("k", "v1"), ("k", "v2")], 1000, None);
+    let p = c.call(&support::produce_request("t", 0, Some(records), -1), 9).await.unwrap();
+    assert_eq!(p.responses[0].partition_responses[0].error_code, 0);
+    let f = c.call(&support::fetch_request(12, "t", Default::default(), 0, 0, 0), 12).await.unwrap();
+    let data = &f.responses[0].partitions[0];
+    assert_eq!(data.error_code, 0);
+    let got = support::decode_records(data.records.as_ref().expect("records"));
+    assert_eq!(got.iter().map(|(_, _, v)| v.as_str()).collect::<Vec<_>>(), ["v1", "v2"]);
+
+    // The group is the sidecar's; its commit is written through upstream.
+    let (member, generation) = join_alone(&mut c, "g").await;
+    assert_eq!(commit(&mut c, "g", &member, generation, 2).await, 0);
+    assert_eq!(committed(&mut c, "g").await, 2);
+    let upstream_login = pki.client(SIDECAR_USER);
+    let up_addr = up.addr;
+    eventually("the commit written through to the upstream", || {
+        let login = upstream_login.clone();
+        async move {
+            let mut direct = connect(up_addr, &login).await;
+            (committed(&mut direct, "g").await == 2).then_some(())
+        }
+    })
+    .await;
+
+    // The sidecar's listener counted the client's login.
+    let (_, metrics) = http_get(sc.daemon.as_ref().unwrap().metrics_addr().unwrap(), "/metrics").await;
+    assert!(
+        metrics.lines().any(|l| l.starts_with("kcoord_authentications_total")
+            && l.contains("SCRAM-SHA-512")
+            && l.contains("success")),
+        "{metrics}"
+    );
+    sc.shutdown().await;
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_wrong_password_at_the_sidecar_gives_the_client_kafkas_authentication_error() {
+    let pki = Pki::new();
+    let up = upstream(&pki).await;
+    let sc = sidecar(&pki, &up).await;
+    let r = Connection::connect_secure(&sc.addr.to_string(), "t", &pki.client(("alice", "guess"))).await;
+    let Err(ClientError::Authentication(message)) = r else { panic!("expected an authentication error") };
+    assert!(message.contains("invalid credentials") && message.contains("error 58"), "{message}");
+    sc.shutdown().await;
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_wrong_upstream_password_stops_the_sidecar_at_start_with_a_clear_error() {
+    let pki = Pki::new();
+    let up = upstream(&pki).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = ConfigBuilder::new();
+    for s in common::TEST_DEFAULTS {
+        b = b.set(s).unwrap();
+    }
+    b = b.set(&format!("storage.data_dir=\"{}\"", dir.path().display())).unwrap();
+    for s in upstream_login(&pki, &up, "not-the-password") {
+        b = b.set(&s).unwrap();
+    }
+    let config = b.build().unwrap();
+    let err = match kcoord::Daemon::start(config).await {
+        Ok(_) => panic!("the sidecar started with a wrong upstream password"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("refused kcoord's login") && err.contains("invalid credentials"), "{err}");
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_upstream_certificate_from_another_ca_is_refused() {
+    let pki = Pki::new();
+    let up = upstream(&pki).await;
+    let other = Pki::new();
+    let r = Connection::connect_secure(&up.addr.to_string(), "t", &other.client(SIDECAR_USER)).await;
+    let Err(ClientError::Io(e)) = r else { panic!("expected a TLS error") };
+    assert!(e.to_string().contains("TLS handshake"), "{e}");
+    up.shutdown().await;
+}
+
+#[test]
+fn the_admin_cli_reads_kafka_client_settings_from_command_config() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let pki = Pki::new();
+    let (up, sc) = runtime.block_on(async {
+        let up = upstream(&pki).await;
+        let sc = sidecar(&pki, &up).await;
+        let mut c = connect(sc.addr, &pki.client(CLIENT_USER)).await;
+        let (member, generation) = join_alone(&mut c, "cli-group").await;
+        assert_eq!(commit(&mut c, "cli-group", &member, generation, 1).await, 0);
+        (up, sc)
+    });
+    let props = pki.write("client.properties", &pki.client_properties(CLIENT_USER));
+    let run = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kcoord"));
+        cmd.args(["groups", "list", "--bootstrap", &sc.addr.to_string()]).args(extra);
+        cmd.output().unwrap()
+    };
+    let out = run(&["--command-config", &props]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cli-group"));
+    // Without the settings the TLS listener does not answer Kafka requests.
+    let plain = run(&[]);
+    assert!(!plain.status.success());
+    runtime.block_on(async {
+        sc.shutdown().await;
+        up.shutdown().await;
+    });
+}
+
+#[tokio::test]
+async fn the_sidecar_renews_its_upstream_session_before_the_upstream_ends_it() {
+    // KIP-368: the upstream gives sessions 1.5 s; the sidecar replaces a
+    // link once 85% of that has passed, so the client never notices.
+    let pki = Pki::new();
+    let mut s = pki.sasl_ssl_listener("upstream", &[SIDECAR_USER]);
+    s.extend([
+        "topics.define=[\"t:3\"]".into(),
+        "server.node_id=1".into(),
+        "security.connections_max_reauth_ms=1500".into(),
+    ]);
+    let up = start(&s).await;
+    let sc = sidecar(&pki, &up).await;
+    let mut c = connect(sc.addr, &pki.client(CLIENT_USER)).await;
+    let (member, generation) = join_alone(&mut c, "renewed").await;
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(4000);
+    let mut offset = 0;
+    let mut pace = tokio::time::interval(std::time::Duration::from_millis(50));
+    while std::time::Instant::now() < until {
+        offset += 1;
+        let records = support::batch(&[("k", "v")], 1000, None);
+        let p = c.call(&support::produce_request("t", 0, Some(records), -1), 9).await.expect("produce");
+        assert_eq!(p.responses[0].partition_responses[0].error_code, 0);
+        assert_eq!(commit(&mut c, "renewed", &member, generation, offset).await, 0);
+        pace.tick().await;
+    }
+    // Write-through (the sidecar's control connections) renewed too.
+    let login = pki.client(SIDECAR_USER);
+    let up_addr = up.addr;
+    eventually("the last commit upstream", || {
+        let login = login.clone();
+        async move {
+            let mut direct = connect(up_addr, &login).await;
+            (committed(&mut direct, "renewed").await == offset).then_some(())
+        }
+    })
+    .await;
+    sc.shutdown().await;
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_login_the_upstream_refuses_later_closes_forwarding_counts_it_and_groups_keep_working() {
+    let pki = Pki::new();
+    let up = upstream(&pki).await;
+    let sc = sidecar(&pki, &up).await;
+    // The upstream forgets the sidecar's user (a rotated password); it
+    // reloads its credentials file when the file changes.
+    let mut other = Credentials::default();
+    other.set_password("someone-else", "x", &ScramMechanism::ALL, 4096);
+    other.save(Path::new(&pki.path("upstream-users.json"))).unwrap();
+    let login = pki.client(CLIENT_USER);
+    let addr = sc.addr;
+    eventually("a forwarded request refused for want of an upstream login", || {
+        let login = login.clone();
+        async move {
+            let mut c = connect(addr, &login).await;
+            c.call(&MetadataRequest::default().with_topics(None), 12).await.is_err().then_some(())
+        }
+    })
+    .await;
+    let (_, metrics) = http_get(sc.daemon.as_ref().unwrap().metrics_addr().unwrap(), "/metrics").await;
+    assert!(
+        metrics.lines().any(|l| l.starts_with("kcoord_sidecar_upstream_authentication_failures_total ")),
+        "{metrics}"
+    );
+    // Group coordination is the sidecar's own and does not need the upstream login.
+    let mut c = connect(addr, &login).await;
+    let (member, generation) = join_alone(&mut c, "still-served").await;
+    assert_eq!(commit(&mut c, "still-served", &member, generation, 7).await, 0);
+    assert_eq!(committed(&mut c, "still-served").await, 7);
+    sc.shutdown().await;
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn each_sidecar_listener_advertises_its_own_address() {
+    let pki = Pki::new();
+    let up = TestServer::start_with(&["topics.define=[\"t:3\"]", "server.node_id=1"]).await;
+    let users = pki.path("users.json");
+    let mut creds = Credentials::default();
+    creds.set_password(CLIENT_USER.0, CLIENT_USER.1, &ScramMechanism::ALL, 4096);
+    creds.save(Path::new(&users)).unwrap();
+    let sc = start(&[
+        format!("sidecar.upstream=[\"{}\"]", up.addr),
+        "server.listeners=[\"PLAINTEXT://127.0.0.1:0\", \"SASL_PLAINTEXT://127.0.0.1:0\"]".into(),
+        format!("security.credentials_file=\"{users}\""),
+    ])
+    .await;
+    let addrs = sc.daemon.as_ref().unwrap().local_addrs().to_vec();
+    assert_eq!(addrs.len(), 2, "one port per listener and fronted broker");
+    let sasl = ClientSecurity::from_config(
+        &ClientSecurityConfig::parse(&format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username={}\nsasl.password={}\n",
+            CLIENT_USER.0, CLIENT_USER.1
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    for (addr, security) in [(addrs[0], ClientSecurity::plaintext()), (addrs[1], sasl)] {
+        let mut c = connect(addr, &security).await;
+        let md = c.call(&MetadataRequest::default().with_topics(None), 12).await.unwrap();
+        let brokers: Vec<(i32, i32)> = md.brokers.iter().map(|b| (b.node_id.0, b.port)).collect();
+        assert_eq!(brokers, vec![(1, i32::from(addr.port()))]);
+        let fc = c.call(&FindCoordinatorRequest::default().with_key(sb("g")), 3).await.unwrap();
+        assert_eq!((fc.node_id.0, fc.port), (1, i32::from(addr.port())));
+    }
+    sc.shutdown().await;
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_per_broker_sidecar_without_a_peer_address_on_every_listener_refuses_to_start() {
+    let up = TestServer::start_with(&["server.node_id=1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = ConfigBuilder::new();
+    for s in common::TEST_DEFAULTS {
+        b = b.set(s).unwrap();
+    }
+    for s in [
+        format!("storage.data_dir=\"{}\"", dir.path().display()),
+        format!("sidecar.upstream=[\"{}\"]", up.addr),
+        "server.node_id=1".into(),
+        "server.listeners=[\"PLAINTEXT://127.0.0.1:0\", \"INTERNAL://127.0.0.1:0\"]".into(),
+        "server.listener_security_protocol_map=\"INTERNAL:PLAINTEXT\"".into(),
+        "sidecar.peers=[\"2=PLAINTEXT://127.0.0.1:1\"]".into(),
+    ] {
+        b = b.set(&s).unwrap();
+    }
+    let err = match kcoord::Daemon::start(b.build().unwrap()).await {
+        Ok(_) => panic!("started without node 2's INTERNAL address"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("node 2 on listener INTERNAL"), "{err}");
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn large_records_cross_a_plain_sidecar_to_a_tls_upstream_and_back() {
+    // The large Produce body is relayed from the plain client socket into
+    // the TLS link, and the Fetch answer copied back out of it (no splice).
+    let pki = Pki::new();
+    let up = upstream(&pki).await;
+    let sc = start(&upstream_login(&pki, &up, SIDECAR_USER.1)).await;
+    let mut c = connect(sc.addr, &ClientSecurity::plaintext()).await;
+    let big: String = (0..300_000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let records = support::batch(&[("k", big.as_str())], 1000, None);
+    assert!(records.len() > 200_000);
+    let p = c.call(&support::produce_request("t", 1, Some(records), -1), 9).await.unwrap();
+    assert_eq!(p.responses[0].partition_responses[0].error_code, 0);
+    let f = c.call(&support::fetch_request(12, "t", Default::default(), 1, 0, 0), 12).await.unwrap();
+    let got = support::decode_records(f.responses[0].partitions[0].records.as_ref().expect("records"));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].2, big);
+    sc.shutdown().await;
+    up.shutdown().await;
+}
