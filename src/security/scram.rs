@@ -212,7 +212,11 @@ impl ScramServer {
             }
             State::ClientFinal { username, credential, nonce, gs2_header, first_bare, server_first } => {
                 let fin = parse_client_final(text)?;
-                if fin.nonce != nonce {
+                // Kafka's ScramSaslServer checks that the nonce ends with the
+                // server's (cnonce + snonce), not equality: librdkafka before
+                // 2.6.1 (Debian's kcat among them) sends the client nonce
+                // twice. The server's random part still has to come back.
+                if !fin.nonce.ends_with(&nonce) {
                     return Err(ScramError::Generic("Invalid client nonce in the final client message.".into()));
                 }
                 if fin.channel_binding != B64.encode(gs2_header.as_bytes()) {
@@ -325,6 +329,18 @@ mod tests {
         client_first_bare: &str,
         server_first: &str,
     ) -> (String, Vec<u8>) {
+        client_final_with_nonce_prefix(mech, password, client_first_bare, server_first, "")
+    }
+
+    /// [`client_final`] with `prefix` before the nonce, as librdkafka before
+    /// 2.6.1 sends it (its client nonce again).
+    fn client_final_with_nonce_prefix(
+        mech: ScramMechanism,
+        password: &str,
+        client_first_bare: &str,
+        server_first: &str,
+        prefix: &str,
+    ) -> (String, Vec<u8>) {
         let mut salt = None;
         let mut iterations = 0;
         let mut nonce = "";
@@ -340,7 +356,7 @@ mod tests {
         let salted = mech.salted_password(password.as_bytes(), &salt.unwrap(), iterations);
         let client_key = mech.hmac(&salted, b"Client Key");
         let stored_key = mech.hash(&client_key);
-        let without_proof = format!("c=biws,r={nonce}");
+        let without_proof = format!("c=biws,r={prefix}{nonce}");
         let auth = format!("{client_first_bare},{server_first},{without_proof}");
         let sig = mech.hmac(&stored_key, auth.as_bytes());
         let proof: Vec<u8> = client_key.iter().zip(&sig).map(|(a, b)| a ^ b).collect();
@@ -363,6 +379,37 @@ mod tests {
             assert_eq!(response, format!("v={}", B64.encode(server_sig)).as_bytes());
         }
         Ok(step)
+    }
+
+    #[test]
+    fn old_librdkafkas_doubled_client_nonce_is_accepted_as_kafka_accepts_it() {
+        for prefix in ["cnonce", ""] {
+            let mech = ScramMechanism::Sha512;
+            let cred = ScramCredential::derive(mech, "pw", b"salty".to_vec(), 4096);
+            let lookup = |u: &str| (u == "alice").then(|| cred.clone());
+            let mut server = ScramServer::new(mech);
+            let Ok(ScramStep::Challenge(first)) = server.step(b"n,,n=alice,r=cnonce", &lookup, "snonce") else {
+                panic!("expected a challenge")
+            };
+            let first = String::from_utf8(first).unwrap();
+            let (fin, _) = client_final_with_nonce_prefix(mech, "pw", "n=alice,r=cnonce", &first, prefix);
+            let step = server.step(fin.as_bytes(), &lookup, "unused");
+            assert!(matches!(step, Ok(ScramStep::Done { .. })), "prefix {prefix:?}");
+        }
+    }
+
+    #[test]
+    fn a_final_nonce_without_the_servers_part_is_refused() {
+        let mech = ScramMechanism::Sha256;
+        let cred = ScramCredential::derive(mech, "pw", b"salty".to_vec(), 4096);
+        let lookup = |u: &str| (u == "alice").then(|| cred.clone());
+        let mut server = ScramServer::new(mech);
+        let Ok(ScramStep::Challenge(_)) = server.step(b"n,,n=alice,r=cnonce", &lookup, "snonce") else {
+            panic!("expected a challenge")
+        };
+        // A client answering with its own nonce only (a replay of another exchange).
+        let (fin, _) = client_final(mech, "pw", "n=alice,r=cnonce", "r=cnonce,s=c2FsdHk=,i=4096");
+        assert!(matches!(server.step(fin.as_bytes(), &lookup, "unused"), Err(ScramError::Generic(_))));
     }
 
     #[test]
