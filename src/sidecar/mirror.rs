@@ -41,7 +41,7 @@ use crate::coordinator::messages::{
 use crate::coordinator::service::GroupHooks;
 use crate::coordinator::{Coordinator, FastMap};
 use crate::error_code::ErrorCode;
-use crate::protocol::client::s;
+use crate::protocol::client::{s, ClientError};
 use crate::topics::Catalog;
 
 /// Groups remembered as imported at most; past it the memory starts over
@@ -312,21 +312,31 @@ impl Mirror {
     ) -> Result<Vec<OffsetFetchResponseTopic>, UpstreamError> {
         let mut out = Vec::new();
         for chunk in topics.chunks(TOPICS_PER_FETCH) {
-            let req = OffsetFetchRequest::default()
-                .with_group_id(GroupId(s(group)))
-                .with_require_stable(require_stable)
-                .with_topics(Some(
-                    chunk
-                        .iter()
-                        .map(|(name, partitions)| {
-                            OffsetFetchRequestTopic::default()
-                                .with_name(TopicName(s(name)))
-                                .with_partition_indexes(partitions.clone())
-                        })
-                        .collect(),
-                ));
-            // v1–v7: one group, named topics.
-            let (_, resp) = self.upstream.call_coordinator(group, &req, 1, 7).await?;
+            let req = OffsetFetchRequest::default().with_group_id(GroupId(s(group))).with_topics(Some(
+                chunk
+                    .iter()
+                    .map(|(name, partitions)| {
+                        OffsetFetchRequestTopic::default()
+                            .with_name(TopicName(s(name)))
+                            .with_partition_indexes(partitions.clone())
+                    })
+                    .collect(),
+            ));
+            // v1–v7: one group, named topics; `require_stable` only exists
+            // from v7 (an upstream without it, before Kafka 2.5, has no
+            // UNSTABLE_OFFSET_COMMIT to give either).
+            let stable = req.clone().with_require_stable(true);
+            let resp = match require_stable {
+                true => match self.upstream.call_coordinator(group, &stable, 7, 7).await {
+                    Err(UpstreamError::Client { source: ClientError::Unsupported { .. }, .. }) => None,
+                    other => Some(other?.1),
+                },
+                false => None,
+            };
+            let resp = match resp {
+                Some(r) => r,
+                None => self.upstream.call_coordinator(group, &req, 1, 7).await?.1,
+            };
             if resp.error_code != 0 {
                 if (14..=16).contains(&resp.error_code) {
                     self.upstream.forget_coordinator(group);
