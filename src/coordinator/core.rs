@@ -18,6 +18,7 @@ use super::consumer::messages::{
     ConsumerDescribeRequest, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse, DescribedConsumerGroup,
 };
 use super::consumer::target::{Assigners, TopicImage};
+use super::delegation::{self, Admitted};
 use super::messages::*;
 use super::offsets;
 use super::records::{self, Record, RecordKey, RecordValue, RecordView, StoredRecord};
@@ -69,6 +70,17 @@ pub enum Request {
     /// and no offsets); otherwise nothing is written. With no topics it
     /// only asks whether the group is known.
     Import(OffsetCommitRequest),
+    /// Sidecar mode: a TxnOffsetCommit to admit (its group, member,
+    /// generation and partitions); admitting it makes the group delegated
+    /// (`delegation`). Answered [`Response::Delegated`].
+    TxnCommit(OffsetCommitRequest),
+    /// Sidecar mode: the offsets of a delegated group still to be handed
+    /// over to the upstream (`done: false`), or the record that they were
+    /// (`done: true`). Answered [`Response::Handover`].
+    Handover {
+        group_id: String,
+        done: bool,
+    },
     /// KIP-848 ConsumerGroupHeartbeat (boxed: it is the largest request).
     ConsumerHeartbeat(Box<ConsumerHeartbeatRequest>),
     /// KIP-848 ConsumerGroupDescribe of one group.
@@ -98,7 +110,8 @@ impl Request {
             Request::Sync(r) => &r.group_id,
             Request::Heartbeat(r) => &r.group_id,
             Request::Leave(r) => &r.group_id,
-            Request::Commit(r) | Request::Import(r) => &r.group_id,
+            Request::Commit(r) | Request::Import(r) | Request::TxnCommit(r) => &r.group_id,
+            Request::Handover { group_id, .. } => group_id,
             Request::Fetch { group, .. } => &group.group_id,
             Request::OffsetDelete(r) => &r.group_id,
             Request::Describe { group_id, .. } => group_id,
@@ -123,6 +136,8 @@ impl Request {
             Request::Leave(_) => Response::Leave(LeaveGroupResponse { error, members: vec![] }),
             Request::Commit(r) => Response::Commit(offsets::commit_error_response(r, error)),
             Request::Import(_) => Response::Import(Err(error)),
+            Request::TxnCommit(_) => Response::Delegated(Err(error)),
+            Request::Handover { .. } => Response::Handover(Err(error)),
             // The group error with no topics, as Kafka 4.x answers: a v0-1
             // answer, which has no group-level error, then carries none.
             Request::Fetch { group, .. } => {
@@ -164,6 +179,11 @@ pub enum Response {
     Summaries(Vec<GroupSummary>),
     Stats(ShardStats),
     Import(Result<ImportOutcome, ErrorCode>),
+    /// A commit or fetch for a delegated group (or a TxnOffsetCommit) was
+    /// admitted and goes to the upstream, or was refused.
+    Delegated(Result<Admitted, ErrorCode>),
+    /// Offsets still to hand over (None: nothing, or done).
+    Handover(Result<Option<Vec<CommitTopic>>, ErrorCode>),
     ConsumerHeartbeat(ConsumerHeartbeatResponse),
     ConsumerDescribe(DescribedConsumerGroup),
 }
@@ -631,12 +651,33 @@ impl ShardCore {
                 cx.reply(token, Response::Leave(resp));
             }
             Request::Commit(r) => {
-                let resp = offsets::commit(groups, &r, &mut cx);
-                cx.reply(token, Response::Commit(resp));
+                let resp = match cx.store.delegation(&r.group_id) {
+                    Some(_) => Response::Delegated(delegation::admit_commit(groups, &r, &mut cx)),
+                    None => Response::Commit(offsets::commit(groups, &r, &mut cx)),
+                };
+                cx.reply(token, resp);
             }
             Request::Fetch { group, require_stable: _ } => {
-                let resp = offsets::fetch(groups, &group, &cx);
-                cx.reply(token, Response::Fetch(resp));
+                let resp = match cx.store.delegation(&group.group_id) {
+                    Some(_) => Response::Delegated(delegation::admit_fetch(&group, &cx)),
+                    None => Response::Fetch(offsets::fetch(groups, &group, &cx)),
+                };
+                cx.reply(token, resp);
+            }
+            Request::TxnCommit(r) => {
+                let resp = delegation::admit_transactional(groups, &r, &mut cx);
+                cx.reply(token, Response::Delegated(resp));
+            }
+            Request::Handover { group_id, done } => {
+                let resp = if done {
+                    match delegation::handed_over(&group_id, &mut cx) {
+                        ErrorCode::NONE => Ok(None),
+                        e => Err(e),
+                    }
+                } else {
+                    Ok(delegation::offsets_to_hand_over(&group_id, &cx))
+                };
+                cx.reply(token, Response::Handover(resp));
             }
             Request::OffsetDelete(r) => {
                 let resp = offsets::delete_offsets(groups, &r, &mut cx);

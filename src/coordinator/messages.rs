@@ -160,6 +160,17 @@ pub struct OffsetCommitRequest {
     pub topics: Vec<CommitTopic>,
 }
 
+/// What a TxnOffsetCommit adds to an OffsetCommit: the transaction it is
+/// part of (sidecar mode forwards these to the upstream as they came).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnFields {
+    /// The client's TxnOffsetCommit version, which the upstream gets too.
+    pub version: i16,
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionError {
     pub partition: i32,

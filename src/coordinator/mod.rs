@@ -8,6 +8,9 @@
 pub mod classic;
 pub mod consumer;
 pub mod core;
+pub mod delegation;
+#[cfg(test)]
+mod delegation_tests;
 #[cfg(test)]
 mod import_tests;
 pub mod layout;

@@ -8,6 +8,7 @@ use super::classic::{rebalance, validate_existing_member};
 use super::consumer::offsets as consumer_offsets;
 use super::consumer::retention as consumer_retention;
 use super::core::{Cx, ImportOutcome};
+use super::delegation;
 use super::messages::*;
 use super::records::{OffsetValue, Record};
 use crate::error_code::ErrorCode;
@@ -26,8 +27,21 @@ pub fn commit_error_response(req: &OffsetCommitRequest, error: ErrorCode) -> Off
     }
 }
 
-/// Kafka's `ClassicGroup.validateOffsetCommit` (non-transactional).
-fn validate_commit(g: &ClassicGroup, req: &OffsetCommitRequest) -> Result<(), ErrorCode> {
+/// Which commit a group is asked to accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitKind {
+    /// OffsetCommit.
+    Plain,
+    /// TxnOffsetCommit (sidecar mode, delegated upstream once admitted).
+    Transactional,
+}
+
+/// Kafka's `ClassicGroup.validateOffsetCommit`: a transactional commit
+/// without member id, generation and instance id is accepted in any state
+/// (older TxnOffsetCommit versions carry none), and is not held back by a
+/// rebalance.
+fn validate_commit(g: &ClassicGroup, req: &OffsetCommitRequest, kind: CommitKind) -> Result<(), ErrorCode> {
+    let transactional = kind == CommitKind::Transactional;
     if g.is(GroupState::Dead) {
         return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
     }
@@ -40,13 +54,59 @@ fn validate_commit(g: &ClassicGroup, req: &OffsetCommitRequest) -> Result<(), Er
         if req.generation_id != g.generation_id {
             return Err(ErrorCode::ILLEGAL_GENERATION);
         }
-    } else if !g.is(GroupState::Empty) {
+    } else if !transactional && !g.is(GroupState::Empty) {
         return Err(ErrorCode::UNKNOWN_MEMBER_ID);
     }
-    if g.is(GroupState::CompletingRebalance) {
+    if !transactional && g.is(GroupState::CompletingRebalance) {
         return Err(ErrorCode::REBALANCE_IN_PROGRESS);
     }
     Ok(())
+}
+
+/// Decides whether a commit may be accepted, as Kafka's coordinator does
+/// before it writes anything (`OffsetMetadataManager.validateOffsetCommit`
+/// and `validateTransactionalOffsetCommit`). An unknown group is created as
+/// a simple group (in memory only) for a commit without generation;
+/// returns whether it was.
+pub fn admit_commit(
+    groups: &mut Groups,
+    req: &OffsetCommitRequest,
+    kind: CommitKind,
+    cx: &mut Cx,
+) -> Result<bool, ErrorCode> {
+    if let Some(g) = cx.store.consumer_group(&req.group_id) {
+        return match kind {
+            CommitKind::Plain => consumer_offsets::validate_commit(g, req),
+            CommitKind::Transactional => consumer_offsets::validate_transactional_commit(g, req),
+        }
+        .map(|()| false);
+    }
+    let created = !groups.contains_key(&req.group_id);
+    if created {
+        if req.generation_id < 0 {
+            // A "simple" group: created in memory; only offset records are written.
+            tracing::info!(group = %req.group_id, "creating a simple group via a manual offset commit");
+            let mut g = ClassicGroup::new(&req.group_id, cx.now);
+            g.state_timestamp = None;
+            groups.insert(req.group_id.clone(), g);
+        } else if kind == CommitKind::Plain && req.version >= 9 {
+            return Err(ErrorCode::GROUP_ID_NOT_FOUND);
+        } else {
+            return Err(ErrorCode::ILLEGAL_GENERATION);
+        }
+    }
+    let Some(g) = groups.get_mut(&req.group_id) else { return Err(ErrorCode::UNKNOWN_SERVER_ERROR) };
+    if let Err(e) = validate_commit(g, req, kind) {
+        if created {
+            groups.remove(&req.group_id);
+        }
+        return Err(e);
+    }
+    // A member's commit counts as a heartbeat while Stable or PreparingRebalance.
+    if kind == CommitKind::Plain && (g.is(GroupState::Stable) || g.is(GroupState::PreparingRebalance)) {
+        rebalance::reschedule_heartbeat(g, &req.member_id, cx);
+    }
+    Ok(created)
 }
 
 /// Java's `String.length()`: UTF-16 code units.
@@ -57,36 +117,10 @@ fn utf16_len(s: &str) -> usize {
 /// Serves an OffsetCommit whose topics and partitions were already checked
 /// against the catalog.
 pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> OffsetCommitResponse {
-    if let Some(g) = cx.store.consumer_group(&req.group_id) {
-        if let Err(e) = consumer_offsets::validate_commit(g, req) {
-            return commit_error_response(req, e);
-        }
-        return write_commit(groups, req, false, cx);
+    match admit_commit(groups, req, CommitKind::Plain, cx) {
+        Ok(created) => write_commit(groups, req, created, cx),
+        Err(e) => commit_error_response(req, e),
     }
-    let created = !groups.contains_key(&req.group_id);
-    if created {
-        if req.generation_id < 0 {
-            // A "simple" group: created in memory; only offset records are written.
-            tracing::info!(group = %req.group_id, "creating a simple group via a manual offset commit");
-            let mut g = ClassicGroup::new(&req.group_id, cx.now);
-            g.state_timestamp = None;
-            groups.insert(req.group_id.clone(), g);
-        } else {
-            let error = if req.version >= 9 { ErrorCode::GROUP_ID_NOT_FOUND } else { ErrorCode::ILLEGAL_GENERATION };
-            return commit_error_response(req, error);
-        }
-    }
-    let Some(g) = groups.get_mut(&req.group_id) else {
-        return commit_error_response(req, ErrorCode::UNKNOWN_SERVER_ERROR);
-    };
-    if let Err(e) = validate_commit(g, req) {
-        return commit_error_response(req, e);
-    }
-    // A member's commit counts as a heartbeat while Stable or PreparingRebalance.
-    if g.is(GroupState::Stable) || g.is(GroupState::PreparingRebalance) {
-        rebalance::reschedule_heartbeat(g, &req.member_id, cx);
-    }
-    write_commit(groups, req, created, cx)
 }
 
 /// Writes a validated commit; `created` names a simple group this commit
@@ -145,6 +179,7 @@ pub fn import(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Re
         || cx.store.consumer_group(&req.group_id).is_some()
         || cx.store.has_offsets(&req.group_id)
         || cx.store.was_deleted(&req.group_id)
+        || cx.store.delegation(&req.group_id).is_some()
     {
         return Ok(ImportOutcome::AlreadyKnown);
     }
@@ -277,7 +312,7 @@ fn delete_unsubscribed(req: &OffsetDeleteRequest, subscribed: &[bool], cx: &mut 
 }
 
 /// Tombstones for every offset of a group.
-fn offset_tombstones(group_id: &str, cx: &Cx) -> Vec<Record> {
+pub(super) fn offset_tombstones(group_id: &str, cx: &Cx) -> Vec<Record> {
     let mut out = Vec::new();
     if let Some(topics) = cx.store.offsets(group_id) {
         for (t, parts) in topics {
@@ -299,6 +334,7 @@ pub fn delete_group(groups: &mut Groups, group_id: &str, cx: &mut Cx) -> ErrorCo
         }
         let mut records = offset_tombstones(group_id, cx);
         records.extend(super::consumer::group::tombstones(g));
+        records.extend(delegation::end(group_id, cx));
         return match cx.append(records) {
             Ok(()) => {
                 tracing::info!(group = group_id, "consumer group deleted");
@@ -307,7 +343,17 @@ pub fn delete_group(groups: &mut Groups, group_id: &str, cx: &mut Cx) -> ErrorCo
             Err(e) => e,
         };
     }
-    let Some(g) = groups.get(group_id) else { return ErrorCode::GROUP_ID_NOT_FOUND };
+    let Some(g) = groups.get(group_id).filter(|g| !g.is(GroupState::Dead)) else {
+        // A delegated group whose offsets went upstream may have nothing
+        // else here (after a restart): deleting it ends the delegation.
+        return match delegation::end(group_id, cx) {
+            Some(end) => match cx.append(vec![end, Record::group_tombstone(group_id)]) {
+                Ok(()) => ErrorCode::NONE,
+                Err(e) => e,
+            },
+            None => ErrorCode::GROUP_ID_NOT_FOUND,
+        };
+    };
     match g.state {
         GroupState::Dead => return ErrorCode::GROUP_ID_NOT_FOUND,
         GroupState::Stable | GroupState::PreparingRebalance | GroupState::CompletingRebalance => {
@@ -317,6 +363,7 @@ pub fn delete_group(groups: &mut Groups, group_id: &str, cx: &mut Cx) -> ErrorCo
     }
     let mut records = offset_tombstones(group_id, cx);
     records.push(Record::group_tombstone(group_id));
+    records.extend(delegation::end(group_id, cx));
     match cx.append(records) {
         Ok(()) => {
             groups.remove(group_id);

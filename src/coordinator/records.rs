@@ -33,7 +33,17 @@ pub enum RecordKey {
         group: String,
         kind: ConsumerKey,
     },
+    /// kcoord's own record (key version [`DELEGATION_KEY_VERSION`], no
+    /// Kafka counterpart): in sidecar mode, the group's offsets are kept by
+    /// the upstream's coordinator since a TxnOffsetCommit.
+    Delegation {
+        group: String,
+    },
 }
+
+/// The key version of [`RecordKey::Delegation`]: far above every version
+/// Kafka has used, so that it can never be mistaken for one of Kafka's.
+pub const DELEGATION_KEY_VERSION: i16 = 1000;
 
 /// Which consumer-group record a [`RecordKey::Consumer`] names; the member
 /// id is part of the key where Kafka's key has one.
@@ -74,7 +84,10 @@ impl ConsumerKey {
 impl RecordKey {
     pub fn group(&self) -> &str {
         match self {
-            RecordKey::Offset { group, .. } | RecordKey::Group { group } | RecordKey::Consumer { group, .. } => group,
+            RecordKey::Offset { group, .. }
+            | RecordKey::Group { group }
+            | RecordKey::Consumer { group, .. }
+            | RecordKey::Delegation { group } => group,
         }
     }
 }
@@ -89,6 +102,15 @@ pub struct OffsetValue {
     pub commit_timestamp: i64,
     /// Set by OffsetCommit v2–v4 with an explicit retention time.
     pub expire_timestamp: Option<i64>,
+}
+
+/// A group whose offsets are delegated to the upstream (sidecar mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelegationValue {
+    /// Whether kcoord's own offsets for the group have been committed to the
+    /// upstream (and then dropped here). Until then every request for the
+    /// group's offsets hands them over first.
+    pub handed_over: bool,
 }
 
 /// One member in a GroupMetadataValue.
@@ -128,6 +150,7 @@ pub enum RecordValue {
     ConsumerTargetMember(cr::TargetAssignmentMemberValue),
     ConsumerCurrentAssignment(cr::CurrentAssignmentValue),
     ConsumerRegularExpression(cr::RegularExpressionValue),
+    Delegation(DelegationValue),
 }
 
 /// A log record: a key and a value, or a tombstone.
@@ -155,6 +178,10 @@ impl Record {
 
     pub fn group_tombstone(group: &str) -> Record {
         Record { key: RecordKey::Group { group: group.to_string() }, value: None }
+    }
+
+    pub fn delegation(group: &str, value: Option<DelegationValue>) -> Record {
+        Record { key: RecordKey::Delegation { group: group.to_string() }, value: value.map(RecordValue::Delegation) }
     }
 
     /// A consumer-group record (a tombstone when `value` is None).
@@ -241,6 +268,10 @@ pub fn encode_key(key: &RecordKey, b: &mut BytesMut) -> Result<(), RecordError> 
             | ConsumerKey::CurrentAssignment(m)
             | ConsumerKey::RegularExpression(m) => cr::encode_member_key(kind.version(), group, m, b)?,
         },
+        RecordKey::Delegation { group } => {
+            b.put_i16(DELEGATION_KEY_VERSION);
+            put_string(b, group)?;
+        }
     }
     Ok(())
 }
@@ -290,6 +321,10 @@ pub fn encode_value(value: &RecordValue, b: &mut BytesMut) -> Result<(), RecordE
         RecordValue::ConsumerTargetMember(v) => cr::encode_target_member(v, b)?,
         RecordValue::ConsumerCurrentAssignment(v) => cr::encode_current_assignment(v, b)?,
         RecordValue::ConsumerRegularExpression(v) => cr::encode_regular_expression(v, b)?,
+        RecordValue::Delegation(v) => {
+            b.put_i16(0);
+            b.put_u8(u8::from(v.handed_over));
+        }
     }
     Ok(())
 }
@@ -452,6 +487,7 @@ pub fn decode_key(bytes: &[u8]) -> Result<RecordKey, RecordError> {
         7 => RecordKey::Consumer { group: r.string()?, kind: ConsumerKey::TargetMember(r.string()?) },
         8 => RecordKey::Consumer { group: r.string()?, kind: ConsumerKey::CurrentAssignment(r.string()?) },
         16 => RecordKey::Consumer { group: r.string()?, kind: ConsumerKey::RegularExpression(r.string()?) },
+        DELEGATION_KEY_VERSION => RecordKey::Delegation { group: r.string()? },
         v => return Err(RecordError::UnknownKeyVersion(v)),
     };
     if r.buf.has_remaining() {
@@ -516,11 +552,29 @@ fn decode_group_value(bytes: &[u8]) -> Result<GroupValue, RecordError> {
     Ok(GroupValue { protocol_type, generation, protocol, leader, current_state_timestamp, members })
 }
 
+fn decode_delegation_value(bytes: &[u8]) -> Result<DelegationValue, RecordError> {
+    let mut r = Reader::new(bytes);
+    let version = r.i16()?;
+    if version != 0 {
+        return Err(RecordError::UnknownValueVersion { record: "DelegationValue", version });
+    }
+    let handed_over = match r.u8()? {
+        0 => false,
+        1 => true,
+        _ => return Err(RecordError::Invalid),
+    };
+    if r.buf.has_remaining() {
+        return Err(RecordError::Trailing);
+    }
+    Ok(DelegationValue { handed_over })
+}
+
 /// Decodes a value for `key`.
 pub fn decode_value(key: &RecordKey, bytes: &[u8]) -> Result<RecordValue, RecordError> {
     match key {
         RecordKey::Offset { .. } => decode_offset_value(bytes).map(RecordValue::Offset),
         RecordKey::Group { .. } => decode_group_value(bytes).map(RecordValue::Group),
+        RecordKey::Delegation { .. } => decode_delegation_value(bytes).map(RecordValue::Delegation),
         RecordKey::Consumer { kind, .. } => match kind {
             ConsumerKey::Metadata => cr::decode_group_metadata(bytes).map(RecordValue::ConsumerMetadata),
             ConsumerKey::PartitionMetadata => {

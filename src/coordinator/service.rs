@@ -16,6 +16,7 @@ use tokio::sync::{oneshot, Semaphore};
 use super::consumer::target::TopicImage;
 use super::core::{CoreConfig, ImportOutcome, Request, Response};
 use super::messages::*;
+use super::offsets;
 use super::routing::partition_for;
 use super::shard::{self, FatalSender, LoadProgress, ShardHandle, ShardMsg, ShardSettings};
 use crate::config::Config;
@@ -63,6 +64,24 @@ pub trait GroupHooks: Send + Sync {
     /// Topics that OffsetCommit or OffsetDelete named and the catalog does
     /// not know: completes once the catalog has been refreshed.
     fn refresh_topics<'a>(&'a self, topics: Vec<String>) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+    /// A commit (a TxnOffsetCommit when `txn` is set) that kcoord admitted
+    /// for a group whose offsets the upstream keeps: the upstream's answer.
+    fn delegated_commit<'a>(
+        &'a self,
+        coordinator: &'a Coordinator,
+        req: OffsetCommitRequest,
+        txn: Option<TxnFields>,
+        hand_over_first: bool,
+    ) -> Pin<Box<dyn Future<Output = OffsetCommitResponse> + Send + 'a>>;
+    /// An OffsetFetch that kcoord admitted for a group whose offsets the
+    /// upstream keeps: the upstream's answer.
+    fn delegated_fetch<'a>(
+        &'a self,
+        coordinator: &'a Coordinator,
+        group: OffsetFetchGroup,
+        require_stable: bool,
+        hand_over_first: bool,
+    ) -> Pin<Box<dyn Future<Output = OffsetFetchGroupResult> + Send + 'a>>;
 }
 
 impl Coordinator {
@@ -156,6 +175,29 @@ impl Coordinator {
             }
         }
         Self::call_shard(shard, req).await
+    }
+
+    /// Sidecar mode: the offsets of delegated group `group_id` that kcoord
+    /// still has to hand over to the upstream (None once it has).
+    pub async fn offsets_to_hand_over(
+        &self,
+        group_id: &str,
+    ) -> Result<std::result::Result<Option<Vec<CommitTopic>>, ErrorCode>> {
+        let req = Request::Handover { group_id: group_id.to_string(), done: false };
+        match Self::call_shard(self.shard_of(group_id), req).await? {
+            Response::Handover(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Sidecar mode: records that the upstream has delegated group
+    /// `group_id`'s offsets, which kcoord then drops.
+    pub async fn offsets_handed_over(&self, group_id: &str) -> Result<std::result::Result<(), ErrorCode>> {
+        let req = Request::Handover { group_id: group_id.to_string(), done: true };
+        match Self::call_shard(self.shard_of(group_id), req).await? {
+            Response::Handover(r) => Ok(r.map(|_| ())),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// Sidecar import: see [`Request::Import`].
@@ -284,6 +326,24 @@ impl Coordinator {
     }
 
     pub async fn offset_commit(&self, req: OffsetCommitRequest) -> Result<OffsetCommitResponse> {
+        self.commit_known_partitions(req, None).await
+    }
+
+    /// Sidecar mode: a TxnOffsetCommit, admitted here (Kafka's
+    /// transactional validation) and then delegated to the upstream's
+    /// coordinator with the group (see `delegation`).
+    pub async fn txn_offset_commit(&self, req: OffsetCommitRequest, txn: TxnFields) -> Result<OffsetCommitResponse> {
+        self.commit_known_partitions(req, Some(txn)).await
+    }
+
+    /// Partitions the catalog does not know (after a refresh in sidecar
+    /// mode) get UNKNOWN_TOPIC_OR_PARTITION, as Kafka's `KafkaApis` answers
+    /// before its coordinator sees the request; the shard answers the rest.
+    async fn commit_known_partitions(
+        &self,
+        req: OffsetCommitRequest,
+        txn: Option<TxnFields>,
+    ) -> Result<OffsetCommitResponse> {
         let mut unknown = self.unknown_commit_partitions(&req);
         if !unknown.is_empty() {
             if let Some(hooks) = &self.hooks {
@@ -291,57 +351,64 @@ impl Coordinator {
                 unknown = self.unknown_commit_partitions(&req);
             }
         }
-        // Sidecar mode writes acknowledged offsets through to the upstream.
-        let through = self.hooks.as_ref().map(|h| (h, req.group_id.clone(), req.topics.clone()));
-        let response = if req.topics.iter().all(|t| t.partitions.is_empty()) {
+        if req.topics.iter().all(|t| t.partitions.is_empty()) {
             // Nothing to commit: Kafka answers at once, without creating
             // the group, validating the member or refreshing its session.
-            OffsetCommitResponse { topics: vec![] }
-        } else if unknown.is_empty() {
-            // The common case: the shard answers every partition in request order.
-            let g = req.group_id.clone();
-            match self.call(&g, Request::Commit(req)).await? {
-                Response::Commit(r) => r,
-                other => return Err(unexpected(other)),
-            }
-        } else {
-            let order: Vec<(String, Vec<i32>)> = req
-                .topics
-                .iter()
-                .map(|t| (t.name.clone(), t.partitions.iter().map(|p| p.partition).collect()))
-                .collect();
-            let mut known = req;
-            let rejected = partition_set(&unknown);
-            for t in &mut known.topics {
-                t.partitions.retain(|p| !rejected.contains(&(t.name.as_str(), p.partition)));
-            }
-            known.topics.retain(|t| !t.partitions.is_empty());
-            let mut answered: Vec<TopicErrors> = Vec::new();
-            if !known.topics.is_empty() {
-                let g = known.group_id.clone();
-                answered = match self.call(&g, Request::Commit(known)).await? {
-                    Response::Commit(r) => r.topics,
-                    other => return Err(unexpected(other)),
-                };
-            }
-            OffsetCommitResponse { topics: merge_errors(&order, &answered, &unknown) }
-        };
-        if let Some((hooks, group_id, mut topics)) = through {
-            // Only what the answer acknowledges is written through.
-            let acknowledged: HashSet<(&str, i32)> = response
-                .topics
-                .iter()
-                .flat_map(|t| t.partitions.iter().filter(|p| p.error.is_none()).map(|p| (t.name.as_str(), p.partition)))
-                .collect();
-            for t in &mut topics {
-                t.partitions.retain(|p| acknowledged.contains(&(t.name.as_str(), p.partition)));
-            }
-            topics.retain(|t| !t.partitions.is_empty());
-            if !topics.is_empty() {
-                hooks.committed(&group_id, &topics);
-            }
+            return Ok(OffsetCommitResponse { topics: vec![] });
         }
-        Ok(response)
+        if unknown.is_empty() {
+            // The common case: the shard answers every partition in request order.
+            return self.commit_in_shard(req, txn).await;
+        }
+        let order: Vec<(String, Vec<i32>)> =
+            req.topics.iter().map(|t| (t.name.clone(), t.partitions.iter().map(|p| p.partition).collect())).collect();
+        let mut known = req;
+        let rejected = partition_set(&unknown);
+        for t in &mut known.topics {
+            t.partitions.retain(|p| !rejected.contains(&(t.name.as_str(), p.partition)));
+        }
+        known.topics.retain(|t| !t.partitions.is_empty());
+        let mut answered: Vec<TopicErrors> = Vec::new();
+        if !known.topics.is_empty() {
+            answered = self.commit_in_shard(known, txn).await?.topics;
+        }
+        Ok(OffsetCommitResponse { topics: merge_errors(&order, &answered, &unknown) })
+    }
+
+    /// A commit of known partitions: written by the shard (and in sidecar
+    /// mode written through upstream), or, for a group whose offsets are
+    /// delegated, admitted by the shard and committed upstream.
+    async fn commit_in_shard(&self, req: OffsetCommitRequest, txn: Option<TxnFields>) -> Result<OffsetCommitResponse> {
+        // Sidecar mode needs the request again: to write it through or to send it upstream.
+        let kept = self.hooks.as_ref().map(|h| (h, req.clone()));
+        let g = req.group_id.clone();
+        let shard_req = if txn.is_some() { Request::TxnCommit(req) } else { Request::Commit(req) };
+        match (self.call(&g, shard_req).await?, kept) {
+            (Response::Commit(response), Some((hooks, mut req))) => {
+                // Only what the answer acknowledges is written through.
+                let acknowledged: HashSet<(&str, i32)> = response
+                    .topics
+                    .iter()
+                    .flat_map(|t| {
+                        t.partitions.iter().filter(|p| p.error.is_none()).map(|p| (t.name.as_str(), p.partition))
+                    })
+                    .collect();
+                for t in &mut req.topics {
+                    t.partitions.retain(|p| acknowledged.contains(&(t.name.as_str(), p.partition)));
+                }
+                req.topics.retain(|t| !t.partitions.is_empty());
+                if !req.topics.is_empty() {
+                    hooks.committed(&g, &req.topics);
+                }
+                Ok(response)
+            }
+            (Response::Commit(response), None) => Ok(response),
+            (Response::Delegated(Ok(admitted)), Some((hooks, req))) => {
+                Ok(hooks.delegated_commit(self, req, txn, admitted.hand_over_first).await)
+            }
+            (Response::Delegated(Err(error)), Some((_, req))) => Ok(offsets::commit_error_response(&req, error)),
+            (other, _) => Err(unexpected(other)),
+        }
     }
 
     fn unknown_commit_partitions(&self, req: &OffsetCommitRequest) -> Vec<(String, i32)> {
@@ -354,9 +421,20 @@ impl Coordinator {
         let require_stable = req.require_stable;
         let calls = req.groups.into_iter().map(|group| async move {
             let g = group.group_id.clone();
-            match self.call(&g, Request::Fetch { group, require_stable }).await? {
-                Response::Fetch(r) => Ok(r),
-                other => Err(unexpected(other)),
+            // Sidecar mode may need the request again, to ask the upstream.
+            let kept = self.hooks.as_ref().map(|h| (h, group.clone()));
+            match (self.call(&g, Request::Fetch { group, require_stable }).await?, kept) {
+                (Response::Fetch(r), _) => Ok(r),
+                (Response::Delegated(Ok(admitted)), Some((hooks, group))) => {
+                    Ok(hooks.delegated_fetch(self, group, require_stable, admitted.hand_over_first).await)
+                }
+                (Response::Delegated(Err(error)), Some((_, group))) => {
+                    match (Request::Fetch { group, require_stable }).error_response(error) {
+                        Response::Fetch(r) => Ok(r),
+                        other => Err(unexpected(other)),
+                    }
+                }
+                (other, _) => Err(unexpected(other)),
             }
         });
         let groups = fan_out(calls).await?;
@@ -574,7 +652,14 @@ async fn fan_out<T, F: Future<Output = Result<T>>>(calls: impl Iterator<Item = F
 /// Requests that create a group or read or write its offsets: in sidecar
 /// mode the group's offsets are imported from the upstream before the first.
 fn reads_or_creates_offsets(req: &Request) -> bool {
-    matches!(req, Request::Join(_) | Request::ConsumerHeartbeat(_) | Request::Commit(_) | Request::Fetch { .. })
+    matches!(
+        req,
+        Request::Join(_)
+            | Request::ConsumerHeartbeat(_)
+            | Request::Commit(_)
+            | Request::Fetch { .. }
+            | Request::TxnCommit(_)
+    )
 }
 
 fn unexpected(r: Response) -> Unavailable {

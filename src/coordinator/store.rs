@@ -9,7 +9,9 @@
 use bytes::Bytes;
 
 use super::consumer::group::{self as consumer_group, ConsumerGroup, ConsumerGroups};
-use super::records::{self, GroupValue, OffsetValue, Record, RecordKey, RecordValue, RecordView, StoredRecord};
+use super::records::{
+    self, DelegationValue, GroupValue, OffsetValue, Record, RecordKey, RecordValue, RecordView, StoredRecord,
+};
 use super::FastMap;
 use crate::error_code::ErrorCode;
 
@@ -52,6 +54,8 @@ pub struct Store {
     /// Tombstones and when they were written, kept for compaction.
     tombstones: FastMap<RecordKey, i64>,
     offset_count: usize,
+    /// Sidecar mode: groups whose offsets the upstream's coordinator keeps.
+    delegated: FastMap<String, DelegationValue>,
 }
 
 impl Store {
@@ -87,6 +91,12 @@ impl Store {
             }
             (RecordKey::Consumer { group, kind }, value) => {
                 consumer_group::replay(&mut self.consumer, group, kind, value.as_ref());
+            }
+            (RecordKey::Delegation { group }, Some(RecordValue::Delegation(v))) => {
+                self.delegated.insert(group.clone(), *v);
+            }
+            (RecordKey::Delegation { group }, None) => {
+                self.delegated.remove(group);
             }
             // A key/value type mismatch cannot be produced by the decoder.
             _ => {}
@@ -178,6 +188,17 @@ impl Store {
         !self.tombstones.is_empty() && self.tombstones.contains_key(&RecordKey::Group { group: group.to_string() })
     }
 
+    /// Whether (and how far) the group's offsets are delegated to the
+    /// upstream (sidecar mode).
+    pub fn delegation(&self, group: &str) -> Option<DelegationValue> {
+        self.delegated.get(group).copied()
+    }
+
+    /// Groups whose offsets are delegated to the upstream.
+    pub fn delegated_groups(&self) -> impl Iterator<Item = &String> {
+        self.delegated.keys()
+    }
+
     /// Groups with committed offsets.
     pub fn groups_with_offsets(&self) -> impl Iterator<Item = &String> {
         self.offsets.keys()
@@ -234,6 +255,11 @@ impl Store {
                 }
             }
         }
+        let mut delegated: Vec<_> = self.delegated.iter().collect();
+        delegated.sort_by(|a, b| a.0.cmp(b.0));
+        for (g, v) in delegated {
+            push(Record::delegation(g, Some(*v)), now);
+        }
         out
     }
 }
@@ -285,6 +311,9 @@ mod tests {
         s.replay(&stored(Record::offset("h", "t", 0, ov(9)), 3));
         s.replay(&stored(Record::offset_tombstone("h", "t", 0), 100));
         s.replay(&stored(Record::group_tombstone("old"), 10));
+        s.replay(&stored(Record::delegation("d", Some(DelegationValue { handed_over: true })), 11));
+        s.replay(&stored(Record::delegation("e", Some(DelegationValue { handed_over: false })), 12));
+        s.replay(&stored(Record::delegation("e", None), 900));
         let snap = s.snapshot(1000, 950);
         let mut rebuilt = Store::new();
         for p in &snap {
@@ -292,6 +321,8 @@ mod tests {
         }
         // The tombstone written at 10 is older than 950 ms and was dropped.
         assert_eq!(rebuilt, s);
-        assert_eq!(s.tombstones.len(), 1);
+        assert_eq!(s.tombstones.len(), 2);
+        assert_eq!(rebuilt.delegation("d"), Some(DelegationValue { handed_over: true }));
+        assert_eq!(rebuilt.delegation("e"), None);
     }
 }

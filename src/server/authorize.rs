@@ -136,6 +136,20 @@ impl<'a> Guard<'a> {
         }
     }
 
+    /// TxnOffsetCommit (sidecar mode): WRITE on the transactional id, then
+    /// what an OffsetCommit needs, as Kafka's KafkaApis checks it.
+    pub fn txn_offset_commit(
+        &self,
+        transactional_id: &str,
+        req: &mut m::OffsetCommitRequest,
+    ) -> Result<Vec<m::TopicErrors>, m::OffsetCommitResponse> {
+        if !self.allows(Operation::Write, ResourceType::TransactionalId, transactional_id) {
+            let error = ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+            return Err(crate::coordinator::offsets::commit_error_response(req, error));
+        }
+        self.offset_commit(req)
+    }
+
     /// OffsetDelete: DELETE on the group, then READ on each topic.
     pub fn offset_delete(
         &self,

@@ -16,7 +16,7 @@ use crate::protocol::api::{
     api_versions, consumer_group_describe, consumer_group_heartbeat, create_acls, create_partitions, create_topics,
     delete_acls, delete_groups, delete_topics, describe_acls, describe_groups, fetch, find_coordinator, heartbeat,
     init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata, offset_commit, offset_delete,
-    offset_fetch, produce, sasl_authenticate, sasl_handshake, sync_group,
+    offset_fetch, produce, sasl_authenticate, sasl_handshake, sync_group, txn_offset_commit,
 };
 use crate::protocol::header::{self, RequestHeader};
 use crate::protocol::versions::{self, ApiSupport};
@@ -162,7 +162,7 @@ pub async fn handle_frame(
             Err(e) => Outcome::Close(e.to_string()),
         };
     }
-    let support: &ApiSupport = match versions::lookup(prefix.api_key) {
+    let support: &ApiSupport = match served(&svc, prefix.api_key) {
         Some(s) if s.supports(prefix.api_version) => s,
         Some(s) => {
             return Outcome::Close(format!(
@@ -209,6 +209,17 @@ async fn advertised(svc: &Services, listener: ListenerInfo) -> Result<Arc<Vec<(i
         None => Ok(api_versions::own_table()),
         Some(s) => s.api_versions(listener.node_id).await,
     }
+}
+
+/// The API entry for `key`: kcoord's table, plus in sidecar mode the APIs
+/// it admits and delegates upstream (TxnOffsetCommit).
+fn served(svc: &Services, key: i16) -> Option<&'static ApiSupport> {
+    if svc.sidecar.is_some() {
+        if let Some(s) = crate::sidecar::versions::DELEGATED.iter().find(|s| s.key == key) {
+            return Some(s);
+        }
+    }
+    versions::lookup(key)
 }
 
 /// The standalone data plane; sidecar mode forwards its APIs instead.
@@ -408,6 +419,19 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
             };
             observe::errors(offset_commit::SUPPORT.name, &resp);
             offset_commit::encode(&resp, v, out)?;
+        }
+        k if k == txn_offset_commit::SUPPORT.key && svc.sidecar.is_some() => {
+            let (mut req, txn) = txn_offset_commit::decode(body, v)?;
+            let resp = match guard.txn_offset_commit(&txn.transactional_id, &mut req) {
+                Err(answer) => answer,
+                Ok(denied) => {
+                    let mut resp = svc.coordinator.txn_offset_commit(req, txn).await?;
+                    resp.topics.extend(denied);
+                    resp
+                }
+            };
+            observe::errors(txn_offset_commit::SUPPORT.name, &resp);
+            txn_offset_commit::encode(&resp, v, out)?;
         }
         k if k == offset_fetch::SUPPORT.key => {
             let mut req = offset_fetch::decode(body, v)?;

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
 use kafka_protocol::messages::offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseTopic;
 use kafka_protocol::messages::{
     DeleteGroupsRequest, GroupId, OffsetCommitRequest as WireCommit, OffsetDeleteRequest, OffsetFetchRequest, TopicName,
 };
@@ -33,11 +34,14 @@ use tokio::sync::{watch, Notify, Semaphore};
 use super::deleted_topics::DeletedTopics;
 use super::upstream::{ClusterView, Upstream, UpstreamError};
 use crate::coordinator::core::ImportOutcome;
-use crate::coordinator::messages::{CommitPartition, CommitTopic, OffsetCommitRequest};
+use crate::coordinator::messages::{
+    CommitPartition, CommitTopic, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchGroup, OffsetFetchGroupResult,
+    TxnFields,
+};
 use crate::coordinator::service::GroupHooks;
 use crate::coordinator::{Coordinator, FastMap};
 use crate::error_code::ErrorCode;
-use crate::protocol::client::s;
+use crate::protocol::client::{s, ClientError};
 use crate::topics::Catalog;
 
 /// Groups remembered as imported at most; past it the memory starts over
@@ -73,17 +77,17 @@ impl MirrorSettings {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Committed {
-    offset: i64,
-    leader_epoch: i32,
-    metadata: Option<String>,
+pub(super) struct Committed {
+    pub(super) offset: i64,
+    pub(super) leader_epoch: i32,
+    pub(super) metadata: Option<String>,
 }
 
 /// What the upstream still has to be told, coalesced.
 #[derive(Debug, Default)]
-struct Pending {
+pub(super) struct Pending {
     /// Latest acknowledged offset per group and partition.
-    offsets: BTreeMap<String, BTreeMap<(String, i32), Committed>>,
+    pub(super) offsets: BTreeMap<String, BTreeMap<(String, i32), Committed>>,
     /// Groups deleted here.
     deleted_groups: BTreeSet<String>,
     /// Offsets deleted here, per group.
@@ -103,8 +107,8 @@ impl Pending {
 }
 
 pub struct Mirror {
-    upstream: Arc<Upstream>,
-    catalog: Arc<Catalog>,
+    pub(super) upstream: Arc<Upstream>,
+    pub(super) catalog: Arc<Catalog>,
     settings: MirrorSettings,
     known: Mutex<FastMap<String, ()>>,
     imports: Semaphore,
@@ -117,6 +121,13 @@ pub struct Mirror {
     deleted: Mutex<DeletedTopics>,
     /// Topics deleted upstream whose offsets are still to be dropped here.
     to_forget: Mutex<BTreeSet<String>>,
+    /// Groups whose offsets were delegated to the upstream since start-up:
+    /// their offsets are never written through again (a late write-through
+    /// could overwrite a newer commit made upstream).
+    pub(super) delegated: Mutex<FastMap<String, ()>>,
+    /// Held while offsets are sent upstream by the write-through or by a
+    /// handover, so that the two never overtake each other.
+    pub(super) writer: tokio::sync::Mutex<()>,
 }
 
 impl Mirror {
@@ -133,6 +144,8 @@ impl Mirror {
             last_warning: Mutex::new(None),
             deleted: Mutex::new(DeletedTopics::default()),
             to_forget: Mutex::new(BTreeSet::new()),
+            delegated: Mutex::new(FastMap::default()),
+            writer: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -206,7 +219,7 @@ impl Mirror {
         known.insert(group.to_string(), ());
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+    pub(super) fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -265,43 +278,72 @@ impl Mirror {
     /// upstream has (a null topic list is not answered by every
     /// Kafka-compatible broker, so the topics are named).
     async fn fetch_upstream_offsets(&self, group: &str) -> Result<Vec<CommitTopic>, UpstreamError> {
-        let all = self.catalog.list();
+        let all: Vec<(String, Vec<i32>)> =
+            self.catalog.list().into_iter().map(|t| (t.name, (0..t.partitions).collect())).collect();
         let mut out = Vec::new();
-        for chunk in all.chunks(TOPICS_PER_FETCH) {
+        for t in self.upstream_offsets(group, &all, false).await? {
+            let partitions: Vec<CommitPartition> = t
+                .partitions
+                .iter()
+                .filter(|p| p.error_code == 0 && p.committed_offset >= 0)
+                .map(|p| CommitPartition {
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p.metadata.as_ref().map(|m| m.to_string()),
+                })
+                .collect();
+            if !partitions.is_empty() {
+                out.push(CommitTopic { name: t.name.0.to_string(), partitions });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The upstream coordinator's answer for `group`'s offsets of `topics`
+    /// (asked [`TOPICS_PER_FETCH`] topics at a time); `require_stable` asks
+    /// it to answer UNSTABLE_OFFSET_COMMIT for offsets a transaction has
+    /// not yet committed (v7+). A group-level error is an error.
+    pub(super) async fn upstream_offsets(
+        &self,
+        group: &str,
+        topics: &[(String, Vec<i32>)],
+        require_stable: bool,
+    ) -> Result<Vec<OffsetFetchResponseTopic>, UpstreamError> {
+        let mut out = Vec::new();
+        for chunk in topics.chunks(TOPICS_PER_FETCH) {
             let req = OffsetFetchRequest::default().with_group_id(GroupId(s(group))).with_topics(Some(
                 chunk
                     .iter()
-                    .map(|t| {
+                    .map(|(name, partitions)| {
                         OffsetFetchRequestTopic::default()
-                            .with_name(TopicName(s(&t.name)))
-                            .with_partition_indexes((0..t.partitions).collect())
+                            .with_name(TopicName(s(name)))
+                            .with_partition_indexes(partitions.clone())
                     })
                     .collect(),
             ));
-            // v1–v7: one group, named topics.
-            let (_, resp) = self.upstream.call_coordinator(group, &req, 1, 7).await?;
+            // v1–v7: one group, named topics; `require_stable` only exists
+            // from v7 (an upstream without it, before Kafka 2.5, has no
+            // UNSTABLE_OFFSET_COMMIT to give either).
+            let stable = req.clone().with_require_stable(true);
+            let resp = match require_stable {
+                true => match self.upstream.call_coordinator(group, &stable, 7, 7).await {
+                    Err(UpstreamError::Client { source: ClientError::Unsupported { .. }, .. }) => None,
+                    other => Some(other?.1),
+                },
+                false => None,
+            };
+            let resp = match resp {
+                Some(r) => r,
+                None => self.upstream.call_coordinator(group, &req, 1, 7).await?.1,
+            };
             if resp.error_code != 0 {
                 if (14..=16).contains(&resp.error_code) {
                     self.upstream.forget_coordinator(group);
                 }
                 return Err(UpstreamError::Kafka { code: resp.error_code, what: format!("OffsetFetch {group}") });
             }
-            for t in resp.topics {
-                let partitions: Vec<CommitPartition> = t
-                    .partitions
-                    .iter()
-                    .filter(|p| p.error_code == 0 && p.committed_offset >= 0)
-                    .map(|p| CommitPartition {
-                        partition: p.partition_index,
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata: p.metadata.as_ref().map(|m| m.to_string()),
-                    })
-                    .collect();
-                if !partitions.is_empty() {
-                    out.push(CommitTopic { name: t.name.0.to_string(), partitions });
-                }
-            }
+            out.extend(resp.topics);
         }
         Ok(out)
     }
@@ -393,7 +435,14 @@ impl Mirror {
     /// Sends everything pending once; returns whether all of it went
     /// through (failures are queued again unless something newer was).
     pub async fn flush(&self) -> bool {
-        let batch = std::mem::take(&mut *self.pending());
+        let _writer = self.writer.lock().await;
+        let mut batch = std::mem::take(&mut *self.pending());
+        {
+            let delegated = self.delegated.lock().unwrap_or_else(|p| p.into_inner());
+            if !delegated.is_empty() {
+                batch.offsets.retain(|group, _| !delegated.contains_key(group));
+            }
+        }
         let mut ok = true;
         for group in &batch.deleted_groups {
             ok &= self.delete_group_upstream(group).await;
@@ -421,7 +470,7 @@ impl Mirror {
     }
 
     /// Commits one group's offsets upstream; returns the ones to retry.
-    async fn commit_upstream(
+    pub(super) async fn commit_upstream(
         &self,
         group: &str,
         offsets: &BTreeMap<(String, i32), Committed>,
@@ -600,6 +649,8 @@ impl GroupHooks for Mirror {
     }
 
     fn group_deleted(&self, group_id: &str) {
+        // Deleting a delegated group ends its delegation.
+        self.delegated.lock().unwrap_or_else(|p| p.into_inner()).remove(group_id);
         if !self.settings.write_through {
             return;
         }
@@ -631,6 +682,26 @@ impl GroupHooks for Mirror {
         p.since.get_or_insert_with(Instant::now);
         drop(p);
         self.wake.notify_one();
+    }
+
+    fn delegated_commit<'a>(
+        &'a self,
+        coordinator: &'a Coordinator,
+        req: OffsetCommitRequest,
+        txn: Option<TxnFields>,
+        hand_over_first: bool,
+    ) -> Pin<Box<dyn Future<Output = OffsetCommitResponse> + Send + 'a>> {
+        Box::pin(self.forward_commit(coordinator, req, txn, hand_over_first))
+    }
+
+    fn delegated_fetch<'a>(
+        &'a self,
+        coordinator: &'a Coordinator,
+        group: OffsetFetchGroup,
+        require_stable: bool,
+        hand_over_first: bool,
+    ) -> Pin<Box<dyn Future<Output = OffsetFetchGroupResult> + Send + 'a>> {
+        Box::pin(self.forward_fetch(coordinator, group, require_stable, hand_over_first))
     }
 
     fn refresh_topics<'a>(&'a self, _topics: Vec<String>) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {

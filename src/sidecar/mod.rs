@@ -15,6 +15,7 @@
 //!   Metadata response a client receives.
 
 pub mod body;
+pub mod delegate;
 pub mod deleted_topics;
 pub mod link;
 pub mod log_ends;

@@ -8,6 +8,7 @@ use kafka_protocol::messages::ApiKey;
 use crate::protocol::api::{
     api_versions, consumer_group_describe, consumer_group_heartbeat, delete_groups, describe_groups, find_coordinator,
     heartbeat, join_group, leave_group, list_groups, offset_commit, offset_delete, offset_fetch, sync_group,
+    txn_offset_commit,
 };
 use crate::protocol::versions::ApiSupport;
 
@@ -29,17 +30,21 @@ pub const LOCAL: &[ApiSupport] = &[
     consumer_group_describe::SUPPORT,
 ];
 
+/// APIs a sidecar answers itself (admitting them with kcoord's
+/// coordinator before it delegates them upstream), advertised only where
+/// the fronted broker advertises them, at its versions capped at kcoord's:
+/// TxnOffsetCommit (`coordinator::delegation`).
+pub const DELEGATED: &[ApiSupport] = &[txn_offset_commit::SUPPORT];
+
 /// Whether kcoord answers `api_key` itself in sidecar mode.
 pub fn is_local(api_key: i16) -> bool {
-    LOCAL.iter().any(|s| s.key == api_key)
+    LOCAL.iter().chain(DELEGATED).any(|s| s.key == api_key)
 }
 
 /// APIs neither answered nor forwarded:
 /// - group protocols kcoord does not serve (the upstream's coordinator
 ///   must not quietly take over a group kcoord owns): share and streams
 ///   groups;
-/// - TxnOffsetCommit: transactional offsets would bypass kcoord's offsets
-///   (refused, see docs/sidecar.md);
 /// - broker-to-broker and controller APIs, some of which carry addresses.
 pub fn is_withheld(api_key: i16) -> bool {
     if ApiKey::try_from(api_key).is_err() {
@@ -56,7 +61,6 @@ const WITHHELD: &[i16] = &[
     6,  // UpdateMetadata
     7,  // ControlledShutdown
     27, // WriteTxnMarkers
-    28, // TxnOffsetCommit
     52, // Vote
     53, // BeginQuorumEpoch
     54, // EndQuorumEpoch
@@ -132,6 +136,14 @@ pub fn merge(upstream: &[(i16, i16, i16)]) -> Vec<(i16, i16, i16)> {
         }
         out.push((s.key, s.min, max));
     }
+    for s in DELEGATED {
+        if let Some(&(_, up_min, up_max)) = upstream.iter().find(|(k, _, _)| *k == s.key) {
+            let (min, max) = (up_min.max(s.min), up_max.min(s.max));
+            if max >= min {
+                out.push((s.key, min, max));
+            }
+        }
+    }
     out.sort_unstable();
     out
 }
@@ -154,12 +166,22 @@ mod tests {
     }
 
     #[test]
-    fn share_streams_and_transactional_offsets_are_not_advertised() {
-        // ShareFetch, StreamsGroupHeartbeat, TxnOffsetCommit, DescribeQuorum, AddOffsetsToTxn.
-        let upstream: Vec<(i16, i16, i16)> = [78, 88, 28, 55, 25].iter().map(|k| (*k, 0, 1)).collect();
+    fn share_streams_and_controller_apis_are_not_advertised() {
+        // ShareFetch, StreamsGroupHeartbeat, DescribeQuorum, AddOffsetsToTxn.
+        let upstream: Vec<(i16, i16, i16)> = [78, 88, 55, 25].iter().map(|k| (*k, 0, 1)).collect();
         let t = merge(&upstream);
         assert_eq!(t.iter().filter(|(k, _, _)| !is_local(*k)).count(), 1);
         assert!(find(&t, ApiKey::AddOffsetsToTxn).is_some());
+    }
+
+    #[test]
+    fn transactional_offsets_are_advertised_where_the_upstream_takes_them() {
+        assert_eq!(find(&merge(&[]), ApiKey::TxnOffsetCommit), None, "no upstream transactions, no TxnOffsetCommit");
+        let t = merge(&[(ApiKey::TxnOffsetCommit as i16, 0, 99)]);
+        assert_eq!(find(&t, ApiKey::TxnOffsetCommit), Some((0, txn_offset_commit::SUPPORT.max)));
+        let t = merge(&[(ApiKey::TxnOffsetCommit as i16, 0, 3)]);
+        assert_eq!(find(&t, ApiKey::TxnOffsetCommit), Some((0, 3)));
+        assert!(is_local(ApiKey::TxnOffsetCommit as i16), "admitted by kcoord before it goes upstream");
     }
 
     #[test]

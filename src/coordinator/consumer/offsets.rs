@@ -15,6 +15,20 @@ const MEMBER_EPOCH_COMMIT_VERSION: i16 = 9;
 
 /// Whether a (non-transactional) commit may write to `g`.
 pub fn validate_commit(g: &ConsumerGroup, req: &OffsetCommitRequest) -> Result<(), ErrorCode> {
+    validate(g, req, false)
+}
+
+/// Whether a TxnOffsetCommit may commit to `g` (sidecar mode delegates it
+/// upstream after this check). As Kafka's `validateTransactionalOffsetCommit`,
+/// a stale member epoch is ILLEGAL_GENERATION, and any TxnOffsetCommit
+/// version may come from a KIP-848 member.
+pub fn validate_transactional_commit(g: &ConsumerGroup, req: &OffsetCommitRequest) -> Result<(), ErrorCode> {
+    validate(g, req, true)
+        .map_err(|e| if e == ErrorCode::STALE_MEMBER_EPOCH { ErrorCode::ILLEGAL_GENERATION } else { e })
+}
+
+/// Kafka's `ConsumerGroup.validateOffsetCommit`.
+fn validate(g: &ConsumerGroup, req: &OffsetCommitRequest, transactional: bool) -> Result<(), ErrorCode> {
     // Epoch −1: an admin client or a consumer without group management,
     // allowed only while the group has no members.
     if req.generation_id < 0 && g.members.is_empty() {
@@ -22,7 +36,7 @@ pub fn validate_commit(g: &ConsumerGroup, req: &OffsetCommitRequest) -> Result<(
     }
     let member = g.members.get(&req.member_id).ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
     let classic = member.uses_classic_protocol();
-    if !classic && req.version < MEMBER_EPOCH_COMMIT_VERSION {
+    if !transactional && !classic && req.version < MEMBER_EPOCH_COMMIT_VERSION {
         // "OffsetCommit version 9 or above must be used by members using the
         // modern group protocol".
         return Err(ErrorCode::UNSUPPORTED_VERSION);
