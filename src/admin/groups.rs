@@ -505,6 +505,154 @@ pub enum ResetSpec {
     Datetime(String),
 }
 
+/// The partitions a `reset-offsets` names: whole topics still to be
+/// expanded through Metadata, and explicit partitions ("topic:0,1").
+#[derive(Debug, Default, PartialEq)]
+struct ResetScope {
+    whole_topics: Vec<String>,
+    partitions: BTreeSet<(String, i32)>,
+}
+
+impl ResetScope {
+    /// Reads `--topic` arguments; `--all-topics` means every partition the
+    /// group has committed.
+    fn parse<'a>(
+        topics: &[String],
+        all_topics: bool,
+        committed: impl Iterator<Item = &'a (String, i32)>,
+    ) -> Result<Self> {
+        let mut scope = ResetScope::default();
+        if all_topics {
+            scope.partitions.extend(committed.cloned());
+        }
+        for t in topics {
+            match t.split_once(':') {
+                Some((name, parts)) => {
+                    for p in parts.split(',') {
+                        let p: i32 =
+                            p.trim().parse().map_err(|_| AdminError::Message(format!("invalid partition in {t:?}")))?;
+                        scope.partitions.insert((name.to_string(), p));
+                    }
+                }
+                None => scope.whole_topics.push(t.clone()),
+            }
+        }
+        Ok(scope)
+    }
+
+    /// Every topic Metadata must be asked about, once each.
+    fn topic_names(&self) -> Vec<String> {
+        let names: BTreeSet<String> =
+            self.whole_topics.iter().cloned().chain(self.partitions.iter().map(|(t, _)| t.clone())).collect();
+        names.into_iter().collect()
+    }
+
+    /// All partitions in scope, whole topics expanded with their partition
+    /// counts.
+    fn expand(mut self, partition_counts: &BTreeMap<String, i32>) -> Result<Vec<(String, i32)>> {
+        for t in &self.whole_topics {
+            let n = partition_counts.get(t).ok_or_else(|| AdminError::Message(format!("topic {t} does not exist")))?;
+            self.partitions.extend((0..*n).map(|p| (t.clone(), p)));
+        }
+        if self.partitions.is_empty() {
+            return Err(AdminError::Message("no partitions to reset: give --topic or --all-topics".into()));
+        }
+        Ok(self.partitions.into_iter().collect())
+    }
+}
+
+/// What the partitions' logs hold, as ListOffsets reported it.
+struct LogBounds {
+    earliest: HashMap<(String, i32), i64>,
+    latest: HashMap<(String, i32), i64>,
+    /// The first offset at or after `--to-datetime`, when that is the spec.
+    by_time: Option<HashMap<(String, i32), i64>>,
+}
+
+/// The new offset of every partition: within the log's bounds, as
+/// kafka-consumer-groups.sh computes it.
+fn plan_reset(
+    spec: &ResetSpec,
+    tps: &[(String, i32)],
+    committed: &BTreeMap<(String, i32), (i64, String)>,
+    bounds: &LogBounds,
+) -> BTreeMap<(String, i32), i64> {
+    tps.iter()
+        .map(|tp| {
+            let lo = bounds.earliest.get(tp).copied().unwrap_or(0);
+            let hi = bounds.latest.get(tp).copied().unwrap_or(lo);
+            let clamp = |x: i64| x.clamp(lo, hi.max(lo));
+            let target = match spec {
+                ResetSpec::Earliest => lo,
+                ResetSpec::Latest => hi,
+                ResetSpec::Offset(o) => clamp(*o),
+                ResetSpec::ShiftBy(n) => clamp(committed.get(tp).map_or(lo, |c| c.0).saturating_add(*n)),
+                ResetSpec::Datetime(_) => bounds.by_time.as_ref().and_then(|m| m.get(tp).copied()).unwrap_or(hi),
+            };
+            (tp.clone(), target)
+        })
+        .collect()
+}
+
+/// The table `reset-offsets` prints, with the dry-run reminder.
+fn render_reset(group: &str, new_offsets: &BTreeMap<(String, i32), i64>, executed: bool) -> String {
+    let rows: Vec<Vec<String>> = new_offsets
+        .iter()
+        .map(|((t, p), o)| vec![group.to_string(), t.clone(), p.to_string(), o.to_string()])
+        .collect();
+    let mut out = table(&["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], &rows);
+    if !executed {
+        out.push_str("(dry run: nothing was changed; add --execute to commit these offsets)\n");
+    }
+    out
+}
+
+/// Commits the planned offsets as a simple (generation −1) commit.
+async fn commit_reset(
+    cluster: &mut Cluster,
+    coordinator: &str,
+    group: &str,
+    new_offsets: &BTreeMap<(String, i32), i64>,
+) -> Result<()> {
+    let v = cluster.conn(coordinator).await?.version::<OffsetCommitRequest>(2, 7)?;
+    let mut topics: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+    for ((t, p), o) in new_offsets {
+        topics
+            .entry(t.as_str())
+            .or_default()
+            .push(OffsetCommitRequestPartition::default().with_partition_index(*p).with_committed_offset(*o));
+    }
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_member_id(s(""))
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(t, ps)| OffsetCommitRequestTopic::default().with_name(TopicName(s(t))).with_partitions(ps))
+                .collect(),
+        );
+    let first_error = |r: &OffsetCommitResponse| {
+        r.topics.first().and_then(|t| t.partitions.first()).map(|p| p.error_code).unwrap_or_default()
+    };
+    let r = cluster.call_settled(coordinator, &req, v, first_error).await?;
+    let errors: Vec<String> = r
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|p| p.error_code != 0)
+                .map(move |p| format!("{}-{}: {}", t.name.0, p.partition_index, error_name(p.error_code)))
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(AdminError::Message(format!("Error: resetting offsets failed:\n{}", errors.join("\n"))))
+    }
+}
+
 /// `groups reset-offsets`: computes new offsets; commits them only with
 /// `execute`, and only while the group has no active members.
 pub async fn reset_offsets(
@@ -522,40 +670,9 @@ pub async fn reset_offsets(
             snap.state
         )));
     }
-    // The partitions in scope: "topic" (all partitions) or "topic:0,1".
-    let mut scope: BTreeSet<(String, i32)> = BTreeSet::new();
-    if all_topics {
-        scope.extend(snap.committed.keys().cloned());
-    }
-    let mut whole_topics = Vec::new();
-    for t in topics {
-        match t.split_once(':') {
-            Some((name, parts)) => {
-                for p in parts.split(',') {
-                    let p: i32 =
-                        p.trim().parse().map_err(|_| AdminError::Message(format!("invalid partition in {t:?}")))?;
-                    scope.insert((name.to_string(), p));
-                }
-            }
-            None => whole_topics.push(t.clone()),
-        }
-    }
-    let wanted: Vec<String> = whole_topics
-        .iter()
-        .cloned()
-        .chain(scope.iter().map(|(t, _)| t.clone()))
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let (parts, leaders) = cluster.metadata(Some(&wanted)).await?;
-    for t in &whole_topics {
-        let n = parts.get(t).ok_or_else(|| AdminError::Message(format!("topic {t} does not exist")))?;
-        scope.extend((0..*n).map(|p| (t.clone(), p)));
-    }
-    if scope.is_empty() {
-        return Err(AdminError::Message("no partitions to reset: give --topic or --all-topics".into()));
-    }
-    let tps: Vec<(String, i32)> = scope.iter().cloned().collect();
+    let scope = ResetScope::parse(topics, all_topics, snap.committed.keys())?;
+    let (partition_counts, leaders) = cluster.metadata(Some(&scope.topic_names())).await?;
+    let tps = scope.expand(&partition_counts)?;
     if let ResetSpec::ShiftBy(_) = spec {
         // As kafka-consumer-groups.sh: shifting needs an offset to shift from.
         if let Some((t, p)) = tps.iter().find(|tp| !snap.committed.contains_key(*tp)) {
@@ -564,8 +681,6 @@ pub async fn reset_offsets(
             )));
         }
     }
-    let earliest = cluster.list_offsets(&tps, -2, &leaders).await?;
-    let latest = cluster.list_offsets(&tps, -1, &leaders).await?;
     let by_time = match spec {
         ResetSpec::Datetime(d) => {
             let ms = parse_datetime_ms(d).ok_or_else(|| {
@@ -575,71 +690,70 @@ pub async fn reset_offsets(
         }
         _ => None,
     };
-    let mut new_offsets: BTreeMap<(String, i32), i64> = BTreeMap::new();
-    for tp in &tps {
-        let lo = earliest.get(tp).copied().unwrap_or(0);
-        let hi = latest.get(tp).copied().unwrap_or(lo);
-        let clamp = |x: i64| x.clamp(lo, hi.max(lo));
-        let target = match spec {
-            ResetSpec::Earliest => lo,
-            ResetSpec::Latest => hi,
-            ResetSpec::Offset(o) => clamp(*o),
-            ResetSpec::ShiftBy(n) => clamp(snap.committed.get(tp).map_or(lo, |c| c.0).saturating_add(*n)),
-            ResetSpec::Datetime(_) => by_time.as_ref().and_then(|m| m.get(tp).copied()).unwrap_or(hi),
-        };
-        new_offsets.insert(tp.clone(), target);
-    }
+    let bounds = LogBounds {
+        earliest: cluster.list_offsets(&tps, -2, &leaders).await?,
+        latest: cluster.list_offsets(&tps, -1, &leaders).await?,
+        by_time,
+    };
+    let new_offsets = plan_reset(spec, &tps, &snap.committed, &bounds);
     if execute {
-        let v = cluster.conn(&snap.coordinator).await?.version::<OffsetCommitRequest>(2, 7)?;
-        let mut topics: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
-        for ((t, p), o) in &new_offsets {
-            topics
-                .entry(t.as_str())
-                .or_default()
-                .push(OffsetCommitRequestPartition::default().with_partition_index(*p).with_committed_offset(*o));
-        }
-        let req = OffsetCommitRequest::default()
-            .with_group_id(GroupId(s(group)))
-            .with_generation_id_or_member_epoch(-1)
-            .with_member_id(s(""))
-            .with_topics(
-                topics
-                    .into_iter()
-                    .map(|(t, ps)| OffsetCommitRequestTopic::default().with_name(TopicName(s(t))).with_partitions(ps))
-                    .collect(),
-            );
-        let first_error = |r: &OffsetCommitResponse| {
-            r.topics.first().and_then(|t| t.partitions.first()).map(|p| p.error_code).unwrap_or_default()
-        };
-        let r = cluster.call_settled(&snap.coordinator, &req, v, first_error).await?;
-        let errors: Vec<String> = r
-            .topics
-            .iter()
-            .flat_map(|t| {
-                t.partitions
-                    .iter()
-                    .filter(|p| p.error_code != 0)
-                    .map(move |p| format!("{}-{}: {}", t.name.0, p.partition_index, error_name(p.error_code)))
-            })
-            .collect();
-        if !errors.is_empty() {
-            return Err(AdminError::Message(format!("Error: resetting offsets failed:\n{}", errors.join("\n"))));
-        }
+        commit_reset(cluster, &snap.coordinator, group, &new_offsets).await?;
     }
-    let rows: Vec<Vec<String>> = new_offsets
-        .iter()
-        .map(|((t, p), o)| vec![group.to_string(), t.clone(), p.to_string(), o.to_string()])
-        .collect();
-    let mut out = table(&["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], &rows);
-    if !execute {
-        out.push_str("(dry run: nothing was changed; add --execute to commit these offsets)\n");
-    }
-    Ok(out)
+    Ok(render_reset(group, &new_offsets, execute))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tp(t: &str, p: i32) -> (String, i32) {
+        (t.to_string(), p)
+    }
+
+    #[test]
+    fn reset_scope_reads_whole_topics_partition_lists_and_all_topics() {
+        let committed = [tp("c", 0), tp("c", 3)];
+        let scope = ResetScope::parse(&["a".into(), "b:1, 2".into()], true, committed.iter()).unwrap();
+        assert_eq!(scope.whole_topics, vec!["a".to_string()]);
+        assert_eq!(
+            scope.partitions.iter().cloned().collect::<Vec<_>>(),
+            vec![tp("b", 1), tp("b", 2), tp("c", 0), tp("c", 3)]
+        );
+        assert_eq!(scope.topic_names(), vec!["a", "b", "c"]);
+        let counts = BTreeMap::from([("a".to_string(), 2)]);
+        assert_eq!(scope.expand(&counts).unwrap().len(), 6);
+        assert!(ResetScope::parse(&["b:x".into()], false, [].iter()).is_err(), "a partition must be a number");
+        let unknown = ResetScope::parse(&["z".into()], false, [].iter()).unwrap();
+        assert!(unknown.expand(&counts).is_err(), "an unknown topic is an error");
+        assert!(ResetScope::default().expand(&counts).is_err(), "nothing in scope is an error");
+    }
+
+    #[test]
+    fn reset_plans_stay_within_the_log_and_shift_from_the_committed_offset() {
+        let tps = vec![tp("t", 0)];
+        let committed = BTreeMap::from([(tp("t", 0), (50, String::new()))]);
+        let bounds = LogBounds {
+            earliest: HashMap::from([(tp("t", 0), 10)]),
+            latest: HashMap::from([(tp("t", 0), 100)]),
+            by_time: Some(HashMap::from([(tp("t", 0), 42)])),
+        };
+        let plan = |spec| plan_reset(&spec, &tps, &committed, &bounds)[&tp("t", 0)];
+        assert_eq!(plan(ResetSpec::Earliest), 10);
+        assert_eq!(plan(ResetSpec::Latest), 100);
+        assert_eq!(plan(ResetSpec::Offset(5)), 10, "below the log start is clamped up");
+        assert_eq!(plan(ResetSpec::Offset(500)), 100, "past the log end is clamped down");
+        assert_eq!(plan(ResetSpec::ShiftBy(-20)), 30);
+        assert_eq!(plan(ResetSpec::ShiftBy(i64::MAX)), 100, "no overflow");
+        assert_eq!(plan(ResetSpec::Datetime("x".into())), 42);
+    }
+
+    #[test]
+    fn a_dry_run_says_that_nothing_changed() {
+        let offsets = BTreeMap::from([(tp("t", 0), 7)]);
+        assert!(render_reset("g", &offsets, false).contains("dry run"));
+        let executed = render_reset("g", &offsets, true);
+        assert!(!executed.contains("dry run") && executed.contains("NEW-OFFSET"));
+    }
 
     #[test]
     fn assignments_print_as_topic_partitions_sorted_or_a_dash() {

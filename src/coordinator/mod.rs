@@ -5,6 +5,7 @@
 //! owns a pure state machine (`core`, `classic`, `offsets`) and its log; the
 //! durable state (`store`) changes only by replaying log records (`records`).
 
+pub mod bounded_history;
 pub mod classic;
 pub mod consumer;
 pub mod core;

@@ -3,7 +3,7 @@
 //! members before and after. Kafka answers "why did my group rebalance?"
 //! only in broker logs; we keep the answer with the group.
 
-use std::collections::VecDeque;
+use crate::coordinator::bounded_history::{BoundedHistory, Ongoing};
 
 use serde::Serialize;
 
@@ -84,7 +84,13 @@ pub struct Rebalance {
 /// The last rebalances of a group, newest last.
 #[derive(Debug, Clone, Default)]
 pub struct History {
-    entries: VecDeque<Rebalance>,
+    entries: BoundedHistory<Rebalance>,
+}
+
+impl Ongoing for Rebalance {
+    fn in_progress(&self) -> bool {
+        self.outcome == Outcome::InProgress
+    }
 }
 
 impl History {
@@ -93,11 +99,11 @@ impl History {
     }
 
     pub fn last(&self) -> Option<&Rebalance> {
-        self.entries.back()
+        self.entries.last()
     }
 
     fn current(&mut self) -> Option<&mut Rebalance> {
-        self.entries.back_mut().filter(|r| r.outcome == Outcome::InProgress)
+        self.entries.current()
     }
 
     /// Starts a rebalance; one still in progress is closed as restarted and
@@ -116,24 +122,21 @@ impl History {
             r.outcome = Outcome::Restarted;
             r.clone()
         });
-        if capacity == 0 {
-            return restarted;
-        }
-        while self.entries.len() >= capacity {
-            self.entries.pop_front();
-        }
-        self.entries.push_back(Rebalance {
-            cause,
-            started_ms: now,
-            ended_ms: None,
-            duration_ms: None,
-            generation_before: generation,
-            generation_after: None,
-            members_before: members,
-            members_after: Vec::new(),
-            removed_at_rebalance_timeout: Vec::new(),
-            outcome: Outcome::InProgress,
-        });
+        self.entries.push(
+            Rebalance {
+                cause,
+                started_ms: now,
+                ended_ms: None,
+                duration_ms: None,
+                generation_before: generation,
+                generation_after: None,
+                members_before: members,
+                members_after: Vec::new(),
+                removed_at_rebalance_timeout: Vec::new(),
+                outcome: Outcome::InProgress,
+            },
+            capacity,
+        );
         restarted
     }
 

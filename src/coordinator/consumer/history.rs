@@ -20,7 +20,9 @@
 //! operation checks only the members it names, so following convergence
 //! costs O(log n) per heartbeat.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::coordinator::bounded_history::{BoundedHistory, Ongoing};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -126,6 +128,12 @@ pub enum Outcome {
     Superseded,
     /// No member was left.
     Empty,
+}
+
+impl Ongoing for EpochChange {
+    fn in_progress(&self) -> bool {
+        self.outcome == Outcome::InProgress
+    }
 }
 
 /// One group-epoch bump.
@@ -320,7 +328,7 @@ impl Watch {
 /// next cause is explained against.
 #[derive(Debug, Default)]
 struct Tracker {
-    entries: VecDeque<EpochChange>,
+    entries: BoundedHistory<EpochChange>,
     /// Members not yet reconciled to the target of the entry in progress
     /// (`None` until its target assignment is computed).
     waiting: Option<BTreeSet<String>>,
@@ -355,7 +363,7 @@ impl ConsumerHistories {
     }
 
     pub fn last_cause(&self, group_id: &str) -> Option<&'static str> {
-        self.groups.get(group_id)?.entries.back().map(|e| e.cause.kind())
+        self.groups.get(group_id)?.entries.last().map(|e| e.cause.kind())
     }
 
     /// Forgets groups that no longer exist as consumer groups.
@@ -418,29 +426,25 @@ impl Tracker {
         self.topics = Some(subscribed_partitions(g, seen.topics));
         self.regexes = resolved(g);
         self.assignor = Some(assignor.clone());
-        if seen.capacity == 0 {
-            self.entries.clear();
-            return;
-        }
-        while self.entries.len() >= seen.capacity {
-            self.entries.pop_front();
-        }
-        self.entries.push_back(EpochChange {
-            cause,
-            started_ms: seen.now,
-            group_epoch_before: epoch_before,
-            group_epoch: g.group_epoch,
-            assignor,
-            members: g.members.len(),
-            assigned_ms: None,
-            ended_ms: None,
-            convergence_ms: None,
-            outcome: Outcome::InProgress,
-        });
+        self.entries.push(
+            EpochChange {
+                cause,
+                started_ms: seen.now,
+                group_epoch_before: epoch_before,
+                group_epoch: g.group_epoch,
+                assignor,
+                members: g.members.len(),
+                assigned_ms: None,
+                ended_ms: None,
+                convergence_ms: None,
+                outcome: Outcome::InProgress,
+            },
+            seen.capacity,
+        );
     }
 
     fn current(&mut self) -> Option<&mut EpochChange> {
-        self.entries.back_mut().filter(|e| e.outcome == Outcome::InProgress)
+        self.entries.current()
     }
 
     /// Follows the entry in progress: the target computed, members
@@ -448,7 +452,7 @@ impl Tracker {
     /// plus a prune when members went away), the end.
     fn follow(&mut self, g: &ConsumerGroup, w: &Watch, now: i64) {
         let waiting = &mut self.waiting;
-        let Some(cur) = self.entries.back_mut().filter(|e| e.outcome == Outcome::InProgress) else { return };
+        let Some(cur) = self.entries.current() else { return };
         if g.members.is_empty() {
             cur.ended_ms = Some(now);
             cur.outcome = Outcome::Empty;

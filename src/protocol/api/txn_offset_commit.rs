@@ -7,10 +7,11 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
-use kafka_protocol::messages::{TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
+use super::offset_commit::{commit_topics, response_topics};
 use crate::coordinator::messages as m;
-use crate::protocol::codec::{self, sb, st, DecodeError, EncodeError};
+use crate::protocol::codec::{self, st, DecodeError, EncodeError};
 use crate::protocol::versions::ApiSupport;
 
 pub const SUPPORT: ApiSupport = ApiSupport::new(28, "TxnOffsetCommit", 0, 5, Some(3));
@@ -28,23 +29,7 @@ pub fn decode(body: &mut Bytes, version: i16) -> Result<(m::OffsetCommitRequest,
         member_id: if modern { st(&r.member_id) } else { String::new() },
         group_instance_id: if modern { r.group_instance_id.as_ref().map(st) } else { None },
         retention_time_ms: -1,
-        topics: r
-            .topics
-            .iter()
-            .map(|t| m::CommitTopic {
-                name: st(&t.name.0),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| m::CommitPartition {
-                        partition: p.partition_index,
-                        offset: p.committed_offset,
-                        leader_epoch: if version >= 2 { p.committed_leader_epoch } else { -1 },
-                        metadata: p.committed_metadata.as_ref().map(st),
-                    })
-                    .collect(),
-            })
-            .collect(),
+        topics: commit_topics(r.topics.iter().map(|t| (&t.name, t.partitions.as_slice())), version >= 2),
     };
     let txn = m::TxnFields {
         version,
@@ -56,22 +41,12 @@ pub fn decode(body: &mut Bytes, version: i16) -> Result<(m::OffsetCommitRequest,
 }
 
 pub fn encode(resp: &m::OffsetCommitResponse, version: i16, out: &mut BytesMut) -> Result<(), EncodeError> {
-    let r = TxnOffsetCommitResponse::default().with_topics(
-        resp.topics
-            .iter()
-            .map(|t| {
-                TxnOffsetCommitResponseTopic::default().with_name(TopicName(sb(t.name.clone()))).with_partitions(
-                    t.partitions
-                        .iter()
-                        .map(|p| {
-                            TxnOffsetCommitResponsePartition::default()
-                                .with_partition_index(p.partition)
-                                .with_error_code(p.error.0)
-                        })
-                        .collect(),
-                )
-            })
-            .collect(),
-    );
+    let r = TxnOffsetCommitResponse::default().with_topics(response_topics(
+        resp,
+        |partition, error| {
+            TxnOffsetCommitResponsePartition::default().with_partition_index(partition).with_error_code(error)
+        },
+        |name, partitions| TxnOffsetCommitResponseTopic::default().with_name(name).with_partitions(partitions),
+    ));
     codec::encode(SUPPORT.name, &r, version, out)
 }
