@@ -43,7 +43,7 @@ pub fn load_or_create_cluster_id(data_dir: &Path) -> std::io::Result<String> {
             Ok(f.cluster_id)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let id = base64_url(Uuid::new_v4().as_bytes());
+            let id = crate::protocol::uuid_string::base64_url(Uuid::new_v4().as_bytes());
             let bytes =
                 serde_json::to_vec_pretty(&ClusterFile { cluster_id: id.clone() }).map_err(std::io::Error::other)?;
             fsutil::write_atomically(&path, &bytes)?;
@@ -51,21 +51,6 @@ pub fn load_or_create_cluster_id(data_dir: &Path) -> std::io::Result<String> {
         }
         Err(e) => Err(e),
     }
-}
-
-/// URL-safe base64 without padding, as Kafka's `Uuid.toString()`.
-pub fn base64_url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = ((b[0] as u32) << 16) | ((b[1] as u32) << 8) | b[2] as u32;
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------
@@ -147,6 +132,8 @@ mod acl {
     const ALTER_CONFIGS: u8 = 11;
     const IDEMPOTENT_WRITE: u8 = 12;
 
+    // A const fn cannot call `get`; the loop stays within `ops.len()`.
+    #[allow(clippy::indexing_slicing)]
     const fn bits(ops: &[u8]) -> i32 {
         let mut v = 0i32;
         let mut i = 0;
@@ -173,26 +160,25 @@ pub const GROUP_AUTHORIZED_OPERATIONS: i32 = acl::GROUP;
 /// nodes sorted by node id. A standalone daemon is the one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupOwners {
-    /// Sorted by node id; never empty.
+    /// Sorted by node id.
     nodes: Vec<BrokerMetadata>,
     shards: u32,
 }
 
 impl GroupOwners {
-    /// `nodes` must not be empty.
     pub fn new(mut nodes: Vec<BrokerMetadata>, shards: u32) -> Self {
         nodes.sort_by_key(|n| n.node_id);
         nodes.dedup_by_key(|n| n.node_id);
         GroupOwners { nodes, shards: shards.max(1) }
     }
 
-    /// The node that owns shard `shard`.
-    pub fn owner_of_shard(&self, shard: u32) -> &BrokerMetadata {
-        &self.nodes[shard as usize % self.nodes.len()]
+    /// The node that owns shard `shard` (none when no node is known).
+    pub fn owner_of_shard(&self, shard: u32) -> Option<&BrokerMetadata> {
+        self.nodes.get(shard as usize % self.nodes.len().max(1))
     }
 
     /// The node that coordinates `group_id`.
-    pub fn owner_of_group(&self, group_id: &str) -> &BrokerMetadata {
+    pub fn owner_of_group(&self, group_id: &str) -> Option<&BrokerMetadata> {
         self.owner_of_shard(crate::coordinator::routing::partition_for(group_id, self.shards))
     }
 
@@ -391,9 +377,9 @@ impl Cluster {
         share_allowed: bool,
     ) -> impl ExactSizeIterator<Item = CoordinatorAnswer> + 'a {
         keys.iter().map(move |key| match key_type {
-            KEY_TYPE_GROUP => {
-                let owner = self.owners.owner_of_group(key);
-                CoordinatorAnswer {
+            KEY_TYPE_GROUP => match self.owners.owner_of_group(key) {
+                None => CoordinatorAnswer::error(key, ErrorCode::COORDINATOR_NOT_AVAILABLE, "no node is known"),
+                Some(owner) => CoordinatorAnswer {
                     key: key.clone(),
                     node_id: owner.node_id,
                     host: owner.host.clone(),
@@ -401,8 +387,8 @@ impl Cluster {
                     error: ErrorCode::NONE,
                     // Kafka sends `Errors.NONE.message()`, which is "NONE".
                     error_message: Some("NONE".into()),
-                }
-            }
+                },
+            },
             KEY_TYPE_TRANSACTION => CoordinatorAnswer::error(
                 key,
                 ErrorCode::COORDINATOR_NOT_AVAILABLE,
@@ -472,13 +458,6 @@ mod tests {
 
     fn cluster() -> Cluster {
         Cluster::new(NodeInfo { node_id: 3, host: "127.0.0.1".into(), port: 9092, cluster_id: "c".into() }, false, 1)
-    }
-
-    #[test]
-    fn base64_url_matches_kafka_uuid_format() {
-        assert_eq!(base64_url(&[0u8; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
-        assert_eq!(base64_url(&[0xfb, 0xff]), "-_8");
-        assert_eq!(base64_url(Uuid::new_v4().as_bytes()).len(), 22);
     }
 
     #[test]

@@ -617,8 +617,11 @@ impl ConfigBuilder {
                 _ => return Err(ConfigError::UnknownKey(key.to_string())),
             }
         }
+        let Some((last, parents)) = parts.split_last() else {
+            return Err(ConfigError::UnknownKey(key.to_string()));
+        };
         let mut table = &mut self.table;
-        for part in &parts[..parts.len() - 1] {
+        for part in parents {
             let entry = table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
             table = match entry {
                 toml::Value::Table(t) => t,
@@ -627,7 +630,7 @@ impl ConfigBuilder {
         }
         // A string given for a numeric or boolean key is still tried as that
         // type by serde below; keep the value as parsed.
-        table.insert(parts[parts.len() - 1].to_string(), value);
+        table.insert(last.to_string(), value);
         Ok(self)
     }
 

@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod alloc_guard;
+pub mod be_int;
 pub mod cluster;
 pub mod config;
 pub mod coordinator;

@@ -1,5 +1,7 @@
 //! CreatePartitions over TCP: a topic grows in the catalog and the data
 //! plane, durably, with Kafka's (KRaft controller's) errors.
+// Test support code: a failed unwrap, expect or index is the test's verdict.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod common;
 #[path = "data_plane/support.rs"]

@@ -8,6 +8,8 @@
 //! CreateTopics and the per-request bound on Metadata auto-creation.
 //!
 //! Waits are conditions bounded by [`DEADLINE`]; nothing asserts timing.
+// Test support code: a failed unwrap, expect or index is the test's verdict.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod common;
 #[path = "data_plane/support.rs"]

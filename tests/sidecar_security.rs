@@ -4,6 +4,8 @@
 //! on a SASL_SSL listener with its own users. Clients here are kcoord's own
 //! client ([`kcoord::protocol::client::Connection`]) with Kafka-style
 //! settings. Certificates are generated per test with rcgen.
+// Test support code: a failed unwrap, expect or index is the test's verdict.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod common;
 #[path = "data_plane/support.rs"]

@@ -16,20 +16,19 @@ use crate::protocol::consumer_protocol::parse_assignment;
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            if i < widths.len() {
-                widths[i] = widths[i].max(c.len());
-            }
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
         }
     }
     let mut out = String::new();
     let line = |out: &mut String, cells: Vec<&str>| {
         let mut l = String::new();
         for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                l.push_str(c);
-            } else {
-                let _ = write!(l, "{:<w$} ", c, w = widths[i]);
+            match widths.get(i) {
+                Some(w) if i + 1 < cells.len() => {
+                    let _ = write!(l, "{:<w$} ", c, w = w);
+                }
+                _ => l.push_str(c),
             }
         }
         out.push_str(l.trim_end());

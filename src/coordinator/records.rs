@@ -339,7 +339,7 @@ pub fn encode(record: &Record, timestamp: i64) -> Result<Bytes, RecordError> {
     b.put_i32(0);
     encode_key(&record.key, &mut b)?;
     let key_len = (b.len() - len_at - 4) as i32;
-    b[len_at..len_at + 4].copy_from_slice(&key_len.to_be_bytes());
+    crate::be_int::set_i32_at(&mut b, len_at, key_len);
     match &record.value {
         None => b.put_i32(-1),
         Some(v) => {
@@ -347,7 +347,7 @@ pub fn encode(record: &Record, timestamp: i64) -> Result<Bytes, RecordError> {
             b.put_i32(0);
             encode_value(v, &mut b)?;
             let value_len = (b.len() - len_at - 4) as i32;
-            b[len_at..len_at + 4].copy_from_slice(&value_len.to_be_bytes());
+            crate::be_int::set_i32_at(&mut b, len_at, value_len);
         }
     }
     Ok(b.freeze())

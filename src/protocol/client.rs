@@ -174,7 +174,7 @@ impl Connection {
         header.encode(&mut buf, key.request_header_version(version)).map_err(|e| ClientError::Encode(e.to_string()))?;
         req.encode(&mut buf, version).map_err(|e| ClientError::Encode(e.to_string()))?;
         let len = (buf.len() - 4) as i32;
-        buf[..4].copy_from_slice(&len.to_be_bytes());
+        crate::be_int::set_i32_at(&mut buf, 0, len);
         Ok((correlation, buf.freeze()))
     }
 
@@ -208,11 +208,7 @@ impl Connection {
     /// not wait for the network): lets pipelined callers batch their writes.
     pub fn response_buffered(&self) -> bool {
         let b = self.reader.buffer();
-        if b.len() < 4 {
-            return false;
-        }
-        let len = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-        len >= 0 && b.len() >= 4 + len as usize
+        crate::be_int::i32_at(b, 0).is_some_and(|len| len >= 0 && b.len() >= 4 + len as usize)
     }
 
     /// Writes frames into the send buffer without flushing.

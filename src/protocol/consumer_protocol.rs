@@ -199,7 +199,7 @@ pub fn encode_subscription(topics: &[&str]) -> Bytes {
 
 /// An int16-length string, cut to what the length can say.
 fn put_string(b: &mut BytesMut, s: &str) {
-    let bytes = &s.as_bytes()[..s.len().min(i16::MAX as usize)];
+    let bytes = s.as_bytes().get(..s.len().min(i16::MAX as usize)).unwrap_or_default();
     b.put_i16(bytes.len() as i16);
     b.put_slice(bytes);
 }

@@ -39,10 +39,9 @@ pub struct RequestPrefix {
 
 /// Reads the fixed prefix without consuming it.
 pub fn peek_prefix(frame: &[u8]) -> Result<RequestPrefix, HeaderError> {
-    if frame.len() < 8 {
+    let Some(mut b) = frame.get(..8) else {
         return Err(HeaderError::TooShort(frame.len()));
-    }
-    let mut b = &frame[..8];
+    };
     Ok(RequestPrefix { api_key: b.get_i16(), api_version: b.get_i16(), correlation_id: b.get_i32() })
 }
 

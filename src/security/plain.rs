@@ -7,10 +7,9 @@
 pub fn parse(message: &[u8]) -> Result<(String, String), String> {
     let text = String::from_utf8_lossy(message);
     let tokens: Vec<&str> = text.split('\u{0}').collect();
-    if tokens.len() != 3 {
+    let [authzid, username, password] = tokens[..] else {
         return Err(format!("Invalid SASL/PLAIN response: expected 3 tokens, got {}", tokens.len()));
-    }
-    let (authzid, username, password) = (tokens[0], tokens[1], tokens[2]);
+    };
     if username.is_empty() {
         return Err("Authentication failed: username not specified".into());
     }

@@ -113,10 +113,7 @@ pub(crate) fn start_response(correlation_id: i32, flexible: bool) -> BytesMut {
 fn finish_response(mut out: BytesMut, limit: usize) -> Outcome {
     let len = out.len().saturating_sub(4);
     match i32::try_from(len) {
-        Ok(n) if out.len() <= limit => {
-            out[..4].copy_from_slice(&n.to_be_bytes());
-            Outcome::Respond(out.freeze())
-        }
+        Ok(n) if out.len() <= limit && crate::be_int::set_i32_at(&mut out, 0, n) => Outcome::Respond(out.freeze()),
         _ => Outcome::Close(format!(
             "the response would take {} bytes, over the limit of {limit} (server.max_response_bytes)",
             out.len()
@@ -128,8 +125,7 @@ fn finish_response(mut out: BytesMut, limit: usize) -> Outcome {
 /// [`start_response`] (`None` if it cannot be described).
 pub(crate) fn finish_frame(mut out: BytesMut) -> Option<Bytes> {
     let n = i32::try_from(out.len().saturating_sub(4)).ok()?;
-    out[..4].copy_from_slice(&n.to_be_bytes());
-    Some(out.freeze())
+    crate::be_int::set_i32_at(&mut out, 0, n).then(|| out.freeze())
 }
 
 /// The response limit for this daemon (`server.max_response_bytes`, at most

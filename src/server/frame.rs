@@ -108,10 +108,9 @@ impl FrameCodec {
     }
 
     fn split(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
-        if src.len() < 4 {
+        let Some(len) = crate::be_int::i32_at(src, 0) else {
             return Ok(None);
-        }
-        let len = i32::from_be_bytes([src[0], src[1], src[2], src[3]]);
+        };
         if len < 0 {
             return Err(FrameError::Negative(len));
         }
@@ -129,7 +128,7 @@ impl FrameCodec {
                     src.reserve(probe - src.len());
                     return Ok(None);
                 }
-                if (s.accept)(&Bytes::copy_from_slice(&src[4..probe])) {
+                if (s.accept)(&Bytes::copy_from_slice(src.get(4..probe).unwrap_or_default())) {
                     src.advance(4);
                     return Ok(Some(Frame::Head { len: len as usize, head: src.split().freeze() }));
                 }

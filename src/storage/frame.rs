@@ -123,8 +123,8 @@ fn holds_a_frame(header: &[u8; HEADER_BYTES], rest: &[u8]) -> bool {
     data.extend_from_slice(rest);
     (1..data.len()).any(|at| {
         let Some(h) = data.get(at..at + HEADER_BYTES) else { return false };
-        let len = u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize;
-        let crc = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+        let (Some(len), Some(crc)) = (crate::be_int::u32_at(h, 0), crate::be_int::u32_at(h, 4)) else { return false };
+        let len = len as usize;
         len > 0 && data.get(at + HEADER_BYTES..at + HEADER_BYTES + len).is_some_and(|p| crc32c::crc32c(p) == crc)
     })
 }
@@ -231,7 +231,7 @@ impl<R: Read> FrameScanner<R> {
         while n > 0 {
             // At most ZERO_CHECK_CHUNK, so the cast and the slice cannot fail.
             let take = n.min(ZERO_CHECK_CHUNK as u64) as usize;
-            let part = &mut chunk[..take];
+            let Some(part) = chunk.get_mut(..take) else { return Ok(false) };
             self.reader.read_exact(part)?;
             if part.iter().any(|&byte| byte != 0) {
                 return Ok(false);

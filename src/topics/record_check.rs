@@ -302,10 +302,11 @@ impl<'a> SnappyChunks<'a> {
     fn next_chunk(&mut self) -> io::Result<()> {
         let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
         let block = if self.framed {
-            let len = self.rest.get(..4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            let len = crate::be_int::i32_at(self.rest, 0);
             let len = len.and_then(|l| usize::try_from(l).ok()).ok_or_else(|| bad("bad snappy chunk length".into()))?;
-            let block = self.rest.get(4..4 + len).ok_or_else(|| bad("snappy chunk runs past the batch".into()))?;
-            self.rest = &self.rest[4 + len..];
+            let end = len.checked_add(4).ok_or_else(|| bad("bad snappy chunk length".into()))?;
+            let block = self.rest.get(4..end).ok_or_else(|| bad("snappy chunk runs past the batch".into()))?;
+            self.rest = self.rest.get(end..).unwrap_or_default();
             block
         } else {
             std::mem::take(&mut self.rest)
@@ -330,7 +331,9 @@ impl Read for SnappyChunks<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let available = self.fill_buf()?;
         let n = available.len().min(buf.len());
-        buf[..n].copy_from_slice(&available[..n]);
+        for (to, from) in buf.iter_mut().zip(available) {
+            *to = *from;
+        }
         self.consume(n);
         Ok(n)
     }

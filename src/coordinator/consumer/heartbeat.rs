@@ -457,25 +457,9 @@ fn not_consumer(group_id: &str) -> Refusal {
 /// Kafka's `Uuid.randomUuid().toString()`: 16 random bytes as URL-safe
 /// base64 without padding (22 characters).
 pub(super) fn kafka_uuid_string(cx: &mut Cx) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let raw = cx.ids.next_uuid();
     let Ok(id) = uuid::Uuid::parse_str(&raw) else { return raw };
-    let bytes = id.as_bytes();
-    let mut out = String::with_capacity(22);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for b in bytes {
-        acc = (acc << 8) | u32::from(*b);
-        bits += 8;
-        while bits >= 6 {
-            bits -= 6;
-            out.push(ALPHABET[((acc >> bits) & 0x3f) as usize] as char);
-        }
-    }
-    if bits > 0 {
-        out.push(ALPHABET[((acc << (6 - bits)) & 0x3f) as usize] as char);
-    }
-    out
+    crate::protocol::uuid_string::base64_url(id.as_bytes())
 }
 
 /// What a join or heartbeat will do, planned before anything is written.

@@ -146,7 +146,7 @@ pub fn upgrade(c: &ClassicGroup, image: &TopicImage) -> Result<Upgrade, Malforme
     }
     // The group as the store will hold it: the fold of the same records.
     let mut fold = ConsumerGroups::default();
-    for r in &records[1..] {
+    for r in records.iter().skip(1) {
         if let crate::coordinator::records::RecordKey::Consumer { kind, .. } = &r.key {
             replay(&mut fold, gid, kind, r.value.as_ref());
         }

@@ -23,10 +23,10 @@ pub fn valid_software_field(s: &str) -> bool {
     let b = s.as_bytes();
     let edge = |c: u8| c.is_ascii_alphanumeric();
     let inner = |c: u8| c.is_ascii_alphanumeric() || c == b'-' || c == b'.';
-    match b.len() {
-        0 => false,
-        1 => edge(b[0]),
-        n => edge(b[0]) && edge(b[n - 1]) && b[1..n - 1].iter().all(|&c| inner(c)),
+    match b {
+        [] => false,
+        [only] => edge(*only),
+        [first, middle @ .., last] => edge(*first) && edge(*last) && middle.iter().all(|&c| inner(c)),
     }
 }
 
