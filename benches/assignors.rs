@@ -7,8 +7,13 @@
 //! `ServerSideAssignorBenchmark`: members in 5 buckets, each bucket
 //! subscribed to its fifth of the topics. Run with
 //! `cargo bench --bench assignors`.
-// Test support code: a failed unwrap, expect or index is the test's verdict.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 use std::collections::BTreeSet;
 use std::hint::black_box;

@@ -1,8 +1,13 @@
 //! Micro-benchmarks of the hot paths: a Heartbeat and a 10-partition
 //! OffsetCommit through decode → shard core → encode; a log append and the
 //! replay of one record; Java-hash routing. Run with `cargo bench`.
-// Test support code: a failed unwrap, expect or index is the test's verdict.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, Criterion};

@@ -132,8 +132,7 @@ mod acl {
     const ALTER_CONFIGS: u8 = 11;
     const IDEMPOTENT_WRITE: u8 = 12;
 
-    // A const fn cannot call `get`; the loop stays within `ops.len()`.
-    #[allow(clippy::indexing_slicing)]
+    #[allow(clippy::indexing_slicing, reason = "A const fn cannot call `get`; the loop stays within `ops.len()`.")]
     const fn bits(ops: &[u8]) -> i32 {
         let mut v = 0i32;
         let mut i = 0;

@@ -1,6 +1,5 @@
 //! Start-up and shutdown of the whole daemon.
-// Indexing here is still being moved to checked access (issue 15).
-#![allow(clippy::indexing_slicing)]
+#![allow(clippy::indexing_slicing, reason = "Indexing here is still being moved to checked access (issue 15).")]
 
 use std::net::SocketAddr;
 use std::sync::Arc;

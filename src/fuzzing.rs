@@ -2,9 +2,10 @@
 //! a plain `cargo test` (tests/fuzz_regressions.rs) replays the committed
 //! seeds and minimised crashers through exactly the same code.
 
-// A fuzz target's oracle: a failed check is the finding, so these
-// harnesses index and assert freely.
-#![allow(clippy::indexing_slicing)]
+#![allow(
+    clippy::indexing_slicing,
+    reason = "A fuzz target's oracle: a failed check is the finding, so these harnesses index and assert freely."
+)]
 #![doc(hidden)]
 
 use std::net::SocketAddr;

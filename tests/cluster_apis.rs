@@ -1,6 +1,11 @@
 //! Black-box tests of ApiVersions, Metadata and FindCoordinator over TCP.
-// Test support code: a failed unwrap, expect or index is the test's verdict.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 mod common;
 

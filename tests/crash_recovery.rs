@@ -3,8 +3,13 @@
 //! SIGKILL at random moments several times. After each restart every
 //! acknowledged commit must be fetched back with its metadata, and nothing
 //! that was never sent may appear.
-// Test support code: a failed unwrap, expect or index is the test's verdict.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 mod common;
 

@@ -1,7 +1,12 @@
 //! CreatePartitions over TCP: a topic grows in the catalog and the data
 //! plane, durably, with Kafka's (KRaft controller's) errors.
-// Test support code: a failed unwrap, expect or index is the test's verdict.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 mod common;
 #[path = "data_plane/support.rs"]

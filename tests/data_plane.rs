@@ -1,8 +1,13 @@
 //! Black-box tests of standalone mode's data plane over TCP: Produce, Fetch,
 //! ListOffsets, InitProducerId, CreateTopics and DeleteTopics at every
 //! advertised version, durability across restarts, and retention.
-// Test support code: a failed unwrap, expect or index is the test's verdict.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 mod common;
 #[path = "data_plane/support.rs"]

@@ -8,8 +8,13 @@
 //! CreateTopics and the per-request bound on Metadata auto-creation.
 //!
 //! Waits are conditions bounded by [`DEADLINE`]; nothing asserts timing.
-// Test support code: a failed unwrap, expect or index is the test's verdict.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 mod common;
 #[path = "data_plane/support.rs"]

@@ -2,8 +2,13 @@
 //! fuzz/regressions/<target>/) through the fuzz entry points, so every
 //! `cargo test` covers them. Run the fuzzers themselves with
 //! `cd fuzz && cargo fuzz run -O -s none <target>` (see docs/testing.md).
-// Test support code: a failed unwrap, expect or index is the test's verdict.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 use std::path::Path;
 

@@ -2,8 +2,13 @@
 //! JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 //! OffsetDelete, DescribeGroups, ListGroups and DeleteGroups, their field
 //! layouts and error answers, and what survives a restart.
-// Test support code: a failed unwrap, expect or index is the test's verdict.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 mod common;
 

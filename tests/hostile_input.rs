@@ -7,8 +7,13 @@
 //! kafka-protocol reserve hundreds of GB and aborts this test process. Then
 //! empty, short, oversized, negative-length and random frames. After each
 //! batch a well-formed request on a fresh connection must still be answered.
-// Test support code: a failed unwrap, expect or index is the test's verdict.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 mod common;
 

@@ -1,7 +1,12 @@
 //! The metrics and JSON HTTP endpoints against a running daemon: values move
 //! as groups rebalance and commit, and the rebalance history says why.
-// Test support code: a failed unwrap, expect or index is the test's verdict.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 mod common;
 #[path = "data_plane/support.rs"]

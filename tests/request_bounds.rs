@@ -6,8 +6,13 @@
 //! answers), what is refused (a closed connection, never a response with a
 //! length that does not fit), and that another connection is served while
 //! the large request runs. They never assert timings.
-// Test support code: a failed unwrap, expect or index is the test's verdict.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 mod common;
 

@@ -2,8 +2,13 @@
 //! cluster (a plain broker for this purpose), and sidecars in front of it
 //! serve the groups. Real clients against a multi-broker upstream are in
 //! tests/interop/test_sidecar.py.
-// Test support code: a failed unwrap, expect or index is the test's verdict.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 mod common;
 #[path = "data_plane/support.rs"]

@@ -4,8 +4,7 @@
 //! A deliberately small HTTP/1.1 server: one request per connection, only
 //! GET, bounded request head, bounded concurrent connections, a timeout on
 //! slow clients. Nothing here is on the Kafka request path.
-// Indexing here is still being moved to checked access (issue 15).
-#![allow(clippy::indexing_slicing)]
+#![allow(clippy::indexing_slicing, reason = "Indexing here is still being moved to checked access (issue 15).")]
 
 use std::sync::Arc;
 use std::time::Duration;

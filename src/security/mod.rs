@@ -19,9 +19,10 @@ pub mod tls;
 pub const ANONYMOUS: &str = "User:ANONYMOUS";
 
 /// Fills `buf` from the operating system's random source.
-// Without entropy no nonce, salt or id is safe to hand out: stopping is the
-// only correct answer, and it does not depend on any request's content.
-#[allow(clippy::panic)]
+#[allow(
+    clippy::panic,
+    reason = "Without entropy no nonce, salt or id is safe to hand out: stopping is the only correct answer, and it does not depend on any request's content."
+)]
 pub fn random_bytes(buf: &mut [u8]) {
     if let Err(e) = getrandom::getrandom(buf) {
         // No entropy source at all: nothing secure can be done.

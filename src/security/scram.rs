@@ -40,8 +40,7 @@ impl ScramMechanism {
     pub const MAX_ITERATIONS: u32 = 16384;
 
     /// HMAC of the mechanism's hash (also used by the client side).
-    // HMAC takes keys of any length, so building one cannot fail.
-    #[allow(clippy::expect_used)]
+    #[allow(clippy::expect_used, reason = "HMAC takes keys of any length, so building one cannot fail.")]
     pub(crate) fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
         match self {
             ScramMechanism::Sha256 => {

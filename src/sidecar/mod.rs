@@ -13,8 +13,7 @@
 //! - Topic knowledge (for OffsetCommit validation) is the upstream's
 //!   Metadata, refreshed periodically, on an unknown topic, and from every
 //!   Metadata response a client receives.
-// Indexing here is still being moved to checked access (issue 15).
-#![allow(clippy::indexing_slicing)]
+#![allow(clippy::indexing_slicing, reason = "Indexing here is still being moved to checked access (issue 15).")]
 
 pub mod body;
 pub mod delegate;

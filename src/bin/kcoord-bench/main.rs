@@ -3,9 +3,13 @@
 //! side), carries many simulated members per connection with pipelined
 //! requests, and is bounded in time and count. It only targets loopback
 //! addresses. See docs/benchmarks.md.
-// A load generator, not the daemon: it serves no client, and a broken
-// assumption should stop the run loudly rather than skew its numbers.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "A load generator, not the daemon: it serves no client, and a broken assumption should stop the run loudly rather than skew its numbers."
+)]
 
 mod consumer;
 mod daemon;
