@@ -43,9 +43,12 @@ pub trait SyncTarget: Send + Sync + 'static {
     fn synced(&self, result: io::Result<u64>);
 }
 
-/// Worker threads when nothing configures the pool: enough parallel fsyncs
-/// for a virtual disk to coalesce them, few enough not to crowd two cores.
-pub const DEFAULT_THREADS: usize = 4;
+/// Worker threads when nothing configures the pool. On the CI machine's
+/// virtual disk, 50 files fdatasynced from N threads (with 100-byte appends)
+/// gave 10,700 fsyncs/s at 4 threads, 19,700 at 8, 23,200 at 16 and 21,200
+/// at 50, at ~40 µs of CPU each: 16 gets the disk's parallelism without a
+/// thread per log.
+pub const DEFAULT_THREADS: usize = 16;
 
 /// At most this many pool threads.
 pub const MAX_THREADS: usize = 64;
