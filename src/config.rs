@@ -1075,6 +1075,17 @@ mod tests {
     }
 
     #[test]
+    fn fsync_threads_outside_one_to_sixty_four_are_refused() {
+        let threads = |v: &str| ConfigBuilder::new().set(&format!("storage.fsync_threads={v}")).unwrap().build();
+        assert_eq!(threads("1").unwrap().storage.fsync_threads, 1);
+        assert_eq!(threads("64").unwrap().storage.fsync_threads, 64);
+        for bad in ["0", "65"] {
+            let err = threads(bad).unwrap_err().to_string();
+            assert!(err.contains("storage.fsync_threads must be between 1 and 64"), "{err}");
+        }
+    }
+
+    #[test]
     fn migration_policy_takes_kafkas_values_case_insensitively() {
         let policy =
             |v: &str| ConfigBuilder::new().set(&format!("group.consumer.migration_policy={v}")).unwrap().build();
