@@ -182,6 +182,9 @@ pub struct StorageConfig {
     pub fsync: FsyncPolicy,
     /// Period of the background fsync when `fsync = "interval"`.
     pub fsync_interval_ms: u64,
+    /// fsyncs the node runs at once, for all its logs together (coordinator
+    /// shards and partitions): the threads of the sync scheduler.
+    pub fsync_threads: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -493,7 +496,12 @@ impl Default for ServerConfig {
 
 impl Default for StorageConfig {
     fn default() -> Self {
-        StorageConfig { data_dir: PathBuf::from("./kcoord-data"), fsync: FsyncPolicy::Always, fsync_interval_ms: 1000 }
+        StorageConfig {
+            data_dir: PathBuf::from("./kcoord-data"),
+            fsync: FsyncPolicy::Always,
+            fsync_interval_ms: 1000,
+            fsync_threads: crate::storage::sync_scheduler::DEFAULT_THREADS,
+        }
     }
 }
 
@@ -851,6 +859,12 @@ impl Config {
         if o.shard_mailbox == 0 {
             return bad("offsets.shard_mailbox must be >= 1".into());
         }
+        if !(1..=crate::storage::sync_scheduler::MAX_THREADS).contains(&self.storage.fsync_threads) {
+            return bad(format!(
+                "storage.fsync_threads must be between 1 and {}",
+                crate::storage::sync_scheduler::MAX_THREADS
+            ));
+        }
         if self.storage.fsync_interval_ms == 0 {
             return bad("storage.fsync_interval_ms must be >= 1".into());
         }
@@ -1061,6 +1075,17 @@ mod tests {
         assert!(TopicSpec::parse("t:0").is_err());
         let c = ConfigBuilder::new().push("topics.define", toml::Value::String("a:2".into())).unwrap();
         assert_eq!(c.build().unwrap().defined_topics().len(), 1);
+    }
+
+    #[test]
+    fn fsync_threads_outside_one_to_sixty_four_are_refused() {
+        let threads = |v: &str| ConfigBuilder::new().set(&format!("storage.fsync_threads={v}")).unwrap().build();
+        assert_eq!(threads("1").unwrap().storage.fsync_threads, 1);
+        assert_eq!(threads("64").unwrap().storage.fsync_threads, 64);
+        for bad in ["0", "65"] {
+            let err = threads(bad).unwrap_err().to_string();
+            assert!(err.contains("storage.fsync_threads must be between 1 and 64"), "{err}");
+        }
     }
 
     #[test]

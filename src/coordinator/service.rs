@@ -96,6 +96,9 @@ impl Coordinator {
         owns: &dyn Fn(u32) -> bool,
         hooks: Option<Arc<dyn GroupHooks>>,
     ) -> Coordinator {
+        // The node's fsync pool, shared with the data plane's partitions
+        // (which ask it for fsyncs only once serving, after this).
+        crate::storage::SyncScheduler::global().set_threads(config.storage.fsync_threads);
         let root = config.storage.data_dir.join("coordinator");
         let core = CoreConfig::from_config(config);
         let permits = Arc::new(Semaphore::new(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)));

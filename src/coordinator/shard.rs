@@ -7,8 +7,9 @@
 //! - runs the core for each request and for due timers;
 //! - writes records as the core produces them, and holds back every answer
 //!   that depends on a write until the write is durable (`storage.fsync =
-//!   always`): one background fsync covers everything appended since the
-//!   last one, so throughput grows with concurrency (group commit);
+//!   always`): the shard asks the node's [`SyncScheduler`] for an fsync, and
+//!   one fsync covers everything appended until the scheduler takes it up,
+//!   so throughput grows with concurrency (group commit);
 //! - compacts the log by snapshot when history outgrows live state.
 
 use std::collections::{HashMap, VecDeque};
@@ -18,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::core::{CoreConfig, RandomIds, Reply, ReplyToken, Request, Response, ShardCore};
@@ -27,7 +28,7 @@ use super::records::RecordError;
 use super::store::RecordSink;
 use crate::config::FsyncPolicy;
 use crate::error_code::ErrorCode;
-use crate::storage::{Log, LogOptions, SnapshotDone};
+use crate::storage::{Log, LogOptions, Registration, SnapshotDone, SyncJob, SyncScheduler, SyncTarget, SyncWork};
 
 /// The core's notion of time, in milliseconds since the epoch: the wall
 /// clock read once, advanced by the monotonic clock. Deadlines (sessions,
@@ -251,6 +252,51 @@ async fn run(
     shard.serve(rx).await;
 }
 
+/// What the shard's fsyncs made durable: the log's synced end, or the error
+/// of the fsync that failed (after which nothing more counts as durable).
+type Durable = Result<u64, String>;
+
+/// The shard's log as the sync scheduler sees it: the newest fsync the shard
+/// offered (the log itself stays with the shard's task), and where the
+/// outcome goes.
+struct ShardSync {
+    offered: std::sync::Mutex<Option<SyncJob>>,
+    durable: watch::Sender<Durable>,
+}
+
+impl ShardSync {
+    /// Replaces the fsync on offer by `job`, which covers more.
+    fn offer(&self, job: SyncJob) {
+        *self.offered.lock().unwrap_or_else(|p| p.into_inner()) = Some(job);
+    }
+}
+
+impl SyncTarget for ShardSync {
+    fn job(&self) -> Option<SyncWork> {
+        let job = self.offered.lock().unwrap_or_else(|p| p.into_inner()).take()?;
+        let durable = match &*self.durable.borrow() {
+            Ok(end) => *end,
+            Err(_) => return None,
+        };
+        if job.end() <= durable {
+            return None;
+        }
+        let batch = job.end() - durable;
+        Some(Box::new(move || {
+            metrics::histogram!("kcoord_fsync_batch_records").record(batch as f64);
+            job.run()
+        }))
+    }
+
+    fn synced(&self, result: std::io::Result<u64>) {
+        self.durable.send_modify(|durable| match (&*durable, result) {
+            (Err(_), _) => {}
+            (Ok(before), Ok(end)) => *durable = Ok((*before).max(end)),
+            (Ok(_), Err(e)) => *durable = Err(e.to_string()),
+        });
+    }
+}
+
 /// The state of a loaded shard.
 struct Shard {
     settings: ShardSettings,
@@ -261,7 +307,11 @@ struct Shard {
     next_token: ReplyToken,
     /// Answers held until the log is durable up to the given end.
     waiting: VecDeque<(u64, Reply)>,
-    sync: Option<JoinHandle<std::io::Result<u64>>>,
+    /// The shard's log in the node's sync scheduler.
+    sync: Arc<ShardSync>,
+    registration: Arc<Registration>,
+    /// Changes when an fsync of the log returns.
+    durable: watch::Receiver<Durable>,
     compaction: Option<JoinHandle<std::io::Result<SnapshotDone>>>,
     /// After a failed compaction, when to try again and how long the next
     /// pause is: a disk that is full or failing is not hammered with
@@ -275,7 +325,7 @@ const COMPACTION_RETRY_MIN: Duration = Duration::from_secs(1);
 const COMPACTION_RETRY_MAX: Duration = Duration::from_secs(300);
 
 enum Event {
-    Synced(Result<std::io::Result<u64>, tokio::task::JoinError>),
+    Synced,
     Compacted(Result<std::io::Result<SnapshotDone>, tokio::task::JoinError>),
     Msg(Option<ShardMsg>),
     Timer,
@@ -287,6 +337,9 @@ const MAX_BATCH: usize = 512;
 
 impl Shard {
     fn new(settings: ShardSettings, core: ShardCore, log: Log, fatal: FatalSender) -> Self {
+        let (durable_tx, durable) = watch::channel(Ok(log.synced()));
+        let sync = Arc::new(ShardSync { offered: std::sync::Mutex::new(None), durable: durable_tx });
+        let registration = Registration::new(sync.clone());
         let mut shard = Shard {
             settings,
             core,
@@ -295,7 +348,9 @@ impl Shard {
             pending: HashMap::new(),
             next_token: 0,
             waiting: VecDeque::new(),
-            sync: None,
+            sync,
+            registration,
+            durable,
             compaction: None,
             compaction_retry: None,
             failed: false,
@@ -321,16 +376,20 @@ impl Shard {
             timer.as_mut().reset(tokio::time::Instant::now() + sleep_for);
             let event = tokio::select! {
                 biased;
-                r = maybe(self.sync.as_mut()) => Event::Synced(r),
+                r = self.durable.changed() => match r {
+                    Ok(()) => Event::Synced,
+                    // The sender lives in `self.sync`: never.
+                    Err(_) => continue,
+                },
                 r = maybe(self.compaction.as_mut()) => Event::Compacted(r),
                 m = rx.recv() => Event::Msg(m),
                 _ = &mut timer => Event::Timer,
                 _ = ticker.tick(), if interval_sync => Event::Tick,
             };
             match event {
-                Event::Synced(r) => {
-                    self.sync = None;
-                    self.on_synced(r);
+                Event::Synced => {
+                    let durable = self.durable.borrow_and_update().clone();
+                    self.on_synced(durable);
                 }
                 Event::Compacted(r) => {
                     self.compaction = None;
@@ -419,25 +478,21 @@ impl Shard {
         }
     }
 
+    /// Offers an fsync of everything appended so far to the node's sync
+    /// scheduler (it replaces an offer not yet taken up, which it covers).
     fn start_sync(&mut self) {
-        if self.sync.is_some() || self.failed {
+        if self.failed {
             return;
         }
         if let Some(job) = self.log.sync_job() {
-            let batch = job.end().saturating_sub(self.log.synced());
-            self.sync = Some(tokio::task::spawn_blocking(move || {
-                let started = std::time::Instant::now();
-                let r = job.run();
-                metrics::histogram!("kcoord_fsync_duration_seconds").record(started.elapsed().as_secs_f64());
-                metrics::histogram!("kcoord_fsync_batch_records").record(batch as f64);
-                r
-            }));
+            self.sync.offer(job);
+            SyncScheduler::global().request(&self.registration);
         }
     }
 
-    fn on_synced(&mut self, r: Result<std::io::Result<u64>, tokio::task::JoinError>) {
-        match r {
-            Ok(Ok(end)) => {
+    fn on_synced(&mut self, durable: Durable) {
+        match durable {
+            Ok(end) => {
                 self.log.mark_synced(end);
                 let synced = self.log.synced();
                 while self.waiting.front().is_some_and(|(e, _)| *e <= synced) {
@@ -446,8 +501,11 @@ impl Shard {
                     }
                 }
             }
-            Ok(Err(e)) => self.fail(format!("fsync of coordinator shard {} failed: {e}", self.settings.id)),
-            Err(e) => self.fail(format!("fsync task of coordinator shard {} failed: {e}", self.settings.id)),
+            Err(e) => {
+                if !self.failed {
+                    self.fail(format!("fsync of coordinator shard {} failed: {e}", self.settings.id))
+                }
+            }
         }
     }
 
@@ -534,9 +592,9 @@ impl Shard {
         for r in out {
             self.deliver(r);
         }
-        if let Some(sync) = self.sync.take() {
-            let _ = sync.await;
-        }
+        // An fsync the scheduler may still run for this log is harmless:
+        // the final one below covers everything.
+        self.sync.offered.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(c) = self.compaction.take() {
             if let Ok(Ok(done)) = c.await {
                 let _ = self.log.finish_snapshot(done);

@@ -9,6 +9,8 @@
 //! - `recovery`: what `Log::open` repairs, and what it refuses to guess about.
 //! - `manifest`: the files and end index a log directory must have.
 //! - `handles`: the bounded cache of open segment files partition logs share.
+//! - `sync_scheduler`: the node-wide pool that runs every log's group-commit
+//!   fsyncs.
 
 pub mod error;
 pub mod frame;
@@ -19,11 +21,13 @@ mod manifest;
 mod recovery;
 mod segment;
 pub mod snapshot;
+pub mod sync_scheduler;
 
 pub use error::LogError;
 pub use handles::FileCache;
 pub use log::{Location, Log, LogOptions, Replay, SegmentInfo, SegmentReader, SyncJob, Visitor};
 pub use snapshot::{SnapshotDone, SnapshotPlan};
+pub use sync_scheduler::{Registration, SyncScheduler, SyncTarget, SyncWork};
 
 #[cfg(test)]
 mod log_proptest;

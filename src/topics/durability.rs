@@ -1,16 +1,17 @@
 //! Making partition appends durable: group commit per partition log.
 //!
 //! With `storage.fsync = always` a Produce answer (acks = 1 or -1) waits
-//! until its batch is fdatasynced. At most one sync task runs per partition:
-//! it takes a [`SyncJob`](crate::storage::SyncJob) covering everything
-//! appended so far, runs it on a blocking thread while appends continue, then
-//! marks the log synced and starts another round if more was appended
-//! meanwhile. Waiters never run syncs themselves (a dropped request must not
-//! strand the partition with a sync half done); they only start the task if
-//! none is running and wait for it to pass their batch. So one fsync covers
-//! every batch appended while the previous one ran.
+//! until its batch is fdatasynced. The fsyncs run on the node's
+//! [`SyncScheduler`], shared with the coordinator's shards: a waiter asks it
+//! for an fsync of the partition and waits for the partition's synced end to
+//! pass its batch. The scheduler runs at most one fsync per partition at a
+//! time, taking a [`SyncJob`](crate::storage::SyncJob) covering everything
+//! appended up to the moment it starts, so one fsync covers every batch
+//! appended while the partition waited for its turn. Waiters never run
+//! syncs themselves (a dropped request must not strand the partition with a
+//! sync half done).
 //!
-//! With `interval` a background loop starts the same task on every partition
+//! With `interval` a background loop asks the scheduler for every partition
 //! every `storage.fsync_interval_ms`; with `never` nothing is synced until
 //! shutdown.
 //!
@@ -18,66 +19,65 @@
 //! the partition stops acknowledging (KAFKA_STORAGE_ERROR) and the daemon is
 //! told to stop, as the coordinator does.
 
-use std::sync::Arc;
+use std::io;
+use std::sync::{Arc, Weak};
 
 use tokio::sync::mpsc;
 
 use super::partition::Partition;
 use crate::config::FsyncPolicy;
 use crate::error_code::ErrorCode;
+use crate::storage::{Registration, SyncScheduler, SyncTarget, SyncWork};
 
 /// Where unrecoverable failures are reported (the daemon stops).
 pub type FatalSender = mpsc::UnboundedSender<String>;
 
+/// A partition as the sync scheduler sees it. It holds the partition
+/// weakly: an fsync still queued for a deleted partition finds nothing to do.
+struct PartitionSync {
+    partition: Weak<Partition>,
+    fatal: FatalSender,
+}
+
+impl SyncTarget for PartitionSync {
+    fn job(&self) -> Option<SyncWork> {
+        let partition = self.partition.upgrade()?;
+        let s = partition.lock();
+        if s.failed.is_some() {
+            return None;
+        }
+        let job = s.log.sync_job()?;
+        Some(Box::new(move || job.run()))
+    }
+
+    fn synced(&self, result: io::Result<u64>) {
+        let Some(partition) = self.partition.upgrade() else { return };
+        {
+            let mut s = partition.lock();
+            match result {
+                Ok(end) => {
+                    s.log.mark_synced(end);
+                    let synced = s.log.synced();
+                    s.durable_offset = s.offset_of_index(synced);
+                }
+                Err(e) => partition.fail(&mut s, format!("fsync failed: {e}"), &self.fatal),
+            }
+        }
+        partition.synced.notify_waiters();
+        if partition.fsync == FsyncPolicy::Always {
+            partition.data.notify_waiters();
+        }
+    }
+}
+
 impl Partition {
-    /// Starts a sync task unless one is running or nothing is unsynced.
+    /// Asks the node's sync scheduler for an fsync covering everything
+    /// appended so far (a no-op if one is already queued: it will cover it).
     pub(super) fn start_sync(self: &Arc<Self>, fatal: &FatalSender) {
-        let job = {
-            let mut s = self.lock();
-            if s.syncing || s.failed.is_some() {
-                return;
-            }
-            match s.log.sync_job() {
-                Some(job) => {
-                    s.syncing = true;
-                    job
-                }
-                None => return,
-            }
-        };
-        let partition = Arc::clone(self);
-        let fatal = fatal.clone();
-        tokio::spawn(async move {
-            let mut job = job;
-            loop {
-                let result = tokio::task::spawn_blocking(move || job.run()).await;
-                let next = {
-                    let mut s = partition.lock();
-                    match result {
-                        Ok(Ok(end)) => {
-                            s.log.mark_synced(end);
-                            let synced = s.log.synced();
-                            s.durable_offset = s.offset_of_index(synced);
-                        }
-                        Ok(Err(e)) => partition.fail(&mut s, format!("fsync failed: {e}"), &fatal),
-                        Err(e) => partition.fail(&mut s, format!("fsync task failed: {e}"), &fatal),
-                    }
-                    let next = if s.failed.is_none() { s.log.sync_job() } else { None };
-                    if next.is_none() {
-                        s.syncing = false;
-                    }
-                    next
-                };
-                partition.synced.notify_waiters();
-                if partition.fsync == FsyncPolicy::Always {
-                    partition.data.notify_waiters();
-                }
-                match next {
-                    Some(j) => job = j,
-                    None => break,
-                }
-            }
+        let registration = self.sync_registration.get_or_init(|| {
+            Registration::new(Arc::new(PartitionSync { partition: Arc::downgrade(self), fatal: fatal.clone() }))
         });
+        SyncScheduler::global().request(registration);
     }
 
     fn fail(&self, s: &mut super::partition::State, message: String, fatal: &FatalSender) {
@@ -149,6 +149,5 @@ mod tests {
         let (ra, rb) = tokio::join!(p.wait_durable(a.durable_at, &fatal), p.wait_durable(b.durable_at, &fatal));
         assert_eq!((ra, rb), (Ok(()), Ok(())));
         assert_eq!(p.offsets().high_watermark, 2);
-        assert!(!p.lock().syncing, "the sync task stops when everything is synced");
     }
 }

@@ -17,7 +17,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
@@ -134,8 +134,6 @@ pub(super) struct State {
     pub durable_offset: i64,
     pub producers: ProducerStates,
     pub active: ActiveSegment,
-    /// A sync task is running (`durability.rs`).
-    pub syncing: bool,
     /// An fsync failed: nothing more is acknowledged.
     pub failed: Option<String>,
     /// The topic was deleted: every operation answers UNKNOWN_TOPIC_OR_PARTITION.
@@ -229,8 +227,11 @@ pub struct Partition {
     /// Woken when more data becomes visible to fetchers, or the partition
     /// goes away.
     pub(super) data: Notify,
-    /// Woken when a sync task finishes a round.
+    /// Woken when an fsync of the partition returns.
     pub(super) synced: Notify,
+    /// The partition's place in the node's sync scheduler (`durability.rs`),
+    /// made on the first fsync.
+    pub(super) sync_registration: std::sync::OnceLock<Arc<crate::storage::Registration>>,
 }
 
 /// Offsets a client sees for a partition.
@@ -362,7 +363,6 @@ impl Partition {
             durable_offset: next_offset,
             producers,
             active,
-            syncing: false,
             failed: None,
             deleted: false,
         };
@@ -376,6 +376,7 @@ impl Partition {
             state: Mutex::new(state),
             data: Notify::new(),
             synced: Notify::new(),
+            sync_registration: std::sync::OnceLock::new(),
         })
     }
 
