@@ -368,10 +368,18 @@ pub struct LogConfig {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-#[derive(Default)]
 pub struct MetricsConfig {
     /// host:port of the Prometheus and JSON HTTP listener; empty disables it.
     pub listen: String,
+    /// How often the consumer lag of every group is sampled for the
+    /// console's sparklines and total lag (with the listener only).
+    pub lag_sample_interval_ms: u64,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { listen: String::new(), lag_sample_interval_ms: 10_000 }
+    }
 }
 
 /// Sidecar mode (`kcoord sidecar`): kcoord next to the brokers of an
@@ -825,6 +833,9 @@ impl Config {
             if v == 0 || v < -1 {
                 return bad(format!("{key} must be >= 1, or -1 for no limit"));
             }
+        }
+        if self.metrics.lag_sample_interval_ms < 100 {
+            return bad("metrics.lag_sample_interval_ms must be at least 100".into());
         }
         let g = &self.group;
         if g.min_session_timeout_ms < 0 || g.max_session_timeout_ms < g.min_session_timeout_ms {

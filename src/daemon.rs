@@ -13,6 +13,7 @@ use crate::cluster::{self, BrokerMetadata, Cluster, GroupOwners, NoTopicCreation
 use crate::config::{Config, Endpoint, SidecarConfig};
 use crate::coordinator::service::GroupHooks;
 use crate::coordinator::Coordinator;
+use crate::observability::lag_history::{self, LagHistory};
 use crate::observability::{self, http::HttpState, LogEndOffsets, NoLogEnds};
 use crate::security::client::ClientSecurity;
 use crate::security::{ListenerSecurity, SecurityRuntime};
@@ -220,8 +221,16 @@ async fn launch(
             (None, Some(s)) => s.log_ends.clone(),
             (None, None) => Arc::new(NoLogEnds),
         };
-        let state =
-            Arc::new(HttpState { services: services.clone(), metrics: observability::metrics::install(), log_ends });
+        let lag_history = Arc::new(LagHistory::new(lag_history::Limits::default()));
+        tokio::spawn(lag_history::run_sampler(
+            lag_history.clone(),
+            services.clone(),
+            log_ends.clone(),
+            Duration::from_millis(config.metrics.lag_sample_interval_ms),
+            rx.clone(),
+        ));
+        let metrics = observability::metrics::install();
+        let state = Arc::new(HttpState { services: services.clone(), metrics, log_ends, lag_history });
         tokio::spawn(observability::http::serve(http, state, rx.clone()));
         tracing::info!(addr = %bound, "serving metrics and the group API over HTTP");
         Some(bound)

@@ -445,7 +445,12 @@ async fn the_group_view_shows_lag_against_the_upstreams_log_end_offsets() {
     let up = upstream().await;
     let sc = sidecar(
         &up,
-        &["sidecar.write_through=false", "sidecar.log_end_refresh_ms=50", "metrics.listen=\"127.0.0.1:0\""],
+        &[
+            "sidecar.write_through=false",
+            "sidecar.log_end_refresh_ms=50",
+            "metrics.listen=\"127.0.0.1:0\"",
+            "metrics.lag_sample_interval_ms=100",
+        ],
     )
     .await;
     let http = sc.daemon.as_ref().unwrap().metrics_addr().expect("metrics listener");
@@ -471,4 +476,19 @@ async fn the_group_view_shows_lag_against_the_upstreams_log_end_offsets() {
     // And the lag gauge agrees.
     let (_, metrics) = http_get(http, "/metrics").await;
     assert!(metrics.contains("kcoord_consumer_lag{group=\"lagging\",topic=\"t\",partition=\"1\"} 3"), "{metrics}");
+    // The console's data: the sampled total lag in the list, the samples in the view.
+    eventually("the groups list to show the sampled total lag", || async move {
+        let (_, body) = http_get(http, "/v1/groups").await;
+        let list: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        let g = list["groups"].as_array()?.iter().find(|g| g["group_id"] == "lagging")?.clone();
+        (g["total_lag"] == 3).then_some(())
+    })
+    .await;
+    let (_, body) = http_get(http, "/v1/groups/lagging").await;
+    let view: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let o = view["offsets"].as_array().and_then(|os| os.iter().find(|o| o["partition"] == 1)).expect("offset");
+    assert!(o["lag_samples"].as_array().is_some_and(|s| s.last().is_some_and(|s| s[1] == 3)), "{view:#}");
+    let (status, page) = http_get(http, "/").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("<title>kcoord console</title>"), "the console is served in sidecar mode too");
 }

@@ -742,6 +742,7 @@ impl ShardCore {
                 let history = &self.consumer_history;
                 s.extend(super::consumer::describe::summaries(&self.store, &consumer.assigners).map(|mut g| {
                     g.last_rebalance_cause = history.last_cause(&g.group_id).map(str::to_string);
+                    g.rebalance_starts_ms = history.starts(&g.group_id);
                     g
                 }));
                 Response::Summaries(s)

@@ -388,6 +388,10 @@ pub struct GroupSummary {
     pub protocol: String,
     pub members: usize,
     pub last_rebalance_cause: Option<String>,
+    /// When each rebalance (classic) or epoch bump (consumer) in the
+    /// group's history started, oldest first (at most
+    /// `group.rebalance_history`): the console counts the recent ones.
+    pub rebalance_starts_ms: Vec<i64>,
 }
 
 /// Counts for metrics, per shard.

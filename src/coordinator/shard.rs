@@ -219,6 +219,7 @@ async fn run(
             loaded = &mut loading => match loaded {
                 Ok(v) => break v,
                 Err(e) => {
+                    metrics::counter!("kcoord_shard_failures_total", "stage" => "load").increment(1);
                     let _ = fatal.send(e);
                     // Keep answering until the daemon stops.
                     while let Some(msg) = rx.recv().await {
@@ -513,6 +514,7 @@ impl Shard {
     /// trusted to be on disk; stop acknowledging and stop the daemon.
     fn fail(&mut self, message: String) {
         tracing::error!("{message}");
+        metrics::counter!("kcoord_shard_failures_total", "stage" => "fsync").increment(1);
         self.failed = true;
         let _ = self.fatal.send(message);
     }

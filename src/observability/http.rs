@@ -1,5 +1,6 @@
-//! The operator HTTP listener: `GET /metrics` (Prometheus text format),
-//! `GET /v1/groups` and `GET /v1/groups/{id}` (JSON).
+//! The operator HTTP listener: the console (`GET /`, see [`console`]),
+//! `GET /metrics` (Prometheus text format), `GET /v1/groups` and
+//! `GET /v1/groups/{id}` (JSON).
 //!
 //! A deliberately small HTTP/1.1 server: one request per connection, only
 //! GET, bounded request head, bounded concurrent connections, a timeout on
@@ -14,8 +15,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
-use super::state_gauges::{self, Lag, LagSeries};
-use super::LogEndOffsets;
+use super::lag_history::{self, LagHistory};
+use super::state_gauges::{self, LagSeries};
+use super::{console, LogEndOffsets};
 use crate::coordinator::Coordinator;
 use crate::protocol::consumer_protocol::parse_assignment;
 use crate::server::Services;
@@ -29,6 +31,8 @@ pub struct HttpState {
     pub services: Arc<Services>,
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     pub log_ends: Arc<dyn LogEndOffsets>,
+    /// Recent lag samples (kept by [`lag_history::run_sampler`]).
+    pub lag_history: Arc<LagHistory>,
 }
 
 impl HttpState {
@@ -109,6 +113,9 @@ async fn handle(mut stream: TcpStream, state: &HttpState) {
 
 async fn route(path: &str, state: &HttpState) -> (u16, &'static str, String) {
     let json_ok = |v: Value| (200, "application/json", format!("{v:#}\n"));
+    if let Some(asset) = console::asset(path) {
+        return (200, asset.content_type, asset.body.to_string());
+    }
     match path {
         "/metrics" => match &state.metrics {
             Some(h) => {
@@ -119,23 +126,24 @@ async fn route(path: &str, state: &HttpState) -> (u16, &'static str, String) {
             None => (503, "text/plain", "metrics are not available\n".into()),
         },
         "/v1/groups" | "/v1/groups/" => match state.coordinator().group_summaries().await {
-            Ok(groups) => json_ok(json!({
-                "groups": groups.iter().map(|g| json!({
-                    "group_id": g.group_id,
-                    "state": g.state,
-                    "generation": g.generation,
-                    "protocol_type": g.protocol_type,
-                    "protocol": g.protocol,
-                    "members": g.members,
-                    "last_rebalance_cause": g.last_rebalance_cause,
-                })).collect::<Vec<_>>()
-            })),
+            Ok(groups) => {
+                let now = lag_history::now_ms();
+                json_ok(json!({
+                    "now_ms": now,
+                    "groups": groups.iter().map(|g| summary_json(g, state.lag_history.as_ref(), now)).collect::<Vec<_>>()
+                }))
+            }
             Err(e) => (503, "text/plain", format!("{e}\n")),
         },
         p if p.starts_with("/v1/groups/") => {
             let id = percent_decode(&p["/v1/groups/".len()..]);
             match state.coordinator().group_details(&id).await {
-                Ok(Some(d)) => json_ok(group_json(&d, state.log_ends.as_ref())),
+                Ok(Some(d)) => {
+                    let mut v = group_json(&d, state.log_ends.as_ref());
+                    add_lag_samples(&mut v, &id, &state.lag_history);
+                    v["now_ms"] = json!(lag_history::now_ms());
+                    json_ok(v)
+                }
                 Ok(None) => {
                     (404, "application/json", format!("{}\n", json!({"error": format!("group {id} not found")})))
                 }
@@ -143,6 +151,38 @@ async fn route(path: &str, state: &HttpState) -> (u16, &'static str, String) {
             }
         }
         _ => (404, "text/plain", "not found\n".into()),
+    }
+}
+
+/// One line of `/v1/groups`: what the coordinator's summary says, with the
+/// total lag of the last sampling round and the rebalances that started in
+/// the last hour (counted in the group's bounded history), so the listing
+/// stays one pass over the groups.
+fn summary_json(g: &crate::coordinator::messages::GroupSummary, lags: &LagHistory, now_ms: i64) -> Value {
+    let lag = lags.group(&g.group_id);
+    let hour_ago = now_ms - 3_600_000;
+    json!({
+        "group_id": g.group_id,
+        "state": g.state,
+        "generation": g.generation,
+        "protocol_type": g.protocol_type,
+        "protocol": g.protocol,
+        "members": g.members,
+        "last_rebalance_cause": g.last_rebalance_cause,
+        "last_rebalance_ms": g.rebalance_starts_ms.last(),
+        "rebalances_last_hour": g.rebalance_starts_ms.iter().filter(|t| **t >= hour_ago).count(),
+        "total_lag": lag.as_ref().and_then(|l| l.total),
+        "lag_sampled_ms": lag.map(|l| l.sampled_ms),
+    })
+}
+
+/// Adds each offset's recent lag samples (`[[ms, lag], ...]`, oldest first).
+fn add_lag_samples(v: &mut Value, group: &str, lags: &LagHistory) {
+    let Some(offsets) = v.get_mut("offsets").and_then(Value::as_array_mut) else { return };
+    for o in offsets {
+        let topic = o["topic"].as_str().unwrap_or_default().to_string();
+        let partition = o["partition"].as_i64().and_then(|p| i32::try_from(p).ok()).unwrap_or(-1);
+        o["lag_samples"] = json!(lags.samples(group, &topic, partition));
     }
 }
 
@@ -226,20 +266,17 @@ fn classic_group_json(d: &crate::coordinator::messages::GroupDetails, ends: &dyn
 async fn state_gauges(state: &HttpState) -> String {
     let shards = state.coordinator().shard_stats().await.ok();
     let mut lag = LagSeries::default();
-    if let Ok(groups) = state.coordinator().group_summaries().await {
-        'groups: for g in groups {
-            let Ok(Some(d)) = state.coordinator().group_details(&g.group_id).await else { continue };
-            for o in &d.offsets {
-                let Some(end) = state.log_ends.log_end_offset(&o.topic, o.partition) else { continue };
-                let sample = Lag {
-                    group: d.group_id.clone(),
-                    topic: o.topic.clone(),
-                    partition: o.partition,
-                    lag: (end - o.offset).max(0),
-                };
-                if !lag.push(sample) {
-                    break 'groups;
-                }
+    let groups = lag_history::current_lags(
+        state.coordinator(),
+        state.log_ends.as_ref(),
+        usize::MAX,
+        state_gauges::MAX_LAG_SERIES,
+    )
+    .await;
+    'groups: for (_, partitions) in groups {
+        for sample in partitions {
+            if !lag.push(sample) {
+                break 'groups;
             }
         }
     }

@@ -10,6 +10,69 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+/// Every metric name kcoord exports (on `/metrics` once recorded or, for
+/// the state gauges, at every scrape). The Grafana dashboard and the alert
+/// rules under `deploy/` may only use these (tests/deploy_assets.rs), and a
+/// test checks this list against the names used in the source.
+pub const NAMES: &[&str] = &[
+    "kcoord_accept_errors_total",
+    "kcoord_authentications_total",
+    "kcoord_authorization_denials_total",
+    "kcoord_committed_offsets",
+    "kcoord_committed_partitions_total",
+    "kcoord_connections",
+    "kcoord_connections_closed_total",
+    "kcoord_connections_refused_total",
+    "kcoord_connections_total",
+    "kcoord_consumer_group_convergence_seconds",
+    "kcoord_consumer_group_epochs_total",
+    "kcoord_consumer_lag",
+    "kcoord_descriptor_errors_total",
+    "kcoord_fsync_batch_records",
+    "kcoord_fsync_duration_seconds",
+    "kcoord_group_members",
+    "kcoord_groups",
+    "kcoord_log_appended_records_total",
+    "kcoord_log_appends_total",
+    "kcoord_rebalance_duration_seconds",
+    "kcoord_rebalances_total",
+    "kcoord_request_duration_seconds",
+    "kcoord_request_errors_total",
+    "kcoord_requests_total",
+    "kcoord_segment_file_opens_total",
+    "kcoord_session_expirations_total",
+    "kcoord_shard_failures_total",
+    "kcoord_shard_mailbox_depth",
+    "kcoord_sidecar_delegated_handovers_total",
+    "kcoord_sidecar_delegated_requests_total",
+    "kcoord_sidecar_deleted_topics_total",
+    "kcoord_sidecar_forwarded_bytes_total",
+    "kcoord_sidecar_forwarded_requests_total",
+    "kcoord_sidecar_imported_offsets_total",
+    "kcoord_sidecar_imports_total",
+    "kcoord_sidecar_metadata_refreshes_total",
+    "kcoord_sidecar_rewrites_total",
+    "kcoord_sidecar_upstream_authentication_failures_total",
+    "kcoord_sidecar_upstream_connections",
+    "kcoord_sidecar_upstream_connects_total",
+    "kcoord_sidecar_write_through_deletions_total",
+    "kcoord_sidecar_write_through_lag_seconds",
+    "kcoord_sidecar_write_through_partitions_total",
+    "kcoord_sidecar_write_through_pending",
+    "kcoord_tls_handshake_failures_total",
+    "kcoord_topic_creations_deferred_total",
+    "kcoord_topic_creations_refused_total",
+];
+
+/// Histograms: exported as `NAME_bucket`, `NAME_sum` and `NAME_count`.
+pub const HISTOGRAMS: &[&str] = &[
+    "kcoord_consumer_group_convergence_seconds",
+    "kcoord_fsync_batch_records",
+    "kcoord_fsync_duration_seconds",
+    "kcoord_rebalance_duration_seconds",
+    "kcoord_request_duration_seconds",
+];
+
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Latency buckets in seconds (100 µs .. 30 s).
@@ -66,6 +129,10 @@ fn describe() {
     describe_counter!("kcoord_log_appended_records_total", "Records written to the coordinator logs");
     describe_histogram!("kcoord_fsync_duration_seconds", Unit::Seconds, "fdatasync latency of the coordinator logs");
     describe_histogram!("kcoord_fsync_batch_records", "Records made durable by one fsync (group commit)");
+    describe_counter!(
+        "kcoord_shard_failures_total",
+        "Coordinator shards that failed beyond repair (load: a corrupt log; fsync: a failed fsync); the daemon stops"
+    );
     describe_gauge!("kcoord_connections", "Open client connections");
     describe_counter!("kcoord_connections_total", "Client connections accepted");
 }

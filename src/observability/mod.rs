@@ -1,7 +1,9 @@
 //! What operators see: Prometheus metrics and the JSON view of groups, served
 //! on the optional HTTP listener (`metrics.listen`).
 
+pub mod console;
 pub mod http;
+pub mod lag_history;
 pub mod metrics;
 pub mod rate_log;
 pub mod state_gauges;

@@ -138,6 +138,7 @@ pub fn summaries(groups: &Groups) -> Vec<GroupSummary> {
             protocol: g.protocol_name.clone().unwrap_or_default(),
             members: g.members.len(),
             last_rebalance_cause: g.history.last().map(|r| r.cause.kind().to_string()),
+            rebalance_starts_ms: g.history.entries().map(|r| r.started_ms).collect(),
         })
         .collect()
 }

@@ -155,5 +155,6 @@ pub fn summaries<'a>(store: &'a Store, assigners: &'a Assigners) -> impl Iterato
         protocol: assigners.preferred(g.members.values()).map(|a| a.name().to_string()).unwrap_or_default(),
         members: g.members.len(),
         last_rebalance_cause: None,
+        rebalance_starts_ms: Vec::new(),
     })
 }

@@ -362,6 +362,11 @@ impl ConsumerHistories {
         self.groups.get(group_id).map(|t| t.entries.iter().cloned().collect()).unwrap_or_default()
     }
 
+    /// When each remembered epoch bump started, oldest first.
+    pub fn starts(&self, group_id: &str) -> Vec<i64> {
+        self.groups.get(group_id).map(|t| t.entries.iter().map(|e| e.started_ms).collect()).unwrap_or_default()
+    }
+
     pub fn last_cause(&self, group_id: &str) -> Option<&'static str> {
         self.groups.get(group_id)?.entries.last().map(|e| e.cause.kind())
     }
