@@ -423,6 +423,9 @@ pub struct SidecarConfig {
     /// Upstream responses one client connection may have read but not yet
     /// written to the client; past it kcoord stops reading from the broker.
     pub max_buffered_response_bytes: u32,
+    /// One process fronting the whole cluster: upstream brokers given a
+    /// listener at most (the others are left out of Metadata).
+    pub max_fronted_brokers: u32,
     /// How the sidecar connects to the upstream (TLS, SASL): Kafka's client
     /// settings, `.` written `_` (`security_protocol = "SASL_SSL"`).
     pub upstream_security: crate::security::client::ClientSecurityConfig,
@@ -445,6 +448,7 @@ impl Default for SidecarConfig {
             startup_timeout_ms: 60_000,
             max_response_bytes: 268_435_456,
             max_buffered_response_bytes: 104_857_600,
+            max_fronted_brokers: 64,
             upstream_security: Default::default(),
         }
     }
@@ -928,9 +932,10 @@ impl Config {
             || sc.request_timeout_ms == 0
             || sc.retry_backoff_ms == 0
             || sc.retry_backoff_max_ms < sc.retry_backoff_ms
+            || sc.max_fronted_brokers == 0
         {
             return bad(
-                "sidecar intervals, timeouts and back-offs must be >= 1 (and retry_backoff_max_ms >= retry_backoff_ms)"
+                "sidecar intervals, timeouts, back-offs and max_fronted_brokers must be >= 1 (and retry_backoff_max_ms >= retry_backoff_ms)"
                     .into(),
             );
         }

@@ -19,6 +19,7 @@ use crate::security::client::ClientSecurity;
 use crate::security::{ListenerSecurity, SecurityRuntime};
 use crate::server::limits::{self, ConnectionLimits};
 use crate::server::{listener, ListenerInfo, Services};
+use crate::sidecar::fronting::{Bound, Fronting, ListenerPlan};
 use crate::sidecar::mirror::{AsCoordinator, Mirror, MirrorSettings};
 use crate::sidecar::rewrite::NodeEndpoints;
 use crate::sidecar::upstream::{format_addr, ClusterView, Upstream};
@@ -236,8 +237,10 @@ async fn launch(
         Some(bound)
     };
     // Background work starts once the metrics recorder is installed.
-    let mut background: Vec<JoinHandle<()>> =
-        background.into_iter().map(|task| tokio::spawn(task(rx.clone()))).collect();
+    let mut background: Vec<JoinHandle<()>> = background
+        .into_iter()
+        .map(|task| tokio::spawn(task(TaskContext { shutdown: rx.clone(), limits: limits.clone() })))
+        .collect();
     let mut security = security;
     security.acls = services.authorizer.store().cloned();
     let security = Arc::new(security);
@@ -268,7 +271,14 @@ async fn launch(
 }
 
 /// A task that runs until the shutdown signal turns true.
-type BackgroundTask = Box<dyn FnOnce(watch::Receiver<bool>) -> BoxFuture + Send>;
+type BackgroundTask = Box<dyn FnOnce(TaskContext) -> BoxFuture + Send>;
+
+/// What a background task gets from [`launch`].
+struct TaskContext {
+    shutdown: watch::Receiver<bool>,
+    /// The connection limits every listener shares (for listeners a task opens).
+    limits: Arc<ConnectionLimits>,
+}
 type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// Sidecar mode: learns the upstream's brokers, binds one listener per
@@ -291,24 +301,39 @@ async fn start_sidecar(
     let (security, per_listener) = SecurityRuntime::build(&config, &specs).map_err(StartError::Config)?;
     let mut nodes = vec![NodeEndpoints::default(); specs.len()];
     let mut listeners = Vec::new();
+    let mut fronting = None;
     if peers.is_empty() {
         // One process fronting the whole cluster: each listener binds a
-        // port per broker (its port plus the broker's rank by id).
+        // port per broker (its port plus the broker's rank by id), and
+        // more as brokers join (`sidecar::fronting`).
+        let mut plans = Vec::with_capacity(specs.len());
         for (li, (spec, sec)) in specs.iter().zip(&per_listener).enumerate() {
             let index = u16::try_from(li).map_err(|_| StartError::Config("too many listeners".into()))?;
-            for (i, id) in view.brokers.keys().enumerate() {
-                let offset = u16::try_from(i).map_err(|_| StartError::Sidecar("too many upstream brokers".into()))?;
-                let port = if spec.bind.port == 0 { 0 } else { spec.bind.port.saturating_add(offset) };
-                let addr = format_addr(&spec.bind.host, i32::from(port));
-                let l = bind(&addr).await?;
-                let bound = local_addr(&l, &addr)?;
-                let shown = spec.advertised.clone().unwrap_or_else(|| spec.bind.clone());
-                let advertised_port =
-                    if spec.bind.port == 0 { bound.port() } else { shown.port.saturating_add(offset) };
-                nodes[li].0.insert(*id, (shown.host.clone(), i32::from(advertised_port)));
-                listeners.push((l, ListenerInfo { node_id: *id, index }, sec.clone()));
+            plans.push(ListenerPlan {
+                index,
+                bind: spec.bind.clone(),
+                advertised: spec.advertised.clone(),
+                security: sec.clone(),
+            });
+        }
+        let f = Arc::new(Fronting::new(plans, sc.max_fronted_brokers as usize));
+        let ids: std::collections::BTreeSet<i32> = view.brokers.keys().copied().collect();
+        if f.over_cap(&ids) || ids.len() > sc.max_fronted_brokers as usize {
+            tracing::warn!(
+                brokers = ids.len(),
+                max = sc.max_fronted_brokers,
+                "the upstream has more brokers than sidecar.max_fronted_brokers; fronting the lowest ids"
+            );
+        }
+        for id in f.newcomers(&ids) {
+            for b in f.bind(id).await.map_err(StartError::Sidecar)? {
+                nodes[usize::from(b.info.index)].0.insert(id, b.advertised);
+                listeners.push((b.listener, b.info, b.security));
             }
         }
+        // Listeners in listener order, then broker id order (as before).
+        listeners.sort_by_key(|(_, info, _)| (info.index, info.node_id));
+        fronting = Some(f);
     } else {
         // One sidecar per broker: this one fronts broker `server.node_id`.
         let me = config.server.node_id;
@@ -368,7 +393,11 @@ async fn start_sidecar(
     let first = listeners.first().map(|(_, info, _)| info.node_id).unwrap_or(me);
     let (host, port) = nodes[0].0.get(&first).cloned().unwrap_or((advertised_host, 0));
     let node = NodeInfo { node_id: first, host, port, cluster_id: view.cluster_id.clone().unwrap_or(own_cluster_id) };
-    let sidecar = Arc::new(Sidecar::new(upstream, mirror.clone(), nodes, catalog.clone(), &sc));
+    let mut sidecar = Sidecar::new(upstream, mirror.clone(), nodes, catalog.clone(), &sc);
+    if let Some(f) = fronting {
+        sidecar = sidecar.with_fronting(f);
+    }
+    let sidecar = Arc::new(sidecar);
     let config = Arc::new(config);
     let services = Arc::new(Services {
         cluster: Cluster::with_owners(node.clone(), false, 1, owners),
@@ -387,10 +416,27 @@ async fn start_sidecar(
     let writer_services: Arc<dyn AsCoordinator> = services.clone();
     let refresh_services: Arc<dyn AsCoordinator> = services.clone();
     let log_end_reader = sidecar.clone();
+    let follower = sidecar.clone();
+    let listener_services = services.clone();
     let background: Vec<BackgroundTask> = vec![
-        Box::new(move |rx| Box::pin(log_end_reader.run_log_end_refresh(rx))),
-        Box::new(move |rx| Box::pin(sidecar.run_metadata_refresh(refresh_services, rx))),
-        Box::new(move |rx| Box::pin(mirror.run_write_through(writer_services, rx))),
+        Box::new(move |cx| Box::pin(log_end_reader.run_log_end_refresh(cx.shutdown))),
+        Box::new(move |cx| Box::pin(sidecar.run_metadata_refresh(refresh_services, cx.shutdown))),
+        Box::new(move |cx| Box::pin(mirror.run_write_through(writer_services, cx.shutdown))),
+        Box::new(move |cx| {
+            let rx = cx.shutdown.clone();
+            let serve = move |b: Bound| {
+                let task = listener::run(
+                    b.listener,
+                    b.info,
+                    b.security,
+                    listener_services.clone(),
+                    rx.clone(),
+                    cx.limits.clone(),
+                );
+                tokio::spawn(task)
+            };
+            Box::pin(follower.run_broker_follower(serve, cx.shutdown))
+        }),
     ];
     // A client connection holds its own socket and its link upstream; the
     // splice pipes are shared.

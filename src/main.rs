@@ -496,7 +496,7 @@ async fn serve(config: Config, options: StartOptions, reload: ReloadLogLevel) ->
     let addrs: Vec<String> = daemon.local_addrs().iter().map(|a| a.to_string()).collect();
     let nodes = match daemon.services().sidecar.as_ref() {
         Some(s) if addrs.len() > 1 => {
-            format!("nodes {}", s.nodes.0.keys().map(|id| id.to_string()).collect::<Vec<_>>().join(","))
+            format!("nodes {}", s.node_ids().iter().map(|id| id.to_string()).collect::<Vec<_>>().join(","))
         }
         _ => format!("node {}", daemon.node().node_id),
     };

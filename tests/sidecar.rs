@@ -492,3 +492,47 @@ async fn the_group_view_shows_lag_against_the_upstreams_log_end_offsets() {
     assert_eq!(status, 200);
     assert!(page.contains("<title>kcoord console</title>"), "the console is served in sidecar mode too");
 }
+
+/// Makes `group` delegated (its offsets kept by the upstream's coordinator)
+/// with a member-less TxnOffsetCommit; the standalone upstream has no
+/// transactions, so the commit itself fails there, retriably.
+async fn delegate(c: &mut Client, group: &str) {
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    let req = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(sb("tx")))
+        .with_group_id(GroupId(sb(group)))
+        .with_producer_id(ProducerId(1))
+        .with_generation_id(-1)
+        .with_member_id(sb(""))
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default().with_name(TopicName(sb("t"))).with_partitions(vec![
+            TxnOffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(1),
+        ])]);
+    let r = c.send(&req, 3).await;
+    assert_eq!(r.topics[0].partitions[0].error_code, 14, "{r:?}");
+}
+
+#[tokio::test]
+async fn deleting_offsets_of_a_delegated_group_deletes_them_upstream_before_answering() {
+    let up = upstream().await;
+    // A write-through far slower than the test: only a deletion made before
+    // the answer can show upstream.
+    let sc = sidecar(&up, &["sidecar.write_through_interval_ms=3600000"]).await;
+    let mut c = sc.client().await;
+    delegate(&mut c, "dg").await;
+    assert_eq!(commit(&mut c, "dg", -1, "", 0, 5).await, 0);
+    assert_eq!(commit(&mut c, "dg", -1, "", 1, 6).await, 0);
+    let mut direct = up.client().await;
+    assert_eq!(committed(&mut direct, "dg", 0).await, 5, "a delegated group's commits go upstream at once");
+    let req = OffsetDeleteRequest::default().with_group_id(GroupId(sb("dg"))).with_topics(vec![
+        offset_delete_request::OffsetDeleteRequestTopic::default().with_name(TopicName(sb("t"))).with_partitions(vec![
+            offset_delete_request::OffsetDeleteRequestPartition::default().with_partition_index(0),
+        ]),
+    ]);
+    let r = c.send(&req, 0).await;
+    assert_eq!((r.error_code, r.topics[0].partitions[0].error_code), (0, 0), "{r:?}");
+    assert_eq!(committed(&mut direct, "dg", 0).await, -1, "deleted upstream");
+    assert_eq!(committed(&mut direct, "dg", 1).await, 6, "only what was asked");
+    assert_eq!(committed(&mut c, "dg", 0).await, -1, "and so through the sidecar");
+}

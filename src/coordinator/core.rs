@@ -182,6 +182,10 @@ pub enum Response {
     /// A commit or fetch for a delegated group (or a TxnOffsetCommit) was
     /// admitted and goes to the upstream, or was refused.
     Delegated(Result<Admitted, ErrorCode>),
+    /// An OffsetDelete for a delegated group, checked against kcoord's
+    /// members: the partitions answered NONE are deleted upstream (unless
+    /// the answer carries a group error).
+    DelegatedDelete(Admitted, OffsetDeleteResponse),
     /// Offsets still to hand over (None: nothing, or done).
     Handover(Result<Option<Vec<CommitTopic>>, ErrorCode>),
     ConsumerHeartbeat(ConsumerHeartbeatResponse),
@@ -680,8 +684,14 @@ impl ShardCore {
                 cx.reply(token, Response::Handover(resp));
             }
             Request::OffsetDelete(r) => {
-                let resp = offsets::delete_offsets(groups, &r, &mut cx);
-                cx.reply(token, Response::OffsetDelete(resp));
+                let resp = match cx.store.delegation(&r.group_id) {
+                    Some(_) => {
+                        let (admitted, checked) = delegation::admit_delete(groups, &r, &cx);
+                        Response::DelegatedDelete(admitted, checked)
+                    }
+                    None => Response::OffsetDelete(offsets::delete_offsets(groups, &r, &mut cx)),
+                };
+                cx.reply(token, resp);
             }
             Request::Describe { group_id, version, include_authorized_operations } => {
                 let resp = classic::describe::describe(groups, &group_id, version, include_authorized_operations);

@@ -20,7 +20,9 @@
 //! Delegation ends when the group is deleted (DeleteGroups).
 
 use super::core::Cx;
-use super::messages::{CommitPartition, CommitTopic, OffsetCommitRequest, OffsetFetchGroup};
+use super::messages::{
+    CommitPartition, CommitTopic, OffsetCommitRequest, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchGroup,
+};
 use super::offsets::{self, CommitKind};
 use super::records::{DelegationValue, Record};
 use super::Groups;
@@ -67,6 +69,26 @@ pub fn admit_fetch(req: &OffsetFetchGroup, cx: &Cx) -> Result<Admitted, ErrorCod
         super::consumer::offsets::validate_fetch(g, req)?;
     }
     Ok(upstream(cx, &req.group_id))
+}
+
+/// Admits an OffsetDelete for a delegated group: Kafka's checks against
+/// the members kcoord coordinates (a classic group with members refuses it;
+/// subscribed topics keep their offsets). The partitions answered NONE are
+/// then deleted upstream, where the offsets are. A group kcoord has no
+/// members of (it may hold nothing here once its offsets were handed over)
+/// is not refused: the upstream decides.
+pub fn admit_delete(groups: &Groups, req: &OffsetDeleteRequest, cx: &Cx) -> (Admitted, OffsetDeleteResponse) {
+    let checked = match offsets::subscribed_topics(groups, req, cx) {
+        Ok(subscribed) => {
+            OffsetDeleteResponse { error: ErrorCode::NONE, topics: offsets::subscription_errors(req, &subscribed) }
+        }
+        Err(ErrorCode::GROUP_ID_NOT_FOUND) => OffsetDeleteResponse {
+            error: ErrorCode::NONE,
+            topics: offsets::subscription_errors(req, &vec![false; req.topics.len()]),
+        },
+        Err(error) => OffsetDeleteResponse { error, topics: vec![] },
+    };
+    (upstream(cx, &req.group_id), checked)
 }
 
 fn upstream(cx: &Cx, group_id: &str) -> Admitted {

@@ -181,6 +181,44 @@ fn deleting_a_delegated_group_ends_its_delegation_and_it_is_never_imported() {
     assert_eq!(h2.fetch("g", "t", 0).offset, -1, "kcoord serves the group's offsets again");
 }
 
+#[test]
+fn offset_deletes_of_a_delegated_group_are_checked_against_kcoords_members_and_go_upstream() {
+    let mut h = Harness::new();
+    let (member, generation) = stable_group(&mut h);
+    txn_commit(&mut h, commit_request("g", &member, generation, None)).unwrap();
+    let delete = |group: &str| {
+        Request::OffsetDelete(OffsetDeleteRequest {
+            group_id: group.into(),
+            topics: vec![FetchTopic { name: "t".into(), partitions: vec![0, 1] }],
+        })
+    };
+    // Checked as kcoord checks a group it keeps the offsets of.
+    let mut twin = Harness::new();
+    stable_group(&mut twin);
+    let t = twin.send(delete("g"));
+    let Some(Response::OffsetDelete(own)) = twin.take(t) else { panic!("not an OffsetDelete answer") };
+    let t = h.send(delete("g"));
+    assert_eq!(h.take(t), Some(Response::DelegatedDelete(Admitted { hand_over_first: false }, own)));
+    // A member-less delegated group (after a restart kcoord may know nothing
+    // else of it): every partition may go, the upstream decides.
+    txn_commit(&mut h, commit_request("lone", "", -1, None)).unwrap();
+    let mut h2 = Harness::with_core(rebuild(&h));
+    let written = h2.sink.payloads.len();
+    let t = h2.send(delete("lone"));
+    let expected = OffsetDeleteResponse {
+        error: ErrorCode::NONE,
+        topics: vec![TopicErrors {
+            name: "t".into(),
+            partitions: vec![
+                PartitionError { partition: 0, error: ErrorCode::NONE },
+                PartitionError { partition: 1, error: ErrorCode::NONE },
+            ],
+        }],
+    };
+    assert_eq!(h2.take(t), Some(Response::DelegatedDelete(Admitted { hand_over_first: false }, expected)));
+    assert_eq!(h2.sink.payloads.len(), written, "nothing of it is written here");
+}
+
 impl Harness {
     fn fetch_delegated(&mut self, group: &str) -> Result<Admitted, ErrorCode> {
         let t = self.send(Request::Fetch {

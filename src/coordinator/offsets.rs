@@ -260,51 +260,65 @@ pub fn fetch(groups: &Groups, req: &OffsetFetchGroup, cx: &Cx) -> OffsetFetchGro
 
 /// Serves OffsetDelete (KIP-496) for topics already checked against the catalog.
 pub fn delete_offsets(groups: &mut Groups, req: &OffsetDeleteRequest, cx: &mut Cx) -> OffsetDeleteResponse {
-    let error_only = |error| OffsetDeleteResponse { error, topics: vec![] };
+    match subscribed_topics(groups, req, cx) {
+        Ok(subscribed) => delete_unsubscribed(req, &subscribed, cx),
+        Err(error) => OffsetDeleteResponse { error, topics: vec![] },
+    }
+}
+
+/// Kafka's checks of an OffsetDelete against the group's state: a group
+/// error, or for each requested topic (by position) whether the group
+/// subscribes to it (its offsets are then kept, GROUP_SUBSCRIBED_TO_TOPIC).
+pub(super) fn subscribed_topics(groups: &Groups, req: &OffsetDeleteRequest, cx: &Cx) -> Result<Vec<bool>, ErrorCode> {
     if let Some(g) = cx.store.consumer_group(&req.group_id) {
         // A consumer group allows it in any state (Kafka's
         // `ConsumerGroup.validateOffsetDelete`), per unsubscribed topic.
-        let subscribed: Vec<bool> =
-            req.topics.iter().map(|t| consumer_retention::is_subscribed_to_topic(g, &t.name)).collect();
-        return delete_unsubscribed(req, &subscribed, cx);
+        return Ok(req.topics.iter().map(|t| consumer_retention::is_subscribed_to_topic(g, &t.name)).collect());
     }
-    let Some(g) = groups.get(&req.group_id) else { return error_only(ErrorCode::GROUP_ID_NOT_FOUND) };
+    let Some(g) = groups.get(&req.group_id) else { return Err(ErrorCode::GROUP_ID_NOT_FOUND) };
     match g.state {
-        GroupState::Dead => return error_only(ErrorCode::GROUP_ID_NOT_FOUND),
+        GroupState::Dead => return Err(ErrorCode::GROUP_ID_NOT_FOUND),
         GroupState::Stable | GroupState::PreparingRebalance | GroupState::CompletingRebalance
             if !g.uses_consumer_protocol() =>
         {
-            return error_only(ErrorCode::NON_EMPTY_GROUP)
+            return Err(ErrorCode::NON_EMPTY_GROUP)
         }
         _ => {}
     }
-    let subscribed: Vec<bool> = req.topics.iter().map(|t| g.is_subscribed_to_topic(&t.name)).collect();
-    delete_unsubscribed(req, &subscribed, cx)
+    Ok(req.topics.iter().map(|t| g.is_subscribed_to_topic(&t.name)).collect())
+}
+
+/// Each requested partition answered GROUP_SUBSCRIBED_TO_TOPIC where its
+/// topic is subscribed (`subscribed`, by request position), else NONE.
+pub(super) fn subscription_errors(req: &OffsetDeleteRequest, subscribed: &[bool]) -> Vec<TopicErrors> {
+    req.topics
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let error = if subscribed.get(i).copied().unwrap_or(true) {
+                ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC
+            } else {
+                ErrorCode::NONE
+            };
+            TopicErrors {
+                name: t.name.clone(),
+                partitions: t.partitions.iter().map(|&partition| PartitionError { partition, error }).collect(),
+            }
+        })
+        .collect()
 }
 
 /// Tombstones the committed offsets of the request's topics the group does
 /// not subscribe to (`subscribed`, by request position); the others get
 /// GROUP_SUBSCRIBED_TO_TOPIC.
 fn delete_unsubscribed(req: &OffsetDeleteRequest, subscribed: &[bool], cx: &mut Cx) -> OffsetDeleteResponse {
-    let mut records = Vec::new();
-    let mut topics = Vec::with_capacity(req.topics.len());
-    for (i, t) in req.topics.iter().enumerate() {
-        let subscribed = subscribed.get(i).copied().unwrap_or(true);
-        let partitions = t
-            .partitions
-            .iter()
-            .map(|&p| {
-                if subscribed {
-                    return PartitionError { partition: p, error: ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC };
-                }
-                if cx.store.offset(&req.group_id, &t.name, p).is_some() {
-                    records.push(Record::offset_tombstone(&req.group_id, &t.name, p));
-                }
-                PartitionError { partition: p, error: ErrorCode::NONE }
-            })
-            .collect();
-        topics.push(TopicErrors { name: t.name.clone(), partitions });
-    }
+    let topics = subscription_errors(req, subscribed);
+    let records: Vec<Record> = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().filter(|p| p.error.is_none()).map(move |p| (&t.name, p.partition)))
+        .filter(|(name, p)| cx.store.offset(&req.group_id, name, *p).is_some())
+        .map(|(name, p)| Record::offset_tombstone(&req.group_id, name, p))
+        .collect();
     if let Err(e) = cx.append(records) {
         return OffsetDeleteResponse { error: e, topics: vec![] };
     }

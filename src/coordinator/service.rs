@@ -82,6 +82,24 @@ pub trait GroupHooks: Send + Sync {
         require_stable: bool,
         hand_over_first: bool,
     ) -> Pin<Box<dyn Future<Output = OffsetFetchGroupResult> + Send + 'a>>;
+    /// An OffsetDelete that kcoord checked for a group whose offsets the
+    /// upstream keeps: the answer once the upstream deleted them.
+    fn delegated_offset_delete<'a>(
+        &'a self,
+        coordinator: &'a Coordinator,
+        delete: DelegatedDelete,
+    ) -> Pin<Box<dyn Future<Output = OffsetDeleteResponse> + Send + 'a>>;
+}
+
+/// An OffsetDelete of a delegated group, as kcoord checked it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelegatedDelete {
+    pub group_id: String,
+    /// kcoord's answer: the partitions answered NONE may be deleted upstream
+    /// (none when it carries a group error).
+    pub checked: OffsetDeleteResponse,
+    /// kcoord's offsets of the group must be handed over first.
+    pub hand_over_first: bool,
 }
 
 impl Coordinator {
@@ -459,14 +477,20 @@ impl Coordinator {
         }
         req.topics.retain(|t| !t.partitions.is_empty());
         let g = req.group_id.clone();
-        let resp = match self.call(&g, Request::OffsetDelete(req)).await? {
-            Response::OffsetDelete(r) => r,
-            other => return Err(unexpected(other)),
+        let (resp, delegated) = match (self.call(&g, Request::OffsetDelete(req)).await?, &self.hooks) {
+            (Response::OffsetDelete(r), _) => (r, false),
+            (Response::DelegatedDelete(admitted, checked), Some(hooks)) => {
+                let delete =
+                    DelegatedDelete { group_id: g.clone(), checked, hand_over_first: admitted.hand_over_first };
+                (hooks.delegated_offset_delete(self, delete).await, true)
+            }
+            (other, _) => return Err(unexpected(other)),
         };
         if !resp.error.is_none() {
             return Ok(resp);
         }
-        if let Some(hooks) = &self.hooks {
+        // A delegated group's offsets were deleted upstream already.
+        if let (Some(hooks), false) = (&self.hooks, delegated) {
             let deleted: Vec<(String, Vec<i32>)> = resp
                 .topics
                 .iter()

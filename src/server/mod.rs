@@ -63,7 +63,7 @@ impl Services {
     /// sidecar fronting that broker on the same listener (sidecar mode).
     pub fn advertised_node(&self, listener: ListenerInfo, node_id: i32) -> Option<(String, i32)> {
         if let Some(sidecar) = &self.sidecar {
-            return sidecar.nodes_for(listener).get(node_id).cloned();
+            return sidecar.endpoint(listener, node_id);
         }
         let ep = self.own_endpoint(listener).filter(|_| node_id == self.cluster.node.node_id)?;
         Some((ep.host.clone(), i32::from(ep.port)))

@@ -76,7 +76,7 @@ impl Pipes {
         if n == 0 {
             return Ok(());
         }
-        let Some(p) = self.take() else { return copy(from, to, n).await };
+        let Some(p) = self.take() else { return copy_into(from, &mut SocketWriter(to), n).await };
         match pipe::splice(&p, from, to, n).await {
             Ok(()) => {
                 self.give(p);
@@ -154,7 +154,9 @@ impl BodyLease {
     }
 }
 
-/// Copies the next `n` bytes of a plain client socket into a TLS link.
+/// Copies the next `n` bytes of socket `from` to `to` through a buffer: a
+/// TLS link, or (wrapped in [`SocketWriter`]) another socket when no pipe
+/// is free.
 pub async fn copy_into<W: AsyncWrite + Unpin>(from: &TcpStream, to: &mut W, n: usize) -> io::Result<()> {
     let mut buf = vec![0u8; n.min(COPY_BYTES)];
     let mut left = n;
@@ -173,31 +175,36 @@ pub async fn copy_into<W: AsyncWrite + Unpin>(from: &TcpStream, to: &mut W, n: u
     Ok(())
 }
 
-/// Copies `n` bytes from one socket to another through a buffer.
-async fn copy(from: &TcpStream, to: &TcpStream, n: usize) -> io::Result<()> {
-    let mut buf = vec![0u8; n.min(COPY_BYTES)];
-    let mut left = n;
-    while left > 0 {
-        let want = left.min(buf.len());
-        from.readable().await?;
-        let got = match from.try_read(&mut buf[..want]) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(got) => got,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
-        };
-        let mut put = 0;
-        while put < got {
-            to.writable().await?;
-            match to.try_write(&buf[put..got]) {
-                Ok(k) => put += k,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
+/// A shared socket as an [`AsyncWrite`]: the relay holds both sockets by
+/// reference (their owners keep their halves), and tokio writes through
+/// `&TcpStream` only with `try_write`.
+pub struct SocketWriter<'a>(pub &'a TcpStream);
+
+impl AsyncWrite for SocketWriter<'_> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        loop {
+            std::task::ready!(self.0.poll_write_ready(cx))?;
+            match self.0.try_write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => return std::task::Poll::Ready(r),
             }
         }
-        left -= got;
     }
-    Ok(())
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
 }
 
 #[cfg(target_os = "linux")]

@@ -35,10 +35,11 @@ use kafka_protocol::messages::{
 use super::mirror::{Committed, Mirror};
 use super::upstream::UpstreamError;
 use crate::coordinator::messages::{
-    FetchedPartition, FetchedTopic, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchGroup,
+    FetchedPartition, FetchedTopic, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchGroup,
     OffsetFetchGroupResult, PartitionError, TopicErrors, TxnFields,
 };
 use crate::coordinator::offsets::commit_error_response;
+use crate::coordinator::service::DelegatedDelete;
 use crate::coordinator::Coordinator;
 use crate::error_code::ErrorCode;
 use crate::protocol::client::s;
@@ -299,6 +300,75 @@ impl Mirror {
             .filter(|t| !all || !t.partitions.is_empty())
             .collect();
         OffsetFetchGroupResult { group_id: group.group_id, error: ErrorCode::NONE, topics }
+    }
+
+    /// Deletes upstream the partitions kcoord's checks let go (answered NONE
+    /// in `checked`), and answers with the upstream's results for them.
+    /// The group has no offsets upstream at all (GROUP_ID_NOT_FOUND there):
+    /// nothing to delete, which Kafka answers NONE for a group it knows.
+    pub(super) async fn forward_offset_delete(
+        &self,
+        coordinator: &Coordinator,
+        delete: DelegatedDelete,
+    ) -> OffsetDeleteResponse {
+        let DelegatedDelete { group_id, mut checked, hand_over_first } = delete;
+        let group = group_id.as_str();
+        let failed = |error| {
+            metrics::counter!("kcoord_sidecar_delegated_requests_total", "api" => "OffsetDelete", "result" => "error")
+                .increment(1);
+            OffsetDeleteResponse { error, topics: vec![] }
+        };
+        if !checked.error.is_none() {
+            return checked;
+        }
+        if hand_over_first {
+            if let Err(e) = self.hand_over(coordinator, group).await {
+                return failed(e);
+            }
+        }
+        let asked: Vec<(&str, Vec<i32>)> = checked
+            .topics
+            .iter()
+            .map(|t| {
+                (t.name.as_str(), t.partitions.iter().filter(|p| p.error.is_none()).map(|p| p.partition).collect())
+            })
+            .filter(|(_, parts): &(&str, Vec<i32>)| !parts.is_empty())
+            .collect();
+        if asked.is_empty() {
+            return checked;
+        }
+        let answer = match self.offset_delete_upstream(group, asked.iter().map(|(t, p)| (*t, p.iter().copied()))).await
+        {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(%group, error = %e, "OffsetDelete for a delegated group failed upstream; answering COORDINATOR_LOAD_IN_PROGRESS");
+                return failed(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
+            }
+        };
+        match ErrorCode(answer.error_code) {
+            ErrorCode::NONE => {}
+            ErrorCode::GROUP_ID_NOT_FOUND => return checked,
+            e => return failed(self.client_error(group, e)),
+        }
+        let answered: HashMap<(&str, i32), ErrorCode> = answer
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(move |p| ((t.name.0.as_str(), p.partition_index), ErrorCode(p.error_code)))
+            })
+            .collect();
+        for t in &mut checked.topics {
+            for p in t.partitions.iter_mut().filter(|p| p.error.is_none()) {
+                let upstream =
+                    answered.get(&(t.name.as_str(), p.partition)).copied().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR);
+                p.error = self.client_error(group, upstream);
+            }
+        }
+        let refused = checked.topics.iter().flat_map(|t| &t.partitions).any(|p| !p.error.is_none());
+        let result = if refused { "error" } else { "ok" };
+        metrics::counter!("kcoord_sidecar_delegated_requests_total", "api" => "OffsetDelete", "result" => result)
+            .increment(1);
+        checked
     }
 
     /// Every upstream topic with all its partitions.

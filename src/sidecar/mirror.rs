@@ -27,7 +27,8 @@ use kafka_protocol::messages::offset_delete_request::{OffsetDeleteRequestPartiti
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseTopic;
 use kafka_protocol::messages::{
-    DeleteGroupsRequest, GroupId, OffsetCommitRequest as WireCommit, OffsetDeleteRequest, OffsetFetchRequest, TopicName,
+    DeleteGroupsRequest, GroupId, OffsetCommitRequest as WireCommit, OffsetDeleteRequest,
+    OffsetDeleteResponse as WireOffsetDelete, OffsetFetchRequest, TopicName,
 };
 use tokio::sync::{watch, Notify, Semaphore};
 
@@ -35,10 +36,10 @@ use super::deleted_topics::DeletedTopics;
 use super::upstream::{ClusterView, Upstream, UpstreamError};
 use crate::coordinator::core::ImportOutcome;
 use crate::coordinator::messages::{
-    CommitPartition, CommitTopic, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchGroup, OffsetFetchGroupResult,
-    TxnFields,
+    CommitPartition, CommitTopic, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchGroup,
+    OffsetFetchGroupResult, TxnFields,
 };
-use crate::coordinator::service::GroupHooks;
+use crate::coordinator::service::{DelegatedDelete, GroupHooks};
 use crate::coordinator::{Coordinator, FastMap};
 use crate::error_code::ErrorCode;
 use crate::protocol::client::{s, ClientError};
@@ -564,19 +565,6 @@ impl Mirror {
     }
 
     async fn delete_offsets_upstream(&self, group: &str, topics: &BTreeMap<String, BTreeSet<i32>>) -> bool {
-        let req = OffsetDeleteRequest::default().with_group_id(GroupId(s(group))).with_topics(
-            topics
-                .iter()
-                .map(|(name, parts)| {
-                    OffsetDeleteRequestTopic::default().with_name(TopicName(s(name))).with_partitions(
-                        parts
-                            .iter()
-                            .map(|p| OffsetDeleteRequestPartition::default().with_partition_index(*p))
-                            .collect(),
-                    )
-                })
-                .collect(),
-        );
         let requeue = || {
             let mut p = self.pending();
             let entry = p.deleted_offsets.entry(group.to_string()).or_default();
@@ -584,10 +572,29 @@ impl Mirror {
                 entry.entry(t.clone()).or_default().extend(parts);
             }
         };
-        match self.upstream.call_coordinator(group, &req, 0, 0).await {
-            Ok((_, r)) => self.deletion_answered(group, r.error_code, requeue),
+        let asked = topics.iter().map(|(name, parts)| (name.as_str(), parts.iter().copied()));
+        match self.offset_delete_upstream(group, asked).await {
+            Ok(r) => self.deletion_answered(group, r.error_code, requeue),
             Err(e) => self.deletion_failed(group, &e, requeue),
         }
+    }
+
+    /// Sends an OffsetDelete of `topics` to the upstream's coordinator of `group`.
+    pub(super) async fn offset_delete_upstream<'t, P: Iterator<Item = i32>>(
+        &self,
+        group: &str,
+        topics: impl Iterator<Item = (&'t str, P)>,
+    ) -> Result<WireOffsetDelete, UpstreamError> {
+        let req = OffsetDeleteRequest::default().with_group_id(GroupId(s(group))).with_topics(
+            topics
+                .map(|(name, parts)| {
+                    OffsetDeleteRequestTopic::default().with_name(TopicName(s(name))).with_partitions(
+                        parts.map(|p| OffsetDeleteRequestPartition::default().with_partition_index(p)).collect(),
+                    )
+                })
+                .collect(),
+        );
+        Ok(self.upstream.call_coordinator(group, &req, 0, 0).await?.1)
     }
 
     fn deletion_answered(&self, group: &str, code: i16, requeue: impl FnOnce()) -> bool {
@@ -702,6 +709,14 @@ impl GroupHooks for Mirror {
         hand_over_first: bool,
     ) -> Pin<Box<dyn Future<Output = OffsetFetchGroupResult> + Send + 'a>> {
         Box::pin(self.forward_fetch(coordinator, group, require_stable, hand_over_first))
+    }
+
+    fn delegated_offset_delete<'a>(
+        &'a self,
+        coordinator: &'a Coordinator,
+        delete: DelegatedDelete,
+    ) -> Pin<Box<dyn Future<Output = OffsetDeleteResponse> + Send + 'a>> {
+        Box::pin(self.forward_offset_delete(coordinator, delete))
     }
 
     fn refresh_topics<'a>(&'a self, _topics: Vec<String>) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {

@@ -18,6 +18,7 @@
 pub mod body;
 pub mod delegate;
 pub mod deleted_topics;
+pub mod fronting;
 pub mod link;
 pub mod log_ends;
 pub mod mirror;
@@ -26,11 +27,11 @@ pub mod upstream;
 pub mod versions;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use crate::protocol::api::{find_coordinator, produce};
 use crate::protocol::header;
@@ -64,18 +65,25 @@ pub struct Forward {
 pub struct Sidecar {
     pub upstream: Arc<Upstream>,
     pub mirror: Arc<Mirror>,
-    /// Every kcoord node, by the upstream broker id it fronts, as the first
-    /// listener advertises it.
-    pub nodes: NodeEndpoints,
-    /// The same for each listener, by [`crate::server::ListenerInfo::index`]:
-    /// clients learn the addresses of the listener they came in on.
-    per_listener: Vec<NodeEndpoints>,
+    /// Every kcoord node, by the upstream broker id it fronts, for each
+    /// listener by [`crate::server::ListenerInfo::index`]: clients learn the
+    /// addresses of the listener they came in on. Nodes are added when one
+    /// process fronting the whole cluster gains a broker (`fronting`), never
+    /// removed.
+    per_listener: RwLock<Arc<Vec<NodeEndpoints>>>,
+    /// One process fronting the whole cluster: its listeners per broker.
+    pub fronting: Option<Arc<fronting::Fronting>>,
+    /// A client's Metadata answer named a broker no node fronts.
+    unfronted_broker: Notify,
+    /// The upstream's Metadata was read again.
+    refreshed: Notify,
     catalog: Arc<Catalog>,
     /// Advertised API versions per fronted broker, learned once.
     tables: Mutex<HashMap<i32, Arc<VersionTable>>>,
     max_response_bytes: usize,
     max_buffered_bytes: usize,
     metadata_refresh: Duration,
+    retry_backoff: Duration,
     /// Log end offsets for consumer lag, read from the upstream's leaders.
     pub log_ends: Arc<log_ends::UpstreamLogEnds>,
     log_end_refresh: Duration,
@@ -105,13 +113,16 @@ impl Sidecar {
         Sidecar {
             upstream,
             mirror,
-            nodes: per_listener.first().cloned().unwrap_or_default(),
-            per_listener,
+            per_listener: RwLock::new(Arc::new(per_listener)),
+            fronting: None,
+            unfronted_broker: Notify::new(),
+            refreshed: Notify::new(),
             catalog,
             tables: Mutex::new(HashMap::new()),
             max_response_bytes: config.max_response_bytes as usize,
             max_buffered_bytes: config.max_buffered_response_bytes as usize,
             metadata_refresh: Duration::from_millis(config.metadata_refresh_ms),
+            retry_backoff: Duration::from_millis(config.retry_backoff_ms),
             log_ends: Arc::default(),
             log_end_refresh: Duration::from_millis(config.log_end_refresh_ms),
             pipes: Arc::new(body::Pipes::new(PIPE_POOL)),
@@ -124,10 +135,23 @@ impl Sidecar {
         if let Some(t) = self.tables.lock().unwrap_or_else(|p| p.into_inner()).get(&front) {
             return Ok(t.clone());
         }
-        let upstream = self.upstream.api_versions(front).await.map_err(|e| e.to_string())?;
+        let upstream = self.upstream.api_versions(self.stand_in(front)).await.map_err(|e| e.to_string())?;
         let table = Arc::new(versions::merge(&upstream));
         self.tables.lock().unwrap_or_else(|p| p.into_inner()).insert(front, table.clone());
         Ok(table)
+    }
+
+    /// The upstream broker that answers for `front`: itself while the
+    /// upstream's Metadata lists it. When one process fronts the whole
+    /// cluster, a broker that left the upstream keeps its listener, and the
+    /// listed broker of lowest id stands in for it: it answers Metadata and
+    /// the rest as any broker does (NOT_LEADER_OR_FOLLOWER for partitions it
+    /// does not lead, which sends clients to the leaders).
+    fn stand_in(&self, front: i32) -> i32 {
+        if self.fronting.is_none() || self.upstream.broker_addr(front).is_some() {
+            return front;
+        }
+        self.upstream.brokers().into_keys().next().unwrap_or(front)
     }
 
     /// Opens a client connection's link to upstream broker `front`.
@@ -137,6 +161,7 @@ impl Sidecar {
             None => {
                 // A broker missing from the last Metadata may be back.
                 let _ = self.refresh().await;
+                let front = self.stand_in(front);
                 self.upstream.broker_addr(front).ok_or_else(|| {
                     std::io::Error::new(
                         std::io::ErrorKind::NotFound,
@@ -155,9 +180,38 @@ impl Sidecar {
         Ok(link::Link::new(conn, self.max_response_bytes, self.max_buffered_bytes, self.pipes.clone()))
     }
 
-    /// The kcoord nodes as clients of `listener` reach them.
-    pub fn nodes_for(&self, listener: crate::server::ListenerInfo) -> &NodeEndpoints {
-        self.per_listener.get(usize::from(listener.index)).unwrap_or(&self.nodes)
+    /// The kcoord nodes of every listener (a snapshot).
+    fn all_nodes(&self) -> Arc<Vec<NodeEndpoints>> {
+        self.per_listener.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Where clients of `listener` reach the kcoord node fronting `node_id`.
+    pub fn endpoint(&self, listener: crate::server::ListenerInfo, node_id: i32) -> Option<(String, i32)> {
+        let all = self.all_nodes();
+        all.get(usize::from(listener.index)).or(all.first())?.get(node_id).cloned()
+    }
+
+    /// The upstream broker ids kcoord nodes front.
+    pub fn node_ids(&self) -> Vec<i32> {
+        self.all_nodes().first().map(|n| n.0.keys().copied().collect()).unwrap_or_default()
+    }
+
+    /// Adds a node (a newly fronted broker) with its address per listener.
+    fn add_node(&self, id: i32, by_listener: &[(u16, (String, i32))]) {
+        let mut guard = self.per_listener.write().unwrap_or_else(|p| p.into_inner());
+        let mut all = Vec::clone(&guard);
+        for (index, addr) in by_listener {
+            if let Some(n) = all.get_mut(usize::from(*index)) {
+                n.0.insert(id, addr.clone());
+            }
+        }
+        *guard = Arc::new(all);
+    }
+
+    /// Makes this the process that fronts the whole cluster with `fronting`.
+    pub fn with_fronting(mut self, fronting: Arc<fronting::Fronting>) -> Self {
+        self.fronting = Some(fronting);
+        self
     }
 
     /// Applies a rewrite to a forwarded response (with the addresses of the
@@ -170,7 +224,12 @@ impl Sidecar {
         frame: Bytes,
         listener: crate::server::ListenerInfo,
     ) -> Result<Bytes, String> {
-        let out = rewrite::rewrite(rewrite, version, frame, self.nodes_for(listener))?;
+        let all = self.all_nodes();
+        let nodes = all.get(usize::from(listener.index)).or(all.first()).ok_or("no listener")?;
+        let out = rewrite::rewrite(rewrite, version, frame, nodes)?;
+        if out.unfronted_brokers && self.fronting.is_some() {
+            self.unfronted_broker.notify_one();
+        }
         if !out.topics.is_empty() {
             let topics: Vec<_> = out.topics.into_iter().map(|t| (t.name, t.id, t.partitions)).collect();
             self.catalog.mirror(&topics, false);
@@ -180,7 +239,63 @@ impl Sidecar {
 
     /// Reads the upstream's brokers and topics and updates the catalog.
     pub async fn refresh(&self) -> Result<ClusterView, upstream::UpstreamError> {
-        self.mirror.refresh_catalog().await
+        let view = self.mirror.refresh_catalog().await?;
+        self.refreshed.notify_one();
+        Ok(view)
+    }
+
+    /// One process fronting the whole cluster: binds listeners for the
+    /// brokers that appear in the upstream's Metadata until shutdown
+    /// (`fronting`), and serves them with `serve`.
+    pub async fn run_broker_follower(
+        self: Arc<Self>,
+        serve: impl Fn(fronting::Bound) -> tokio::task::JoinHandle<()> + Send,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let Some(fronting) = self.fronting.clone() else { return };
+        let backoff = self.retry_backoff;
+        let mut served = Vec::new();
+        let mut warned_cap = false;
+        loop {
+            let hinted = tokio::select! {
+                _ = self.refreshed.notified() => false,
+                _ = self.unfronted_broker.notified() => true,
+                _ = shutdown.changed() => break,
+            };
+            let mut brokers: std::collections::BTreeSet<i32> = self.upstream.brokers().into_keys().collect();
+            if hinted && fronting.newcomers(&brokers).is_empty() {
+                // A client saw a broker kcoord's last Metadata did not have.
+                if let Ok(view) = self.mirror.refresh_catalog().await {
+                    brokers = view.brokers.into_keys().collect();
+                }
+            }
+            for id in fronting.newcomers(&brokers) {
+                match fronting.bind(id).await {
+                    Ok(bound) => {
+                        let addrs: Vec<_> = bound.iter().map(|b| (b.info.index, b.advertised.clone())).collect();
+                        let local: Vec<_> = bound.iter().map(|b| b.local).collect();
+                        self.add_node(id, &addrs);
+                        served.extend(bound.into_iter().map(&serve));
+                        tracing::info!(broker = id, addrs = ?local, "a new upstream broker is fronted");
+                    }
+                    Err(e) => tracing::error!(broker = id, error = %e, "cannot front a new upstream broker"),
+                }
+            }
+            if fronting.over_cap(&brokers) && !std::mem::replace(&mut warned_cap, true) {
+                tracing::warn!(
+                    "the upstream has more brokers than sidecar.max_fronted_brokers; the others are left out of Metadata"
+                );
+            }
+            // Client Metadata answers cannot make this loop busier than the back-off.
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = shutdown.changed() => break,
+            }
+        }
+        // The listeners stop with the shutdown signal and drain their connections.
+        for task in served {
+            let _ = task.await;
+        }
     }
 
     /// Refreshes the upstream's metadata every `sidecar.metadata_refresh_ms`

@@ -86,6 +86,9 @@ pub struct Rewritten {
     pub frame: Bytes,
     /// Topics a Metadata response described (for the topic catalog).
     pub topics: Vec<UpstreamTopic>,
+    /// A Metadata or DescribeCluster response listed a broker no kcoord
+    /// node fronts (it was left out).
+    pub unfronted_brokers: bool,
 }
 
 /// Points NodeEndpoints leader hints (Produce and Fetch have the same
@@ -116,9 +119,11 @@ macro_rules! leader_hints {
 /// `version`.
 pub fn rewrite(kind: Rewrite, version: i16, frame: Bytes, nodes: &NodeEndpoints) -> Result<Rewritten, String> {
     let mut topics = Vec::new();
+    let mut unfronted_brokers = false;
     let frame = match kind {
         Rewrite::Metadata => edit::<MetadataResponse>(kind, version, frame, |r| {
             topics = UpstreamTopic::all_in(r);
+            unfronted_brokers = r.brokers.iter().any(|b| nodes.get(b.node_id.0).is_none());
             r.brokers = brokers(
                 &r.brokers,
                 nodes,
@@ -179,7 +184,7 @@ pub fn rewrite(kind: Rewrite, version: i16, frame: Bytes, nodes: &NodeEndpoints)
             edit::<FetchResponse>(kind, version, frame, |r| leader_hints!(r.node_endpoints, fetch_response, nodes))?
         }
     };
-    Ok(Rewritten { frame, topics })
+    Ok(Rewritten { frame, topics, unfronted_brokers })
 }
 
 /// Decodes the response, lets `f` change it, and encodes it again with the
