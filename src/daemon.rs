@@ -1,5 +1,4 @@
 //! Start-up and shutdown of the whole daemon.
-#![allow(clippy::indexing_slicing, reason = "Indexing here is still being moved to checked access (issue 15).")]
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -128,7 +127,7 @@ impl Daemon {
             bound.push((listener, ListenerInfo { node_id: config.server.node_id, index }, sec));
             tracing::info!(listener = %spec.name, protocol = spec.protocol.name(), addr = %local, "listener bound");
         }
-        let first = endpoints[0].clone();
+        let first = endpoints.first().cloned().ok_or_else(|| StartError::Config("no listener is configured".into()))?;
         let node = NodeInfo { node_id: config.server.node_id, host: first.host, port: first.port as i32, cluster_id };
 
         let (fatal_tx, fatal) = mpsc::unbounded_channel();
@@ -327,7 +326,9 @@ async fn start_sidecar(
         }
         for id in f.newcomers(&ids) {
             for b in f.bind(id).await.map_err(StartError::Sidecar)? {
-                nodes[usize::from(b.info.index)].0.insert(id, b.advertised);
+                if let Some(n) = nodes.get_mut(usize::from(b.info.index)) {
+                    n.0.insert(id, b.advertised);
+                }
                 listeners.push((b.listener, b.info, b.security));
             }
         }
@@ -353,11 +354,13 @@ async fn start_sidecar(
                     Some(n) => *n == spec.name,
                     None => li == 0,
                 };
-                if here {
-                    nodes[li].0.insert(*id, (ep.host.clone(), i32::from(ep.port)));
+                if let Some(n) = nodes.get_mut(li).filter(|_| here) {
+                    n.0.insert(*id, (ep.host.clone(), i32::from(ep.port)));
                 }
             }
-            nodes[li].0.entry(me).or_insert((own.host.clone(), i32::from(own.port)));
+            if let Some(n) = nodes.get_mut(li) {
+                n.0.entry(me).or_insert((own.host.clone(), i32::from(own.port)));
+            }
             listeners.push((l, ListenerInfo { node_id: me, index }, sec.clone()));
         }
         let ids: std::collections::BTreeSet<i32> = peers.iter().map(|(id, _, _)| *id).collect();
@@ -372,9 +375,10 @@ async fn start_sidecar(
     }
     let advertised_host = config.advertised().host;
     let owners = GroupOwners::new(
-        nodes[0]
-            .0
-            .iter()
+        nodes
+            .first()
+            .into_iter()
+            .flat_map(|n| n.0.iter())
             .map(|(id, (host, port))| BrokerMetadata { node_id: *id, host: host.clone(), port: *port })
             .collect(),
         config.offsets.partitions,
@@ -391,7 +395,7 @@ async fn start_sidecar(
     let hooks: Arc<dyn GroupHooks> = mirror.clone();
     let coordinator = Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx, &owns, Some(hooks));
     let first = listeners.first().map(|(_, info, _)| info.node_id).unwrap_or(me);
-    let (host, port) = nodes[0].0.get(&first).cloned().unwrap_or((advertised_host, 0));
+    let (host, port) = nodes.first().and_then(|n| n.0.get(&first)).cloned().unwrap_or((advertised_host, 0));
     let node = NodeInfo { node_id: first, host, port, cluster_id: view.cluster_id.clone().unwrap_or(own_cluster_id) };
     let mut sidecar = Sidecar::new(upstream, mirror.clone(), nodes, catalog.clone(), &sc);
     if let Some(f) = fronting {
@@ -480,6 +484,7 @@ async fn first_metadata(upstream: &Upstream, sc: &SidecarConfig) -> Result<Clust
 
 impl RunningDaemon {
     /// The address the (first) listener is bound to.
+    #[allow(clippy::indexing_slicing, reason = "start-up fails unless at least one listener is bound")]
     pub fn local_addr(&self) -> SocketAddr {
         self.addrs[0]
     }

@@ -2,6 +2,13 @@
 //! use metrics kcoord exports, and the list of exported names is the one the
 //! source records: a renamed metric cannot leave a dashboard panel empty or
 //! an alert silently never firing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
+)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

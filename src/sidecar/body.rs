@@ -130,7 +130,7 @@ impl BodyLease {
         // Bytes the reader had already buffered go through user space.
         let buffered = self.upstream.buffer();
         let n = buffered.len().min(self.remaining);
-        out.write_all(&buffered[..n]).await?;
+        out.write_all(buffered.get(..n).unwrap_or_default()).await?;
         std::pin::Pin::new(&mut self.upstream).consume(n);
         self.remaining -= n;
         out.flush().await?;
@@ -163,13 +163,14 @@ pub async fn copy_into<W: AsyncWrite + Unpin>(from: &TcpStream, to: &mut W, n: u
     while left > 0 {
         let want = left.min(buf.len());
         from.readable().await?;
-        let got = match from.try_read(&mut buf[..want]) {
+        let Some(room) = buf.get_mut(..want) else { return Err(io::ErrorKind::InvalidInput.into()) };
+        let got = match from.try_read(room) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(got) => got,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => return Err(e),
         };
-        to.write_all(&buf[..got]).await?;
+        to.write_all(buf.get(..got).unwrap_or_default()).await?;
         left -= got;
     }
     Ok(())

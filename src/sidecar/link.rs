@@ -194,10 +194,11 @@ async fn write_frame(w: &mut SecureWrite, prefix: &[u8; 4], frame: &[u8]) -> std
     let mut written = 0;
     while written < total {
         let n = if written < prefix.len() {
-            let slices = [std::io::IoSlice::new(&prefix[written..]), std::io::IoSlice::new(frame)];
+            let slices =
+                [std::io::IoSlice::new(prefix.get(written..).unwrap_or_default()), std::io::IoSlice::new(frame)];
             w.write_vectored(&slices).await?
         } else {
-            w.write(&frame[written - prefix.len()..]).await?
+            w.write(frame.get(written - prefix.len()..).unwrap_or_default()).await?
         };
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
@@ -241,8 +242,9 @@ async fn read_responses(
         if !read_more(&mut up, &mut head, 8).await {
             return;
         }
-        let len = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
-        let correlation = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+        let (Some(len), Some(correlation)) = (crate::be_int::i32_at(&head, 0), crate::be_int::i32_at(&head, 4)) else {
+            return;
+        };
         let Ok(len) = usize::try_from(len) else { return };
         if !(4..=limits.max_response_bytes).contains(&len) {
             tracing::warn!(len, "upstream response size out of bounds; closing the link");

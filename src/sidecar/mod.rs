@@ -13,7 +13,6 @@
 //! - Topic knowledge (for OffsetCommit validation) is the upstream's
 //!   Metadata, refreshed periodically, on an unknown topic, and from every
 //!   Metadata response a client receives.
-#![allow(clippy::indexing_slicing, reason = "Indexing here is still being moved to checked access (issue 15).")]
 
 pub mod body;
 pub mod delegate;

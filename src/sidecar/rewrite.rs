@@ -208,7 +208,7 @@ fn edit<R: Decodable + Encodable>(
     header.encode(&mut out, header_version).map_err(|e| format!("{} response header: {e}", kind.name()))?;
     resp.encode(&mut out, version).map_err(|e| format!("{} v{version} response: {e}", kind.name()))?;
     let len = i32::try_from(out.len() - 4).map_err(|_| format!("{} response too large", kind.name()))?;
-    out[..4].copy_from_slice(&len.to_be_bytes());
+    crate::be_int::set_i32_at(&mut out, 0, len);
     metrics::counter!("kcoord_sidecar_rewrites_total", "api" => kind.name()).increment(1);
     Ok(out.freeze())
 }
