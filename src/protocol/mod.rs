@@ -11,6 +11,7 @@ pub mod client;
 pub mod codec;
 pub mod consumer_protocol;
 pub mod header;
+pub mod throttle;
 pub mod versions;
 
 pub use codec::{DecodeError, EncodeError};
