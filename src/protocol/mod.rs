@@ -10,6 +10,7 @@ pub mod api;
 pub mod client;
 pub mod codec;
 pub mod consumer_protocol;
+pub mod error_answer;
 pub mod header;
 pub mod throttle;
 pub mod versions;
