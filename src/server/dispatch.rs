@@ -259,14 +259,23 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
             let acks = req.acks;
             let produced = match guard.produce(&mut req) {
                 Ok(denied) if denied.is_empty() => data_plane(svc)?.produce(req).await.map_err(RouteError::Other)?,
-                // acks=0 has no answer to carry the error: Kafka closes the
-                // connection instead.
-                _ if acks == 0 => return Err(RouteError::Other("an acks=0 Produce was not authorized".into())),
+                // acks=0 has no answer to carry an error: Kafka closes the
+                // connection instead, after writing the partitions that
+                // were authorized.
+                Err(_) if acks == 0 => return Err(RouteError::Other("an acks=0 Produce was not authorized".into())),
                 Err(answer) => Some(answer),
-                Ok(denied) => data_plane(svc)?.produce(req).await.map_err(RouteError::Other)?.map(|mut r| {
-                    r.topics.extend(denied);
-                    r
-                }),
+                Ok(denied) => {
+                    let written = data_plane(svc)?.produce(req).await.map_err(RouteError::Other)?;
+                    if acks == 0 {
+                        return Err(RouteError::Other(
+                            "an acks=0 Produce named topics the client may not write (the others were written)".into(),
+                        ));
+                    }
+                    written.map(|mut r| {
+                        r.topics.extend(denied);
+                        r
+                    })
+                }
             };
             match produced {
                 Some(resp) => {
@@ -296,6 +305,7 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
             let mut req = create_topics::decode(body, v)?;
             let denied = guard.create_topics(&mut req);
             let mut resp = data_plane(svc)?.create_topics(req).await;
+            guard.create_topics_answer(&mut resp);
             resp.topics.extend(denied);
             observe::errors(create_topics::SUPPORT.name, &resp);
             create_topics::encode(&resp, v, out)?;
