@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use kafka_protocol::messages::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Any work at all exceeds a millionth of a percent of a thread; the
 /// throttle is then capped at one window (5 s).
@@ -27,11 +26,7 @@ fn metadata() -> MetadataRequest {
 
 async fn metrics_text(s: &TestServer) -> String {
     let http = s.daemon.as_ref().unwrap().metrics_addr().expect("metrics listener");
-    let mut c = tokio::net::TcpStream::connect(http).await.unwrap();
-    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n").await.unwrap();
-    let mut buf = String::new();
-    c.read_to_string(&mut buf).await.unwrap();
-    buf
+    http_get(http, "/metrics").await.1
 }
 
 #[tokio::test]

@@ -14,55 +14,37 @@ use crate::error_code::ErrorCode;
 /// `None` when that version of the API answers errors per item (topic,
 /// partition, group) rather than at the top, so there is no such answer.
 pub fn encode(api_key: i16, version: i16, error: ErrorCode, out: &mut BytesMut) -> Option<Result<(), EncodeError>> {
-    let e = error.0;
-    macro_rules! answer {
-        ($support:expr, $msg:expr) => {
-            Some(codec::encode($support.name, &$msg, version, out))
+    // Versions that answer per item: FindCoordinator v4+ (per key), Fetch
+    // before v7 (per partition).
+    if (api_key == api::find_coordinator::SUPPORT.key && version >= 4)
+        || (api_key == api::fetch::SUPPORT.key && version < 7)
+    {
+        return None;
+    }
+    macro_rules! error_only {
+        ($($api:ident => $response:ty),* $(,)?) => {
+            match api_key {
+                $(k if k == api::$api::SUPPORT.key => {
+                    let answer = <$response>::default().with_error_code(error.0);
+                    Some(codec::encode(api::$api::SUPPORT.name, &answer, version, out))
+                })*
+                _ => None,
+            }
         };
     }
-    match api_key {
-        k if k == api::api_versions::SUPPORT.key => {
-            answer!(api::api_versions::SUPPORT, ApiVersionsResponse::default().with_error_code(e))
-        }
-        k if k == api::sasl_handshake::SUPPORT.key => {
-            answer!(api::sasl_handshake::SUPPORT, SaslHandshakeResponse::default().with_error_code(e))
-        }
-        k if k == api::join_group::SUPPORT.key => {
-            answer!(api::join_group::SUPPORT, JoinGroupResponse::default().with_error_code(e))
-        }
-        k if k == api::sync_group::SUPPORT.key => {
-            answer!(api::sync_group::SUPPORT, SyncGroupResponse::default().with_error_code(e))
-        }
-        k if k == api::heartbeat::SUPPORT.key => {
-            answer!(api::heartbeat::SUPPORT, HeartbeatResponse::default().with_error_code(e))
-        }
-        k if k == api::leave_group::SUPPORT.key => {
-            answer!(api::leave_group::SUPPORT, LeaveGroupResponse::default().with_error_code(e))
-        }
-        k if k == api::list_groups::SUPPORT.key => {
-            answer!(api::list_groups::SUPPORT, ListGroupsResponse::default().with_error_code(e))
-        }
-        k if k == api::find_coordinator::SUPPORT.key && version < 4 => {
-            answer!(api::find_coordinator::SUPPORT, FindCoordinatorResponse::default().with_error_code(e))
-        }
-        k if k == api::fetch::SUPPORT.key && version >= 7 => {
-            answer!(api::fetch::SUPPORT, FetchResponse::default().with_error_code(e))
-        }
-        k if k == api::init_producer_id::SUPPORT.key => {
-            answer!(api::init_producer_id::SUPPORT, InitProducerIdResponse::default().with_error_code(e))
-        }
-        k if k == api::describe_acls::SUPPORT.key => {
-            answer!(api::describe_acls::SUPPORT, DescribeAclsResponse::default().with_error_code(e))
-        }
-        k if k == api::offset_delete::SUPPORT.key => {
-            answer!(api::offset_delete::SUPPORT, OffsetDeleteResponse::default().with_error_code(e))
-        }
-        k if k == api::consumer_group_heartbeat::SUPPORT.key => {
-            answer!(
-                api::consumer_group_heartbeat::SUPPORT,
-                ConsumerGroupHeartbeatResponse::default().with_error_code(e)
-            )
-        }
-        _ => None,
-    }
+    error_only!(
+        api_versions => ApiVersionsResponse,
+        sasl_handshake => SaslHandshakeResponse,
+        join_group => JoinGroupResponse,
+        sync_group => SyncGroupResponse,
+        heartbeat => HeartbeatResponse,
+        leave_group => LeaveGroupResponse,
+        list_groups => ListGroupsResponse,
+        find_coordinator => FindCoordinatorResponse,
+        fetch => FetchResponse,
+        init_producer_id => InitProducerIdResponse,
+        describe_acls => DescribeAclsResponse,
+        offset_delete => OffsetDeleteResponse,
+        consumer_group_heartbeat => ConsumerGroupHeartbeatResponse,
+    )
 }

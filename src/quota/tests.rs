@@ -23,7 +23,7 @@ fn key(u: &str, c: &str) -> (String, String) {
 
 #[test]
 fn the_most_specific_quota_applies_in_kafkas_order() {
-    let all = vec![
+    let all = [
         entity(Some("alice"), Some("app"), 1.0),
         entity(Some("alice"), Some(DEFAULT_ENTITY), 2.0),
         entity(Some("alice"), None, 3.0),
