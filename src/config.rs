@@ -68,6 +68,8 @@ pub struct Config {
     pub security: SecurityConfig,
     /// ACLs (Kafka's StandardAuthorizer settings).
     pub authorizer: crate::security::acl::AuthorizerConfig,
+    /// Client quotas (Kafka's user / client-id quotas, KIP-219 throttling).
+    pub quotas: crate::quota::QuotaConfig,
 }
 
 /// TLS and SASL for the listeners that use them (Kafka's `ssl.*` and
@@ -802,6 +804,7 @@ impl Config {
     /// Checks cross-field rules Kafka enforces at start-up.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
+        self.quotas.validate().map_err(ConfigError::Invalid)?;
         Endpoint::parse(&self.server.listen).map_err(|e| ConfigError::Invalid(format!("server.listen: {e}")))?;
         if !self.server.advertised_listener.is_empty() {
             Endpoint::parse(&self.server.advertised_listener)

@@ -154,6 +154,7 @@ impl Daemon {
             request_budget: Services::request_budget(&config),
             listener_endpoints: endpoints,
             authorizer: authorizer(&config)?,
+            quotas: crate::quota::Quotas::from_config(&config.quotas).map(Arc::new),
             config: config.clone(),
         });
         // Finishes topic deletions a crash or a slow shard left unfinished.
@@ -413,6 +414,7 @@ async fn start_sidecar(
         request_budget: Services::request_budget(&config),
         listener_endpoints: Vec::new(),
         authorizer: authorizer(&config)?,
+        quotas: crate::quota::Quotas::from_config(&config.quotas).map(Arc::new),
         config,
     });
     tracing::info!(upstream = ?sc.upstream, fronted = ?listeners.iter().map(|(_, i, _)| i.node_id).collect::<Vec<_>>(),

@@ -15,6 +15,7 @@ pub mod error_code;
 pub mod fuzzing;
 pub mod observability;
 pub mod protocol;
+pub mod quota;
 pub mod security;
 pub mod server;
 pub mod sidecar;

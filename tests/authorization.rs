@@ -11,6 +11,8 @@
 )]
 
 mod common;
+#[path = "data_plane/support.rs"]
+mod support;
 
 use std::path::PathBuf;
 
@@ -439,4 +441,53 @@ async fn without_an_authorizer_the_acl_apis_answer_security_disabled_and_everyth
     assert_eq!(c.send(&group_filter("g"), 2).await.error_code, SECURITY_DISABLED);
     assert_eq!(c.send(&join_req("g"), 5).await.error_code, MEMBER_ID_REQUIRED);
     server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_acks0_produce_writes_the_authorized_topics_then_the_connection_closes() {
+    let mut acls = usual_acls();
+    acls.push(allow("alice", "WRITE", "topic", "public"));
+    let s = start(acls).await;
+    let mut alice = login(s.server.addr, "alice").await;
+    let batch = support::batch(&[("k", "v")], 1_000, None);
+    let mut req = support::produce_request("public", 0, Some(batch.clone()), 0);
+    let secret = support::produce_request("secret", 0, Some(batch), 0);
+    req.topic_data.extend(secret.topic_data);
+    let (_, frame) = alice.frame(&req, 9);
+    alice.send_raw(&frame).await.unwrap();
+    // No answer to carry the error: the connection closes, as in Kafka.
+    assert!(alice.is_closed().await, "an acks=0 Produce with a denied topic closes the connection");
+
+    let mut admin = login(s.server.addr, "admin").await;
+    let written = support::list_offset(&mut admin, 7, "public", 0, -1).await.2;
+    assert_eq!(written, 1, "the authorized partition was written");
+    let denied = support::list_offset(&mut admin, 7, "secret", 0, -1).await.2;
+    assert_eq!(denied, 0, "the denied one was not");
+    s.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn create_topics_shows_a_new_topics_configs_only_to_a_user_who_may_describe_them() {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    let mut acls = usual_acls();
+    acls.push(allow("alice", "CREATE", "topic", "new-a"));
+    acls.push(allow("alice", "CREATE", "topic", "new-b"));
+    acls.push(allow("alice", "DESCRIBE_CONFIGS", "topic", "new-b"));
+    let s = start(acls).await;
+    let mut alice = login(s.server.addr, "alice").await;
+    let topic = |name: &str| {
+        CreatableTopic::default().with_name(TopicName(sb(name))).with_num_partitions(3).with_replication_factor(-1)
+    };
+    let req = CreateTopicsRequest::default().with_timeout_ms(30_000).with_topics(vec![topic("new-a"), topic("new-b")]);
+    let r = alice.send(&req, 7).await;
+    let seen: Vec<(String, i16, i16, i32, bool)> = r
+        .topics
+        .iter()
+        .map(|t| (t.name.to_string(), t.error_code, t.topic_config_error_code, t.num_partitions, t.configs.is_some()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![("new-a".into(), 0, TOPIC_AUTHORIZATION_FAILED, -1, false), ("new-b".into(), 0, 0, 3, true),]
+    );
+    s.server.shutdown().await;
 }

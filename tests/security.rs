@@ -270,6 +270,25 @@ async fn requests_other_than_sasl_before_authentication_close_the_connection() {
 }
 
 #[tokio::test]
+async fn a_request_in_the_middle_of_a_sasl_exchange_gets_illegal_sasl_state_and_the_connection_closes() {
+    let (s, _dir) = sasl_server(&[]).await;
+    let heartbeat = HeartbeatRequest::default().with_group_id(GroupId(sb("g"))).with_member_id(sb("m"));
+    // After the handshake, as Kafka's SaslServerAuthenticator: the request's
+    // own error answer with ILLEGAL_SASL_STATE, then the connection closes.
+    let mut c = tcp(s.addr).await;
+    assert_eq!(c.handshake("SCRAM-SHA-512").await.error_code, 0);
+    let answer = c.send(&heartbeat, 4).await.expect("an answer");
+    assert_eq!(answer.error_code, ILLEGAL_SASL_STATE);
+    assert!(c.closed().await);
+    // Before the handshake: no answer, the connection closes.
+    let mut c = tcp(s.addr).await;
+    assert!(c.send(&heartbeat, 4).await.is_err());
+    // Nobody else is affected.
+    let mut other = tcp(s.addr).await;
+    assert_eq!(other.plain("alice", "alice-secret").await.error_code, 0);
+}
+
+#[tokio::test]
 async fn an_unsupported_mechanism_is_refused_with_the_enabled_ones() {
     let (s, _dir) = sasl_server(&["security.sasl_enabled_mechanisms=[\"SCRAM-SHA-512\"]"]).await;
     let mut c = tcp(s.addr).await;

@@ -10,7 +10,9 @@ pub mod api;
 pub mod client;
 pub mod codec;
 pub mod consumer_protocol;
+pub mod error_answer;
 pub mod header;
+pub mod throttle;
 pub mod uuid_string;
 pub mod versions;
 

@@ -132,17 +132,13 @@ impl SaslSession {
             return Admit::Close("a frame too short for a request header".into());
         };
         let key = prefix.api_key;
-        let name = crate::protocol::versions::api_name(key);
         match (&self.phase, &self.session) {
             (Phase::Handshake, None) => match key {
                 k if k == api_versions::SUPPORT.key => Admit::Serve,
-                k if k == sasl_handshake::SUPPORT.key => Admit::Sasl,
-                _ => Admit::Close(format!("Unexpected Kafka request of type {name} during SASL handshake.")),
+                // Any other request fails the authentication (`handle`).
+                _ => Admit::Sasl,
             },
-            (Phase::Tokens { .. }, _) => match key {
-                k if k == sasl_authenticate::SUPPORT.key => Admit::Sasl,
-                _ => Admit::Close(format!("Unexpected Kafka request of type {name} during SASL authentication.")),
-            },
+            (Phase::Tokens { .. }, _) => Admit::Sasl,
             (_, Some(session)) => {
                 if key == sasl_handshake::SUPPORT.key {
                     let recent =
@@ -175,6 +171,13 @@ impl SaslSession {
             Ok(p) => p,
             Err(e) => return fail_without_answer(e.to_string()),
         };
+        let expected = match self.phase {
+            Phase::Tokens { .. } => sasl_authenticate::SUPPORT.key,
+            _ => sasl_handshake::SUPPORT.key,
+        };
+        if prefix.api_key != expected {
+            return self.unexpected(&prefix);
+        }
         let support = if prefix.api_key == sasl_handshake::SUPPORT.key {
             sasl_handshake::SUPPORT
         } else {
@@ -337,6 +340,37 @@ impl SaslSession {
 }
 
 /// A raw (v0) SASL token frame: a length prefix and the token.
+impl SaslSession {
+    /// A request other than the one the exchange expects. As Kafka's
+    /// SaslServerAuthenticator: the authentication fails (answered after
+    /// the failed-authentication delay, then the connection closes); after
+    /// the handshake the request gets its API's error answer with
+    /// ILLEGAL_SASL_STATE, where the API has a top-level error code;
+    /// before it, no answer.
+    fn unexpected(&self, prefix: &header::RequestPrefix) -> Reply {
+        let name = crate::protocol::versions::api_name(prefix.api_key);
+        let (during, response) = match &self.phase {
+            Phase::Tokens { mechanism, .. } => {
+                metrics::counter!("kcoord_authentications_total", "mechanism" => mechanism.clone(), "result" => "failure")
+                    .increment(1);
+                ("authentication", illegal_state_answer(prefix))
+            }
+            _ => ("handshake", None),
+        };
+        Reply::Fail { response, reason: format!("Unexpected Kafka request of type {name} during SASL {during}.") }
+    }
+}
+
+/// The request's error answer with ILLEGAL_SASL_STATE, if its API and
+/// version have one.
+fn illegal_state_answer(prefix: &header::RequestPrefix) -> Option<Bytes> {
+    let support = crate::protocol::versions::lookup(prefix.api_key).filter(|s| s.supports(prefix.api_version))?;
+    let v = prefix.api_version;
+    let mut out = crate::server::dispatch::start_response(prefix.correlation_id, support.flexible_response_header(v));
+    crate::protocol::error_answer::encode(prefix.api_key, v, ErrorCode::ILLEGAL_SASL_STATE, &mut out)?.ok()?;
+    crate::server::dispatch::finish_frame(out)
+}
+
 fn raw_frame(token: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(4 + token.len());
     out.put_u32(token.len() as u32);

@@ -558,6 +558,21 @@ impl<'a> Guard<'a> {
             .collect()
     }
 
+    /// CreateTopics' answer: a created topic's configs, partition count
+    /// and replication factor are shown only with DESCRIBE_CONFIGS on it
+    /// (Kafka's ControllerApis); otherwise `topic_config_error_code` says
+    /// TOPIC_AUTHORIZATION_FAILED.
+    pub fn create_topics_answer(&self, resp: &mut crate::topics::admin::CreateTopicsResponse) {
+        for t in resp.topics.iter_mut().filter(|t| t.error == ErrorCode::NONE) {
+            if !self.quietly_allows(Operation::DescribeConfigs, ResourceType::Topic, &t.name) {
+                t.configs = None;
+                t.num_partitions = -1;
+                t.replication_factor = -1;
+                t.config_error = ErrorCode::TOPIC_AUTHORIZATION_FAILED;
+            }
+        }
+    }
+
     /// CreatePartitions: ALTER on each topic.
     pub fn create_partitions(
         &self,
@@ -583,31 +598,31 @@ impl<'a> Guard<'a> {
         catalog: &Catalog,
     ) -> Vec<crate::topics::admin::DeletedTopic> {
         use crate::topics::admin::DeletedTopic;
-        let mut denied = Vec::new();
         if !self.authorizer.is_enabled() {
-            return denied;
+            return Vec::new();
         }
-        topics.retain(|t| {
-            let (name, by_id) = match &t.name {
-                Some(n) => (n.clone(), false),
-                None => match catalog.get_by_id(&t.id) {
-                    Some(i) => (i.name, true),
-                    None => return true, // UNKNOWN_TOPIC_ID from the data plane
-                },
-            };
-            let error = ErrorCode::TOPIC_AUTHORIZATION_FAILED;
-            if !self.topic(Operation::Describe, &name) {
-                let name = (!by_id).then_some(name);
-                denied.push(DeletedTopic { name, id: t.id, error, message: None });
-                return false;
+        // Each topic with its name (from the catalog for one given by id);
+        // an unknown id is left to the data plane (UNKNOWN_TOPIC_ID).
+        let mut named = Vec::new();
+        for t in std::mem::take(topics) {
+            let name = t.name.clone().or_else(|| catalog.get_by_id(&t.id).map(|i| i.name));
+            match name {
+                Some(n) => named.push((t, n)),
+                None => topics.push(t),
             }
-            if !self.topic(Operation::Delete, &name) {
-                denied.push(DeletedTopic { name: Some(name), id: t.id, error, message: None });
-                return false;
-            }
-            true
+        }
+        let (describable, hidden) = self.split_topics(Operation::Describe, named, |(_, n)| n);
+        let (deletable, refused) = self.split_topics(Operation::Delete, describable, |(_, n)| n);
+        topics.extend(deletable.into_iter().map(|(t, _)| t));
+        let error = ErrorCode::TOPIC_AUTHORIZATION_FAILED;
+        let hidden = hidden.into_iter().map(|(t, n)| DeletedTopic {
+            name: t.name.is_some().then_some(n),
+            id: t.id,
+            error,
+            message: None,
         });
-        denied
+        let refused = refused.into_iter().map(|(t, n)| DeletedTopic { name: Some(n), id: t.id, error, message: None });
+        hidden.chain(refused).collect()
     }
 
     /// InitProducerId: WRITE on the transactional id, or (idempotent

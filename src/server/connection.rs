@@ -214,6 +214,10 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
     tokio::pin!(timer);
     let auth_timer = tokio::time::sleep_until(auth.deadline);
     tokio::pin!(auth_timer);
+    // A quota's throttle: nothing is read until it ends.
+    let mut mute = Mute::default();
+    let mute_timer = tokio::time::sleep_until(Instant::now());
+    tokio::pin!(mute_timer);
     if let Some(max) = auth.sasl.as_ref().and_then(SaslSession::max_frame) {
         frames.decoder_mut().set_max(max.min(max_request));
     }
@@ -223,6 +227,7 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
             break;
         }
         let can_read = reading
+            && mute.until.is_none()
             && parked.is_none()
             && inflight.len() < max_inflight
             && inflight_bytes < max_inflight_bytes
@@ -234,15 +239,18 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
             biased;
             Some((outcome, bytes)) = inflight.next(), if !inflight.is_empty() => {
                 inflight_bytes = inflight_bytes.saturating_sub(bytes);
-                if !write_outcome(&mut writer, outcome, peer).await {
+                if !write_outcome(&mut writer, mute.note(outcome), peer).await {
                     return;
                 }
                 // Write every response that is already done, then flush once.
                 while let Some(Some((outcome, bytes))) = inflight.next().now_or_never() {
                     inflight_bytes = inflight_bytes.saturating_sub(bytes);
-                    if !write_outcome(&mut writer, outcome, peer).await {
+                    if !write_outcome(&mut writer, mute.note(outcome), peer).await {
                         return;
                     }
+                }
+                if let Some(until) = mute.until {
+                    mute_timer.as_mut().reset(until);
                 }
                 if let Err(e) = writer.flush().await {
                     tracing::debug!(%peer, error = %e, "write failed; closing connection");
@@ -357,6 +365,9 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                 // A request still waiting for the budget is dropped unserved.
                 parked = None;
             }
+            () = &mut mute_timer, if mute.until.is_some() => {
+                mute.until = None;
+            }
             () = &mut auth_timer, if auth.pending() => {
                 metrics::counter!("kcoord_connections_closed_total", "reason" => "handshake_timeout").increment(1);
                 tracing::info!(%peer, "closing connection: SASL authentication did not finish within security.authentication_timeout_ms");
@@ -376,6 +387,26 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
         }
     }
     let _ = writer.shutdown().await;
+}
+
+/// Until when a throttled client is not read (KIP-219: its answer goes out
+/// at once, then the connection is muted).
+#[derive(Debug, Default)]
+struct Mute {
+    until: Option<Instant>,
+}
+
+impl Mute {
+    /// Takes note of an outcome's throttle; returns what to write.
+    fn note(&mut self, outcome: Outcome) -> Outcome {
+        match outcome {
+            Outcome::Throttled(inner, until) => {
+                self.until = Some(self.until.map_or(until, |u| u.max(until)));
+                *inner
+            }
+            other => other,
+        }
+    }
 }
 
 /// Serves a local request, holding its share of the daemon's request budget
@@ -471,6 +502,8 @@ async fn forward(
 /// Writes one outcome; returns false if the connection must close.
 async fn write_outcome<W: ClientWrite>(writer: &mut BufWriter<W>, outcome: Outcome, peer: SocketAddr) -> bool {
     match outcome {
+        // The throttle was noted by the caller (`Mute::note`).
+        Outcome::Throttled(inner, _) => Box::pin(write_outcome(writer, *inner, peer)).await,
         // The budget share is released once the bytes are handed to the socket.
         Outcome::Respond(bytes) | Outcome::RespondHolding(bytes, _) => match writer.write_all(&bytes).await {
             Ok(()) => true,

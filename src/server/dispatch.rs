@@ -37,6 +37,9 @@ pub enum Outcome {
     NoResponse,
     /// Close the connection; the reason is logged.
     Close(String),
+    /// Do as the inner outcome says, then read nothing more from the
+    /// client until the instant given (a quota's throttle, KIP-219).
+    Throttled(Box<Outcome>, tokio::time::Instant),
 }
 
 /// Who sent a request.
@@ -175,6 +178,7 @@ pub async fn handle_frame(
         }
     };
     let started = std::time::Instant::now();
+    let request_bytes = frame.len();
     let header = match header::parse_request_header(&mut frame, support.is_flexible(prefix.api_version)) {
         Ok(h) => h,
         Err(e) => {
@@ -185,16 +189,30 @@ pub async fn handle_frame(
     };
     let ctx = RequestContext { header, peer, listener, principal };
     let mut out = start_response(prefix.correlation_id, support.flexible_response_header(prefix.api_version));
+    let body_at = out.len();
     let limit = response_limit(&svc);
-    let routed = crate::protocol::codec::RESPONSE_LIMIT.scope(limit, route(&svc, &ctx, &mut frame, &mut out)).await;
+    let routed = crate::protocol::codec::RESPONSE_LIMIT.scope(limit, route(&svc, &ctx, &mut frame, &mut out));
+    let (routed, busy) = super::throttle::busy(routed).await;
     observe::request(support.name, prefix.api_version, started.elapsed());
-    match routed {
+    let mute = match (&svc.quotas, &routed) {
+        (Some(q), Ok(answered)) => {
+            let flexible = support.is_flexible(prefix.api_version);
+            let served = super::throttle::Served { ctx: &ctx, busy, request_bytes, answered: *answered, flexible };
+            super::throttle::charge(q, served, &mut out, body_at)
+        }
+        _ => None,
+    };
+    let outcome = match routed {
         Ok(true) => finish_response(out, limit),
         Ok(false) => Outcome::NoResponse,
         Err(e) => {
             observe::closed(support.name, e.close_reason());
-            Outcome::Close(e.to_string())
+            return Outcome::Close(e.to_string());
         }
+    };
+    match mute {
+        Some(until) => Outcome::Throttled(Box::new(outcome), until),
+        None => outcome,
     }
 }
 
@@ -237,14 +255,23 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
             let acks = req.acks;
             let produced = match guard.produce(&mut req) {
                 Ok(denied) if denied.is_empty() => data_plane(svc)?.produce(req).await.map_err(RouteError::Other)?,
-                // acks=0 has no answer to carry the error: Kafka closes the
-                // connection instead.
-                _ if acks == 0 => return Err(RouteError::Other("an acks=0 Produce was not authorized".into())),
+                // acks=0 has no answer to carry an error: Kafka closes the
+                // connection instead, after writing the partitions that
+                // were authorized.
+                Err(_) if acks == 0 => return Err(RouteError::Other("an acks=0 Produce was not authorized".into())),
                 Err(answer) => Some(answer),
-                Ok(denied) => data_plane(svc)?.produce(req).await.map_err(RouteError::Other)?.map(|mut r| {
-                    r.topics.extend(denied);
-                    r
-                }),
+                Ok(denied) => {
+                    let written = data_plane(svc)?.produce(req).await.map_err(RouteError::Other)?;
+                    if acks == 0 {
+                        return Err(RouteError::Other(
+                            "an acks=0 Produce named topics the client may not write (the others were written)".into(),
+                        ));
+                    }
+                    written.map(|mut r| {
+                        r.topics.extend(denied);
+                        r
+                    })
+                }
             };
             match produced {
                 Some(resp) => {
@@ -274,6 +301,7 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
             let mut req = create_topics::decode(body, v)?;
             let denied = guard.create_topics(&mut req);
             let mut resp = data_plane(svc)?.create_topics(req).await;
+            guard.create_topics_answer(&mut resp);
             resp.topics.extend(denied);
             observe::errors(create_topics::SUPPORT.name, &resp);
             create_topics::encode(&resp, v, out)?;

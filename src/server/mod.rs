@@ -9,6 +9,7 @@ pub mod frame;
 pub mod limits;
 pub mod listener;
 pub mod observe;
+pub mod throttle;
 
 use std::sync::Arc;
 
@@ -41,6 +42,8 @@ pub struct Services {
     /// ACLs (`[authorizer]`); disabled, it allows everything. The same in
     /// standalone and sidecar mode.
     pub authorizer: Arc<crate::security::acl::Authorizer>,
+    /// Client quotas (`[quotas]`); `None` when none is configured.
+    pub quotas: Option<Arc<crate::quota::Quotas>>,
 }
 
 impl Services {

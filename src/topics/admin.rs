@@ -100,6 +100,10 @@ pub struct CreatedTopic {
     pub replication_factor: i16,
     /// The topic's configs (v5+), on success.
     pub configs: Option<Vec<ConfigEntry>>,
+    /// Why the configs, partition count and replication factor are not
+    /// shown (v5+ `topic_config_error_code`): TOPIC_AUTHORIZATION_FAILED
+    /// without DESCRIBE_CONFIGS on the topic, as Kafka.
+    pub config_error: ErrorCode,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +123,7 @@ impl CreatedTopic {
             num_partitions: -1,
             replication_factor: -1,
             configs: None,
+            config_error: ErrorCode::NONE,
         }
     }
 }
@@ -407,6 +412,7 @@ impl DataPlane {
                 num_partitions: info.partitions,
                 replication_factor: 1,
                 configs: Some(self.describe_configs(&info.config)),
+                config_error: ErrorCode::NONE,
             },
             Err(e) => CreatedTopic::error(&t.name, e.code, e.message),
         }

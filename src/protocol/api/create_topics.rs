@@ -44,6 +44,7 @@ pub fn encode(resp: &t::CreateTopicsResponse, version: i16, out: &mut BytesMut) 
                     .with_error_code(topic.error.0)
                     .with_error_message(osb(topic.message.clone()));
                 if version >= 5 {
+                    x.topic_config_error_code = topic.config_error.0;
                     x.num_partitions = topic.num_partitions;
                     x.replication_factor = topic.replication_factor;
                     x.configs = topic.configs.as_ref().map(|cs| {
