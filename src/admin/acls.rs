@@ -183,18 +183,16 @@ pub fn add(a: &AclArgs) -> Result<String, String> {
         return Err("name a principal: --allow-principal or --deny-principal".into());
     }
     let new = bindings(a, pattern_for_add(a)?)?;
-    let mut file = AclFile::load(&a.file)?;
-    let mut added = Vec::new();
-    for acl in new {
-        if !file.acls.contains(&acl) {
-            added.push(acl.to_string());
-            file.acls.push(acl);
+    let added = AclFile::edit(&a.file, |acls| {
+        let mut added = Vec::new();
+        for acl in new {
+            if !acls.contains(&acl) {
+                added.push(acl.to_string());
+                acls.push(acl);
+            }
         }
-    }
-    if file.acls.len() > crate::security::acl::store::MAX_ACLS {
-        return Err(format!("over the limit of {} ACLs", crate::security::acl::store::MAX_ACLS));
-    }
-    file.save(&a.file)?;
+        Ok(added)
+    })?;
     Ok(match added.is_empty() {
         true => "No new ACLs: they were all there.\n".into(),
         false => format!("Added ACLs:\n{}\n", added.join("\n")),
@@ -286,20 +284,21 @@ pub fn remove(a: &AclArgs) -> Result<String, String> {
     if resources(a).is_empty() {
         return Err("name a resource: --topic, --group, --transactional-id or --cluster".into());
     }
-    let mut file = AclFile::load(&a.file)?;
-    let mut removed = Vec::new();
-    let mut kept = Vec::new();
-    for acl in file.acls {
-        match selects(a, &acl, true)? {
-            true => removed.push(acl),
-            false => kept.push(acl),
+    let removed = AclFile::edit(&a.file, |acls| {
+        let mut removed = Vec::new();
+        let mut kept = Vec::new();
+        for acl in acls.drain(..) {
+            match selects(a, &acl, true)? {
+                true => removed.push(acl),
+                false => kept.push(acl),
+            }
         }
-    }
+        *acls = kept;
+        Ok(removed)
+    })?;
     if removed.is_empty() {
         return Ok("No ACLs matched; nothing removed.\n".into());
     }
-    file.acls = kept;
-    file.save(&a.file)?;
     Ok(format!("Removed ACLs:\n{}", render(&removed)))
 }
 

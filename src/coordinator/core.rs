@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use super::classic::{self, group::ClassicGroup, group::GroupState, history::Cause};
+use super::consumer::describable::Describable;
 use super::consumer::heartbeat::{self as consumer_heartbeat, ConsumerRuntime, MemberTimer};
 use super::consumer::history::{ConsumerHistories, Seen, Watch};
 use super::consumer::messages::{
@@ -90,6 +91,9 @@ pub enum Request {
     /// group names topics, the consumer group knows topic ids.
     WithTopics {
         topics: Arc<TopicImage>,
+        /// What the requester may DESCRIBE (a classic JoinGroup into a
+        /// consumer group can refresh its regular expressions).
+        describable: Describable,
         inner: Box<Request>,
     },
 }
@@ -581,8 +585,9 @@ impl ShardCore {
     ) {
         let watch = self.watch(&req);
         let req = match req {
-            Request::WithTopics { topics, inner } => {
+            Request::WithTopics { topics, describable, inner } => {
                 self.consumer.topics = topics;
+                self.consumer.describable = describable;
                 *inner
             }
             req => req,

@@ -296,7 +296,14 @@ impl Sim {
                     b = b.metadata(&["t", "x"]);
                 }
                 let join = Request::Join(b.build());
-                self.send(slot, Request::WithTopics { topics: consumer_topics(self.with_xy), inner: Box::new(join) });
+                self.send(
+                    slot,
+                    Request::WithTopics {
+                        topics: consumer_topics(self.with_xy),
+                        describable: Default::default(),
+                        inner: Box::new(join),
+                    },
+                );
             }
             Op::Sync { slot } => {
                 let s = self.slots[slot].clone();
@@ -335,7 +342,14 @@ impl Sim {
                     protocol_name: None,
                     assignments: members,
                 });
-                self.send(slot, Request::WithTopics { topics: consumer_topics(self.with_xy), inner: Box::new(sync) });
+                self.send(
+                    slot,
+                    Request::WithTopics {
+                        topics: consumer_topics(self.with_xy),
+                        describable: Default::default(),
+                        inner: Box::new(sync),
+                    },
+                );
             }
             Op::Heartbeat { slot } => {
                 let s = self.slots[slot].clone();

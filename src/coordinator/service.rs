@@ -13,6 +13,7 @@ use futures_util::future::join_all;
 use futures_util::{StreamExt, TryStreamExt};
 use tokio::sync::{oneshot, Semaphore};
 
+use super::consumer::describable::Describable;
 use super::consumer::target::TopicImage;
 use super::core::{CoreConfig, ImportOutcome, Request, Response};
 use super::messages::*;
@@ -229,9 +230,12 @@ impl Coordinator {
         }
     }
 
-    pub async fn join_group(&self, req: JoinGroupRequest) -> Result<JoinGroupResponse> {
+    /// JoinGroup; `describable` is what the requester may DESCRIBE, which
+    /// bounds a regular-expression refresh its join may trigger in a
+    /// consumer group (online migration).
+    pub async fn join_group(&self, req: JoinGroupRequest, describable: Describable) -> Result<JoinGroupResponse> {
         let g = req.group_id.clone();
-        match self.call(&g, self.with_topics(Request::Join(req))).await? {
+        match self.call(&g, self.with_topics(Request::Join(req), describable)).await? {
             Response::Join(r) => Ok(r),
             other => Err(unexpected(other)),
         }
@@ -239,7 +243,8 @@ impl Coordinator {
 
     pub async fn sync_group(&self, req: SyncGroupRequest) -> Result<SyncGroupResponse> {
         let g = req.group_id.clone();
-        match self.call(&g, self.with_topics(Request::Sync(req))).await? {
+        // A SyncGroup resolves no regular expression.
+        match self.call(&g, self.with_topics(Request::Sync(req), Describable::all())).await? {
             Response::Sync(r) => Ok(r),
             other => Err(unexpected(other)),
         }
@@ -303,8 +308,8 @@ impl Coordinator {
     /// A classic request with the catalog's topics: if its group is a
     /// consumer group (online migration), its member's subscription and
     /// assignment name topics that the group knows by id.
-    fn with_topics(&self, req: Request) -> Request {
-        Request::WithTopics { topics: self.topic_image(), inner: Box::new(req) }
+    fn with_topics(&self, req: Request, describable: Describable) -> Request {
+        Request::WithTopics { topics: self.topic_image(), describable, inner: Box::new(req) }
     }
 
     /// The catalog's topics as the core's topic metadata, rebuilt only
@@ -863,9 +868,9 @@ mod tests {
     #[tokio::test]
     async fn kafkas_request_checks_are_answered_while_the_shard_loads() {
         let c = coordinator(vec![loading_shard(0)]);
-        let r = c.join_group(join("", "m", 10_000)).await.unwrap();
+        let r = c.join_group(join("", "m", 10_000), Describable::all()).await.unwrap();
         assert_eq!((r.error, r.member_id.as_str()), (ErrorCode::INVALID_GROUP_ID, "m"));
-        let r = c.join_group(join("g", "m", 1)).await.unwrap();
+        let r = c.join_group(join("g", "m", 1), Describable::all()).await.unwrap();
         assert_eq!((r.error, r.member_id.as_str()), (ErrorCode::INVALID_SESSION_TIMEOUT, "m"));
         let sync = SyncGroupRequest {
             version: 5,
@@ -896,7 +901,7 @@ mod tests {
     #[tokio::test]
     async fn a_join_the_loading_shard_refuses_carries_no_member_id() {
         let c = coordinator(vec![loading_shard(0)]);
-        let r = c.join_group(join("g", "m", 10_000)).await.unwrap();
+        let r = c.join_group(join("g", "m", 10_000), Describable::all()).await.unwrap();
         assert_eq!((r.error, r.member_id.as_str()), (ErrorCode::COORDINATOR_LOAD_IN_PROGRESS, ""));
     }
 }

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::cluster::{MetadataRequest, MetadataResponse, TopicMetadata, TopicSelector};
+use crate::coordinator::consumer::describable::{Describable, TopicVisibility};
 use crate::coordinator::consumer::messages::{ConsumerHeartbeatRequest, DescribedConsumerGroup};
 use crate::coordinator::messages as m;
 use crate::error_code::ErrorCode;
@@ -21,7 +22,7 @@ use super::dispatch::RequestContext;
 
 /// One request's view of the authorizer: who asks, from where.
 pub struct Guard<'a> {
-    authorizer: &'a Authorizer,
+    authorizer: &'a Arc<Authorizer>,
     principal: &'a str,
     host: String,
 }
@@ -39,7 +40,7 @@ pub fn default_message(error: ErrorCode) -> &'static str {
 }
 
 impl<'a> Guard<'a> {
-    pub fn new(authorizer: &'a Authorizer, ctx: &'a RequestContext) -> Guard<'a> {
+    pub fn new(authorizer: &'a Arc<Authorizer>, ctx: &'a RequestContext) -> Guard<'a> {
         // Kafka's `InetAddress.getHostAddress()`: an IPv4 client on a dual
         // stack socket is its IPv4 address.
         Guard { authorizer, principal: &ctx.principal, host: ctx.peer.ip().to_canonical().to_string() }
@@ -345,6 +346,22 @@ impl<'a> Guard<'a> {
                 format!("The client is not authorized to describe topics: {}", denied.join(", ")),
             ),
         }
+    }
+
+    /// What this requester may DESCRIBE, for the core's resolution of
+    /// regular-expression subscriptions (Kafka's
+    /// `filterTopicDescribeAuthorizedTopics`): every topic when nothing is
+    /// enforced for this principal. Denials are not counted, as Kafka does
+    /// not log them there.
+    pub fn describable_topics(&self) -> Describable {
+        if !self.authorizer.restricts(self.principal) {
+            return Describable::all();
+        }
+        Describable::only(Arc::new(DescribeView {
+            authorizer: self.authorizer.clone(),
+            principal: self.principal.to_string(),
+            host: self.host.clone(),
+        }))
     }
 
     /// FindCoordinator: DESCRIBE on the group (or the transactional id) of
@@ -658,4 +675,18 @@ enum FetchSlot {
     /// Sent to the coordinator; `Some(denied topics)` when topics were
     /// listed, `None` for all topics.
     Served(Option<Vec<m::FetchTopic>>),
+}
+
+/// A principal's DESCRIBE permission on topics, lent to the core with a
+/// request that may resolve regular expressions.
+struct DescribeView {
+    authorizer: Arc<Authorizer>,
+    principal: String,
+    host: String,
+}
+
+impl TopicVisibility for DescribeView {
+    fn may_describe(&self, topic: &str) -> bool {
+        self.authorizer.authorize(&self.principal, &self.host, Operation::Describe, ResourceType::Topic, topic)
+    }
 }

@@ -375,7 +375,7 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
         k if k == join_group::SUPPORT.key => {
             let req = join_group::decode(body, v, ctx.client_id(), &ctx.client_host())?;
             let resp = match guard.group(Read, &req.group_id) {
-                Ok(()) => svc.coordinator.join_group(req).await?,
+                Ok(()) => svc.coordinator.join_group(req, guard.describable_topics()).await?,
                 Err(e) => crate::coordinator::messages::JoinGroupResponse::error(e, ""),
             };
             observe::errors(join_group::SUPPORT.name, &resp);
@@ -391,7 +391,8 @@ async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut
             sync_group::encode(&resp, v, out)?;
         }
         k if k == consumer_group_heartbeat::SUPPORT.key => {
-            let req = consumer_group_heartbeat::decode(body, v, ctx.client_id(), &ctx.client_host())?;
+            let mut req = consumer_group_heartbeat::decode(body, v, ctx.client_id(), &ctx.client_host())?;
+            req.describable = guard.describable_topics();
             let resp = match guard.consumer_heartbeat(&req) {
                 Ok(()) => svc.coordinator.consumer_group_heartbeat(req).await?,
                 Err((e, message)) => {

@@ -52,6 +52,33 @@ impl DirLock {
     }
 }
 
+/// An exclusive advisory lock (flock) on a lock file, held until dropped;
+/// acquiring it waits for the holder. It serializes read-modify-write edits
+/// of a small file between processes, e.g. `kcoord acls add` and the
+/// daemon's CreateAcls. flock conflicts between two opens in one process
+/// too, so threads are serialized as well. The lock file is never removed:
+/// removing it would let two editors lock different files.
+#[derive(Debug)]
+pub struct EditLock {
+    _file: File,
+}
+
+impl EditLock {
+    pub fn acquire(lock_path: &Path) -> std::io::Result<EditLock> {
+        let file = OpenOptions::new().create(true).truncate(false).write(true).open(lock_path)?;
+        loop {
+            // SAFETY: flock on a valid descriptor we own.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(EditLock { _file: file });
+            }
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -116,20 +116,39 @@ class Kcoord:
         return causes[0]
 
 
+class KcoordFactory:
+    """Starts daemons in a directory and stops them all at the end, failing
+    if one exited with an error."""
+
+    def __init__(self):
+        self.started = []
+
+    def start(self, directory, settings=(), topics=(), extra_args=()):
+        k = Kcoord(directory / f"data{len(self.started)}", settings, topics, extra_args=extra_args).start()
+        self.started.append(k)
+        return k
+
+    def stop_all(self):
+        for k in self.started:
+            code = k.stop()
+            assert code in (0, -signal.SIGKILL, None), f"kcoord exited with {code}; log:\n{k.log()}"
+
+
 @pytest.fixture
 def make_kcoord(tmp_path):
     """Factory: make_kcoord(settings=[...], topics=["t:6"]) -> started Kcoord."""
-    started = []
+    factory = KcoordFactory()
+    yield lambda settings=(), topics=(), extra_args=(): factory.start(tmp_path, settings, topics, extra_args)
+    factory.stop_all()
 
-    def make(settings=(), topics=(), extra_args=()):
-        k = Kcoord(tmp_path / f"data{len(started)}", settings, topics, extra_args=extra_args).start()
-        started.append(k)
-        return k
 
-    yield make
-    for k in started:
-        code = k.stop()
-        assert code in (0, -signal.SIGKILL, None), f"kcoord exited with {code}; log:\n{k.log()}"
+@pytest.fixture(scope="module")
+def make_kcoord_module():
+    """Factory for daemons shared by a module's tests:
+    make_kcoord_module(directory, settings=[...], topics=[...]) -> started Kcoord."""
+    factory = KcoordFactory()
+    yield factory.start
+    factory.stop_all()
 
 
 @pytest.fixture

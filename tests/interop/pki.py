@@ -24,6 +24,18 @@ def make_pki(pki):
     return pki
 
 
+def make_client_cert(pki, name, subject):
+    """Writes <name>.pem and <name>.key into `pki`: a client certificate for
+    `subject` (e.g. "/O=Example/CN=alice") signed by the CA of make_pki."""
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", f"{name}.key",
+            "-out", f"{name}.csr", cwd=pki)
+    # Extensions make it an X.509 v3 certificate: rustls refuses v1.
+    (pki / f"{name}.ext").write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=pki)
+    return pki / f"{name}.pem", pki / f"{name}.key"
+
+
 def add_user(users, user, password):
     """Adds `user` to the credentials file `users` (salted, never the password)."""
     subprocess.run([KCOORD_BIN, "users", "add", "--file", str(users), user], input=password + "\n",

@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from conftest import KCOORD_BIN, wait_for
 
@@ -136,3 +137,49 @@ def test_kafka_python_without_the_group_acl_gets_group_authorization_failed_then
             c.close()
 
     assert wait_for("alice commits with the group ACL", commits, timeout=90) == 5
+
+
+def test_a_regex_subscription_is_assigned_only_the_topics_the_member_may_describe(make_kcoord, tmp_path):
+    # KIP-848 with librdkafka's group.protocol=consumer: alice subscribes to
+    # ^orders-.*; she may read orders-eu but has no ACL on orders-us, so the
+    # coordinator resolves the pattern to orders-eu alone (Kafka's
+    # filterTopicDescribeAuthorizedTopics) and she is assigned only its
+    # partitions.
+    from groups import FAST_848
+
+    users = tmp_path / "users.json"
+    for user in ("alice", "admin"):
+        subprocess.run([KCOORD_BIN, "users", "add", "--file", str(users), user], input=f"{user}-secret\n",
+                       text=True, check=True, capture_output=True)
+    acls = tmp_path / "acls.json"
+    kcoord_cli("acls", "add", "--file", str(acls), "--allow-principal", "User:alice", "--operation", "Read",
+               "--topic", "orders-eu", "--group", "regex-acl")
+    k = make_kcoord(topics=["orders-eu:2", "orders-us:2"], settings=[
+        'server.listeners=["SASL_PLAINTEXT://127.0.0.1:0"]',
+        f'security.credentials_file="{users}"',
+        'authorizer.enabled=true',
+        'authorizer.super_users="User:admin"',
+        f'authorizer.acl_file="{acls}"',
+        *FAST_848,
+    ])
+    line = next(l for l in k._lines if "serving on" in l)
+    addr = line.split("serving on ")[1].split()[0].split(",")[0]
+    c = Consumer({"bootstrap.servers": addr, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                  "sasl.username": "alice", "sasl.password": "alice-secret", "group.id": "regex-acl",
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    # What the coordinator assigned, as the super user sees it (the client
+    # itself would not show a topic its metadata hides from it).
+    admin = AdminClient({"bootstrap.servers": addr, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                         "sasl.username": "admin", "sasl.password": "admin-secret"})
+
+    def assigned():
+        c.poll(0.5)
+        g = admin.describe_consumer_groups(["regex-acl"])["regex-acl"].result(30)
+        got = sorted((tp.topic, tp.partition) for m in g.members for tp in m.assignment.topic_partitions)
+        return got or None
+
+    try:
+        c.subscribe(["^orders-.*"])
+        assert wait_for("an assignment", assigned, timeout=60) == [("orders-eu", 0), ("orders-eu", 1)]
+    finally:
+        c.close()

@@ -11,6 +11,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use super::describable::Describable;
 use super::group::{
     metadata_hash, ConsumerGroup, ConsumerMember, MemberState, LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -38,6 +39,8 @@ pub struct ConsumerRuntime {
     pub assigners: Assigners,
     /// The latest topic metadata the shard was given.
     pub topics: Arc<TopicImage>,
+    /// What the request being served may DESCRIBE (set with `topics`).
+    pub describable: Describable,
     timers: FastMap<(String, String), MemberTimers>,
 }
 
@@ -487,6 +490,7 @@ pub fn heartbeat(
     cx: &mut Cx,
 ) -> ConsumerHeartbeatResponse {
     rt.topics = req.topics.clone();
+    rt.describable = req.describable.clone();
     if let Err(refusal) = validate(&req, &rt.assigners) {
         return refusal;
     }
@@ -684,8 +688,16 @@ pub(super) fn plan_steps(
         bump |= updated.metadata.subscribed_topic_names != member.metadata.subscribed_topic_names;
     }
     let old = group.members.get(&member.member_id);
-    let regexes = subscription_regex::plan(group, member, &updated, old, replaced_member, &rt.topics, now)
-        .map_err(|m| ConsumerHeartbeatResponse::error(ErrorCode::INVALID_REGULAR_EXPRESSION, m))?;
+    let regexes = subscription_regex::plan(
+        group,
+        member,
+        &updated,
+        old,
+        replaced_member,
+        subscription_regex::Visible { image: &rt.topics, describable: &rt.describable },
+        now,
+    )
+    .map_err(|m| ConsumerHeartbeatResponse::error(ErrorCode::INVALID_REGULAR_EXPRESSION, m))?;
     records.extend(regexes.records);
     bump |= regexes.bump;
     let names = subscribed_after(group, old, Some(&updated), replaced_member, (&regexes.counts, &regexes.resolved));

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use super::describable::Describable;
 use super::records::Assignment;
 use super::target::TopicImage;
 use crate::error_code::ErrorCode;
@@ -31,6 +32,9 @@ pub struct ConsumerHeartbeatRequest {
     pub client_host: String,
     /// The topics known when the request was sent to the shard.
     pub topics: Arc<TopicImage>,
+    /// The topics the requester may DESCRIBE: what its refresh of the
+    /// group's regular expressions may resolve to.
+    pub describable: Describable,
 }
 
 impl ConsumerHeartbeatRequest {
@@ -53,6 +57,7 @@ impl ConsumerHeartbeatRequest {
             client_id: "client".into(),
             client_host: "/127.0.0.1".into(),
             topics,
+            describable: Describable::all(),
         }
     }
 

@@ -34,7 +34,7 @@ fn foo(parts: &[i32]) -> Assignment {
 }
 
 fn with_topics(req: Request) -> Request {
-    Request::WithTopics { topics: image(), inner: Box::new(req) }
+    Request::WithTopics { topics: image(), describable: Default::default(), inner: Box::new(req) }
 }
 
 /// A consumer-protocol (re-)join at epoch 0 subscribing to foo.

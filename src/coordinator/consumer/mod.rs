@@ -18,6 +18,7 @@
 
 pub mod assignor;
 pub mod classic_member;
+pub mod describable;
 pub mod describe;
 pub mod embedded;
 pub mod group;

@@ -22,6 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::describable::Describable;
 use super::group::{ConsumerGroup, ConsumerMember};
 use super::records::RegularExpressionValue;
 use super::target::TopicImage;
@@ -35,6 +36,14 @@ pub const REGEX_BATCH_REFRESH_INTERVAL_MS: i64 = 10_000;
 const NEST_LIMIT: u32 = 64;
 const COMPILED_SIZE_LIMIT: usize = 1 << 20;
 const DFA_SIZE_LIMIT: usize = 1 << 20;
+
+/// What a refresh resolves patterns against: the topic image, less the
+/// topics the requester may not DESCRIBE.
+#[derive(Debug, Clone, Copy)]
+pub struct Visible<'a> {
+    pub image: &'a TopicImage,
+    pub describable: &'a Describable,
+}
 
 /// The group's resolved patterns: pattern → what it resolved to.
 pub type Resolved = BTreeMap<String, RegularExpressionValue>;
@@ -155,9 +164,10 @@ pub fn plan(
     updated: &ConsumerMember,
     stored: Option<&ConsumerMember>,
     also_removed: Option<&ConsumerMember>,
-    image: &TopicImage,
+    visible: Visible<'_>,
     now: i64,
 ) -> Result<RegexPlan, String> {
+    let image = visible.image;
     let counts = counts_after(g, stored, Some(updated), also_removed);
     let mut resolved = g.resolved_regexes.clone();
     let mut records = Vec::new();
@@ -190,22 +200,24 @@ pub fn plan(
     require_refresh |= counts.keys().any(|r| !resolved.contains_key(r));
     require_refresh |= resolved.values().any(|v| v.version != image.names_version());
     if require_refresh {
-        bump |= refresh(&g.group_id, &counts, &mut resolved, &mut records, image, now);
+        bump |= refresh(&g.group_id, &counts, &mut resolved, &mut records, visible, now);
     }
     Ok(RegexPlan { records, bump, counts, resolved })
 }
 
-/// Resolves every pattern in `counts` against `image` (Kafka's
-/// `refreshRegularExpressions` + `handleRegularExpressionsResult`): one
-/// record per pattern; true if any resolution changed.
+/// Resolves every pattern in `counts` against the visible topics (Kafka's
+/// `refreshRegularExpressions` with `filterTopicDescribeAuthorizedTopics`,
+/// then `handleRegularExpressionsResult`): one record per pattern; true if
+/// any resolution changed.
 fn refresh(
     group_id: &str,
     counts: &BTreeMap<String, usize>,
     resolved: &mut Resolved,
     records: &mut Vec<Record>,
-    image: &TopicImage,
+    visible: Visible<'_>,
     now: i64,
 ) -> bool {
+    let image = visible.image;
     let mut compiled = Vec::with_capacity(counts.len());
     for pattern in counts.keys() {
         match compile(pattern) {
@@ -222,7 +234,9 @@ fn refresh(
     let mut changed = false;
     for (pattern, re) in compiled {
         let topics: Vec<String> = match &re {
-            Some(re) => image.names().filter(|n| re.is_match(n)).map(str::to_string).collect(),
+            Some(re) => {
+                image.names().filter(|n| re.is_match(n) && visible.describable.allows(n)).map(str::to_string).collect()
+            }
             None => Vec::new(),
         };
         let before = resolved.get(pattern).map(|v| v.topics.as_slice()).unwrap_or(&[]);

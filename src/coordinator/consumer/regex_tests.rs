@@ -194,3 +194,28 @@ fn a_session_expiry_drops_the_regex_of_its_last_member() {
     assert_eq!(resolved(&h, "foo-.*"), None);
     assert_replays(&h);
 }
+
+/// A principal's DESCRIBE permission: every topic except the named ones.
+struct AllBut(&'static [&'static str]);
+
+impl super::describable::TopicVisibility for AllBut {
+    fn may_describe(&self, topic: &str) -> bool {
+        !self.0.contains(&topic)
+    }
+}
+
+#[test]
+fn a_regex_resolves_only_to_topics_the_subscriber_may_describe() {
+    // Kafka's filterTopicDescribeAuthorizedTopics: foo-b matches but the
+    // member may not DESCRIBE it, so it is neither resolved nor assigned;
+    // the record holds what survived, so replay needs no authorizer.
+    let mut h = Harness::new();
+    let req = ConsumerHeartbeatRequest {
+        describable: super::describable::Describable::only(Arc::new(AllBut(&["foo-b"]))),
+        ..joining_regex("m1", "foo-.*", all_three())
+    };
+    let r = ok(&mut h, req);
+    assert_eq!(topics_of(&r.assignment.unwrap()), BTreeSet::from([FOO_A]));
+    assert_eq!(resolved(&h, "foo-.*"), Some(vec!["foo-a".to_string()]));
+    assert_replays(&h);
+}

@@ -43,6 +43,8 @@ pub fn decode(
         client_id: client_id.to_string(),
         client_host: client_host.to_string(),
         topics: Arc::new(TopicImage::default()),
+        // The server fills in what the requester may DESCRIBE.
+        describable: crate::coordinator::consumer::describable::Describable::all(),
     })
 }
 

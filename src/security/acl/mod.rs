@@ -115,6 +115,12 @@ impl Authorizer {
 
     /// Whether `principal` connecting from `host` may do `op` on the
     /// resource (Kafka's `Authorizer.authorize` for one action).
+    /// Whether ACLs limit `principal` at all (enforcing, and not a super
+    /// user).
+    pub fn restricts(&self, principal: &str) -> bool {
+        self.enforcing.as_ref().is_some_and(|e| !e.super_users.contains(principal))
+    }
+
     pub fn authorize(&self, principal: &str, host: &str, op: Operation, rt: ResourceType, name: &str) -> bool {
         let Some(e) = &self.enforcing else { return true };
         if e.super_users.contains(principal) {

@@ -47,6 +47,29 @@ impl AclFile {
         Ok(file)
     }
 
+    /// Reads the file, applies `change` and writes the result durably if it
+    /// changed, all under the file's edit lock (`<file>.lock`), so that
+    /// `kcoord acls add|remove` and the daemon's CreateAcls and DeleteAcls
+    /// never lose each other's edits.
+    pub fn edit<R>(path: &Path, change: impl FnOnce(&mut Vec<AclBinding>) -> Result<R, String>) -> Result<R, String> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("ACL file {}: {e}", path.display()))?;
+        }
+        let lock_path = path.with_extension("lock");
+        let _edit = crate::storage::fsutil::EditLock::acquire(&lock_path)
+            .map_err(|e| format!("ACL file lock {}: {e}", lock_path.display()))?;
+        let before = AclFile::load(path)?;
+        let mut after = before.clone();
+        let result = change(&mut after.acls)?;
+        if after.acls.len() > MAX_ACLS {
+            return Err(format!("over the limit of {MAX_ACLS} ACLs"));
+        }
+        if after != before {
+            after.save(path)?;
+        }
+        Ok(result)
+    }
+
     /// Replaces the file durably (sorted, without duplicates).
     pub fn save(&self, path: &Path) -> Result<(), String> {
         let mut acls = self.acls.clone();
@@ -120,22 +143,22 @@ impl AclStore {
     /// fsync): call it off the async runtime.
     pub fn modify<R>(&self, change: impl FnOnce(&mut Vec<AclBinding>) -> R) -> Result<R, String> {
         let _one_at_a_time = self.writing.lock().unwrap_or_else(|e| e.into_inner());
-        let mut acls = match &self.path {
-            Some(path) => AclFile::load(path)?.acls,
-            None => self.current().bindings(),
-        };
-        let result = change(&mut acls);
-        if acls.len() > MAX_ACLS {
-            return Err(format!("over the limit of {MAX_ACLS} ACLs"));
-        }
         match &self.path {
             Some(path) => {
-                AclFile { acls }.save(path)?;
+                let result = AclFile::edit(path, |acls| Ok(change(acls)))?;
                 self.reload()?;
+                Ok(result)
             }
-            None => *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(AclSet::new(acls)),
+            None => {
+                let mut acls = self.current().bindings();
+                let result = change(&mut acls);
+                if acls.len() > MAX_ACLS {
+                    return Err(format!("over the limit of {MAX_ACLS} ACLs"));
+                }
+                *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(AclSet::new(acls));
+                Ok(result)
+            }
         }
-        Ok(result)
     }
 
     /// Reloads if the file's modification time or size changed since the

@@ -366,3 +366,40 @@ fn super_users_parse_from_kafkas_semicolon_list() {
     let c = AuthorizerConfig { super_users: "admin".into(), ..Default::default() };
     assert!(c.parsed_super_users().is_err());
 }
+
+#[test]
+fn concurrent_edits_of_the_acl_file_by_the_daemon_and_the_cli_lose_nothing() {
+    // The daemon's CreateAcls (AclStore::modify) and `kcoord acls add`
+    // (AclFile::edit, in another process) edit the same file; each takes
+    // the file's edit lock, so every edit survives.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("acls.json");
+    let store = Arc::new(AclStore::open(Some(path.clone())).unwrap());
+    let principal = |side: &str, i: usize| format!("User:{side}{i}");
+    std::thread::scope(|s| {
+        let daemon = store.clone();
+        s.spawn(move || {
+            for i in 0..40 {
+                daemon
+                    .modify(|acls| acls.push(acl(Group, "g", Literal, &principal("wire", i), "*", Read, Allow)))
+                    .unwrap();
+            }
+        });
+        for cli in 0..3 {
+            let path = path.clone();
+            s.spawn(move || {
+                for i in 0..40 {
+                    let name = principal(&format!("cli{cli}-"), i);
+                    store::AclFile::edit(&path, |acls| {
+                        acls.push(acl(Topic, "t", Literal, &name, "*", Read, Allow));
+                        Ok(())
+                    })
+                    .unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(store::AclFile::load(&path).unwrap().acls.len(), 160);
+    store.reload().unwrap();
+    assert_eq!(store.current().len(), 160);
+}

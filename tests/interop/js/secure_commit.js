@@ -1,17 +1,28 @@
-// kafkajs over SSL with SASL SCRAM-SHA-256: consumes 5 messages in a group,
-// commits offset 5 and prints what admin.fetchOffsets returns.
-// Arguments: bootstrap group topic ca.pem user password.
+// kafkajs over TLS, with SASL or with a client certificate (mTLS): consumes
+// 5 messages in a group, commits offset 5 and prints what admin.fetchOffsets
+// returns.
+// Arguments: bootstrap group topic ca.pem mechanism user password
+//   mechanism is scram-sha-256, scram-sha-512 or plain (user and password
+//   are then the SASL login), or mtls (user and password are then the client
+//   certificate and key files).
 const fs = require('fs')
 const { Kafka, logLevel } = require('kafkajs')
-const [bootstrap, group, topic, caFile, username, password] = process.argv.slice(2)
+const [bootstrap, group, topic, caFile, mechanism, user, password] = process.argv.slice(2)
+
+function security () {
+  const ssl = { ca: [fs.readFileSync(caFile, 'utf-8')], servername: 'localhost' }
+  if (mechanism === 'mtls') {
+    return { ssl: { ...ssl, cert: fs.readFileSync(user, 'utf-8'), key: fs.readFileSync(password, 'utf-8') } }
+  }
+  return { ssl, sasl: { mechanism, username: user, password } }
+}
 
 async function main () {
   const kafka = new Kafka({
     clientId: 'kcoord-interop-js-secure',
     brokers: [bootstrap],
     logLevel: logLevel.WARN,
-    ssl: { ca: [fs.readFileSync(caFile, 'utf-8')], servername: 'localhost' },
-    sasl: { mechanism: 'scram-sha-256', username, password }
+    ...security()
   })
   const consumer = kafka.consumer({ groupId: group, sessionTimeout: 6000, heartbeatInterval: 500 })
   await consumer.connect()

@@ -1,0 +1,236 @@
+"""Every stock client over every security setup users run: confluent-kafka,
+kafka-python, kafkajs and kcat each join a group, consume, commit and read
+their commit back over SASL_SSL with SCRAM-SHA-512 and with PLAIN, and over
+mutual TLS, where the principal is the certificate's subject: alice's
+certificate is granted by the ACLs, mallory's is refused with Kafka's
+authorization errors, and a client without a certificate does not get past
+the handshake. The CA and certificates are made per test with openssl."""
+
+import subprocess
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from conftest import KCOORD_BIN, kcat_path, needs_kcat, node_script, wait_for
+from pki import add_user, make_client_cert, make_pki, tls_listener_settings
+
+USER, PASSWORD = "alice", "alice-secret"
+TOPIC = "sec"
+ALICE = "User:CN=alice,O=Example"
+SASL_MECHANISMS = ["SCRAM-SHA-512", "PLAIN"]
+
+
+def serving_addresses(k, names):
+    line = next(l for l in k._lines if "serving on" in l)
+    return dict(zip(names, line.split("serving on ")[1].split()[0].split(",")))
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl(make_kcoord_module, tmp_path_factory):
+    """A kcoord with a SASL_SSL listener and user alice; 10 records in TOPIC.
+    Returns {"addr", "ca"}."""
+    tmp = tmp_path_factory.mktemp("sasl-ssl")
+    pki = make_pki(tmp / "pki")
+    users = tmp / "users.json"
+    add_user(users, USER, PASSWORD)
+    k = make_kcoord_module(tmp, topics=[f"{TOPIC}:1"], settings=tls_listener_settings(pki, users))
+    env = {"addr": serving_addresses(k, ["SASL_SSL"])["SASL_SSL"], "ca": str(pki / "ca.pem")}
+    produce({**sasl_conf(env, "PLAIN")})
+    return env
+
+
+@pytest.fixture(scope="module")
+def mtls(make_kcoord_module, tmp_path_factory):
+    """A kcoord with an SSL listener that requires client certificates from
+    its CA and enforces ACLs: alice's certificate subject may read and write
+    TOPIC and read groups starting with "mtls-"; mallory's has no ACL.
+    Returns {"addr", "ca", "alice": (cert, key), "mallory": (cert, key)}."""
+    tmp = tmp_path_factory.mktemp("mtls")
+    pki = make_pki(tmp / "pki")
+    acls = tmp / "acls.json"
+
+    def grant(*args):
+        subprocess.run([KCOORD_BIN, "acls", "add", "--file", str(acls), "--allow-principal", ALICE, *args],
+                       capture_output=True, text=True, check=True)
+
+    grant("--operation", "Read", "--operation", "Write", "--topic", TOPIC)
+    grant("--operation", "Read", "--group", "mtls-", "--resource-pattern-type", "prefixed")
+    k = make_kcoord_module(tmp, topics=[f"{TOPIC}:1"], settings=[
+        'server.listeners=["SSL://127.0.0.1:0"]',
+        f'security.tls_certificate="{pki / "server.pem"}"',
+        f'security.tls_private_key="{pki / "server.key"}"',
+        f'security.tls_ca="{pki / "ca.pem"}"',
+        'security.tls_client_auth="required"',
+        'authorizer.enabled=true',
+        f'authorizer.acl_file="{acls}"',
+    ])
+    env = {"addr": serving_addresses(k, ["SSL"])["SSL"], "ca": str(pki / "ca.pem"),
+           "alice": tuple(map(str, make_client_cert(pki, "alice", "/O=Example/CN=alice"))),
+           "mallory": tuple(map(str, make_client_cert(pki, "mallory", "/O=Example/CN=mallory")))}
+    produce(mtls_conf(env, "alice"))
+    return env
+
+
+def sasl_conf(env, mechanism):
+    return {"bootstrap.servers": env["addr"], "security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+            "sasl.username": USER, "sasl.password": PASSWORD, "ssl.ca.location": env["ca"]}
+
+
+def mtls_conf(env, who):
+    cert, key = env[who]
+    return {"bootstrap.servers": env["addr"], "security.protocol": "SSL", "ssl.ca.location": env["ca"],
+            "ssl.certificate.location": cert, "ssl.key.location": key}
+
+
+def produce(conf, n=10):
+    p = Producer(conf)
+    for i in range(n):
+        p.produce(TOPIC, value=f"v{i}", partition=0)
+    assert p.flush(30) == 0
+
+
+def confluent_consume_and_commit(conf, group):
+    """Consumes 5 records in `group`, commits offset 5; returns the committed offset read back."""
+    c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    try:
+        c.subscribe([TOPIC])
+        seen = 0
+        while seen < 5:
+            m = c.poll(1.0)
+            if m is not None and not m.error():
+                seen += 1
+        c.commit(offsets=[TopicPartition(TOPIC, 0, 5)], asynchronous=False)
+        return c.committed([TopicPartition(TOPIC, 0)], timeout=30)[0].offset
+    finally:
+        c.close()
+
+
+def kafka_python_consume_and_commit(security, group):
+    from kafka import KafkaConsumer, TopicPartition as KTP
+    from kafka.structs import OffsetAndMetadata
+
+    c = KafkaConsumer(TOPIC, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                      session_timeout_ms=6000, heartbeat_interval_ms=500, **security)
+    try:
+        seen = 0
+        while seen < 5:
+            for records in c.poll(timeout_ms=1000).values():
+                seen += len(records)
+        c.commit({KTP(TOPIC, 0): OffsetAndMetadata(5, "", -1)})
+        return c.committed(KTP(TOPIC, 0))
+    finally:
+        c.close()
+
+
+def kcat_consume(conf, group, count=10):
+    """kcat (Debian's librdkafka) consumes `count` records in `group` with
+    auto-commit; returns the values it printed."""
+    args = []
+    for k, v in conf.items():
+        if k != "bootstrap.servers":
+            args += ["-X", f"{'sasl.mechanisms' if k == 'sasl.mechanism' else k}={v}"]
+    out = subprocess.run(
+        ["timeout", "-s", "INT", "90", kcat_path(), "-b", conf["bootstrap.servers"], "-G", group, TOPIC, *args,
+         "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
+         "-c", str(count), "-f", "%s\\n"],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def committed(conf, group):
+    c = Consumer({**conf, "group.id": group})
+    try:
+        return c.committed([TopicPartition(TOPIC, 0)], timeout=30)[0].offset
+    finally:
+        c.close()
+
+
+# --- SASL_SSL ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mechanism", SASL_MECHANISMS)
+def test_confluent_kafka_over_sasl_ssl_consumes_and_commits(sasl_ssl, mechanism):
+    assert confluent_consume_and_commit(sasl_conf(sasl_ssl, mechanism), f"rdk-{mechanism}") == 5
+
+
+@pytest.mark.parametrize("mechanism", SASL_MECHANISMS)
+def test_kafka_python_over_sasl_ssl_consumes_and_commits(sasl_ssl, mechanism):
+    security = {"bootstrap_servers": sasl_ssl["addr"], "security_protocol": "SASL_SSL",
+                "sasl_mechanism": mechanism, "sasl_plain_username": USER, "sasl_plain_password": PASSWORD,
+                "ssl_cafile": sasl_ssl["ca"]}
+    assert kafka_python_consume_and_commit(security, f"kp-{mechanism}") == 5
+
+
+@pytest.mark.parametrize("mechanism", SASL_MECHANISMS)
+def test_kafkajs_over_sasl_ssl_consumes_and_commits(sasl_ssl, mechanism):
+    out = node_script("secure_commit", sasl_ssl["addr"], f"js-{mechanism}", TOPIC, sasl_ssl["ca"],
+                      mechanism.lower(), USER, PASSWORD)
+    assert out["fetched"] == [{"partition": 0, "offset": 5}]
+
+
+@needs_kcat
+@pytest.mark.parametrize("mechanism", SASL_MECHANISMS)
+def test_kcat_over_sasl_ssl_consumes_in_a_group_and_commits(sasl_ssl, mechanism):
+    conf = sasl_conf(sasl_ssl, mechanism)
+    group = f"kcat-{mechanism}"
+    assert kcat_consume(conf, group) == [f"v{i}" for i in range(10)]
+    # kcat commits what it consumed when it leaves.
+    assert committed(conf, group) == 10
+
+
+# --- mutual TLS -------------------------------------------------------------
+
+
+def test_confluent_kafka_over_mtls_consumes_and_commits(mtls):
+    assert confluent_consume_and_commit(mtls_conf(mtls, "alice"), "mtls-rdk") == 5
+
+
+def test_kafka_python_over_mtls_consumes_and_commits(mtls):
+    cert, key = mtls["alice"]
+    security = {"bootstrap_servers": mtls["addr"], "security_protocol": "SSL", "ssl_cafile": mtls["ca"],
+                "ssl_certfile": cert, "ssl_keyfile": key}
+    assert kafka_python_consume_and_commit(security, "mtls-kp") == 5
+
+
+def test_kafkajs_over_mtls_consumes_and_commits(mtls):
+    cert, key = mtls["alice"]
+    out = node_script("secure_commit", mtls["addr"], "mtls-js", TOPIC, mtls["ca"], "mtls", cert, key)
+    assert out["fetched"] == [{"partition": 0, "offset": 5}]
+
+
+@needs_kcat
+def test_kcat_over_mtls_consumes_in_a_group_and_commits(mtls):
+    conf = mtls_conf(mtls, "alice")
+    assert kcat_consume(conf, "mtls-kcat") == [f"v{i}" for i in range(10)]
+    assert committed(conf, "mtls-kcat") == 10
+
+
+def test_a_certificate_without_acls_is_refused_the_group_and_the_topic(mtls):
+    # The principal is the certificate's subject: mallory's chains to the CA
+    # but no ACL names it.
+    conf = mtls_conf(mtls, "mallory")
+    c = Consumer({**conf, "group.id": "mtls-mallory", "auto.offset.reset": "earliest",
+                  "session.timeout.ms": 6000})
+    try:
+        c.subscribe([TOPIC])
+
+        def group_error():
+            m = c.poll(0.5)
+            return m.error().code() if m is not None and m.error() else None
+
+        assert wait_for("the group error", group_error) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        c.close()
+    p = Producer(conf)
+    errors = []
+    p.produce(TOPIC, value="x", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    p.flush(30)
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+
+def test_a_client_without_a_certificate_does_not_get_past_the_handshake(mtls):
+    conf = {"bootstrap.servers": mtls["addr"], "security.protocol": "SSL", "ssl.ca.location": mtls["ca"]}
+    with pytest.raises(KafkaException):
+        Producer(conf).list_topics(timeout=5)
