@@ -80,6 +80,12 @@ impl FakeLog {
         out
     }
 
+    /// A log holding `records`, all durable (what a restart finds).
+    pub fn from_records(records: Vec<Bytes>) -> FakeLog {
+        let synced = records.len() as u64;
+        FakeLog { records, synced, ..FakeLog::default() }
+    }
+
     /// Writes a snapshot as the adapter's blocking thread would.
     pub fn write_snapshot(base: u64, payloads: Vec<Bytes>) -> FakeSnapshot {
         FakeSnapshot { base, payloads }

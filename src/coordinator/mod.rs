@@ -33,6 +33,10 @@ pub mod shard_log;
 pub mod shell;
 #[cfg(test)]
 mod shell_tests;
+#[cfg(test)]
+mod sim;
+#[cfg(test)]
+mod sim_client;
 pub mod store;
 #[cfg(test)]
 pub mod testkit;
