@@ -235,7 +235,8 @@ fn joined(r: Result<std::io::Result<SnapshotDone>, tokio::task::JoinError>) -> s
 }
 
 enum Event {
-    Loaded(Result<(ShardCore, Log), String>),
+    /// Boxed: a loaded core is large, and this happens once.
+    Loaded(Box<Result<(ShardCore, Log), String>>),
     Synced,
     Compacted(std::io::Result<SnapshotDone>),
     Msg(Option<ShardMsg>),
@@ -282,7 +283,7 @@ async fn run(
         timer.as_mut().reset(tokio::time::Instant::now() + sleep_for);
         let event = tokio::select! {
             biased;
-            loaded = &mut loading, if !loading_done => Event::Loaded(loaded),
+            loaded = &mut loading, if !loading_done => Event::Loaded(Box::new(loaded)),
             r = durable.changed(), if serving => match r {
                 Ok(()) => Event::Synced,
                 // The sender lives in the sync target: never.
@@ -296,7 +297,7 @@ async fn run(
         match event {
             Event::Loaded(loaded) => {
                 loading_done = true;
-                if let Ok((_, log)) = &loaded {
+                if let Ok((_, log)) = &*loaded {
                     if let Some(tx) = durable_tx.take() {
                         let _ = tx.send_replace(Ok(log.synced()));
                         durable.borrow_and_update();
@@ -306,7 +307,7 @@ async fn run(
                     }
                 }
                 let ok = loaded.is_ok();
-                shell.on_loaded(loaded);
+                shell.on_loaded(*loaded);
                 if ok {
                     progress.mark_loaded();
                 }

@@ -290,7 +290,7 @@ fn attempts(rig: &mut Rig) -> usize {
 #[test]
 fn compaction_backs_off_after_failures_doubling_up_to_five_minutes() {
     let mut rig = compaction_rig(usize::MAX);
-    let _ = rig.one(commit("g", 1));
+    drop(rig.one(commit("g", 1)));
     assert_eq!(attempts(&mut rig), 1, "history over the trigger starts a snapshot");
 
     // Pauses of 1 s, 2 s, 4 s, ... up to 300 s; requests during a pause
@@ -298,10 +298,10 @@ fn compaction_backs_off_after_failures_doubling_up_to_five_minutes() {
     let mut pause_ms = 1000;
     for n in 2..=13 {
         rig.clock.advance(pause_ms - 1);
-        let _ = rig.one(commit("g", n));
+        drop(rig.one(commit("g", n)));
         assert_eq!(attempts(&mut rig), n as usize - 1, "no attempt {n} within a pause of {pause_ms} ms");
         rig.clock.advance(1);
-        let _ = rig.one(commit("g", n));
+        drop(rig.one(commit("g", n)));
         assert_eq!(attempts(&mut rig), n as usize, "attempt {n} once the pause of {pause_ms} ms is over");
         pause_ms = (pause_ms * 2).min(COMPACTION_RETRY_MAX.as_millis() as i64);
     }
@@ -311,17 +311,17 @@ fn compaction_backs_off_after_failures_doubling_up_to_five_minutes() {
 #[test]
 fn a_failed_snapshot_write_backs_off_and_a_good_one_resets_the_pause() {
     let mut rig = compaction_rig(0);
-    let _ = rig.one(commit("g", 1));
+    drop(rig.one(commit("g", 1)));
     let asked = rig.asked();
     assert!(asked.contains(&Asked::Compact(1)), "{asked:?}");
     let (base, _) = rig.compactions.remove(0);
 
     // The snapshot write failed on its thread: no new attempt for 1 s.
     rig.shell.on_compacted(Err(std::io::Error::other("ENOSPC")));
-    let _ = rig.one(commit("g", 2));
+    drop(rig.one(commit("g", 2)));
     assert_eq!(attempts(&mut rig), 1);
     rig.clock.advance(1000);
-    let _ = rig.one(commit("g", 3));
+    drop(rig.one(commit("g", 3)));
     assert_eq!(attempts(&mut rig), 2);
     assert!(rig.asked().iter().any(|a| matches!(a, Asked::Compact(_))));
 

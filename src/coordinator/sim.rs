@@ -325,13 +325,11 @@ impl World {
                 let ms = 1 + self.rng.below(3_000) as i64;
                 self.advance(ms);
             }
-            75..=79 => {
-                if !self.delayed.is_empty() {
-                    let i = self.rng.below(self.delayed.len() as u64) as usize;
-                    let d = self.delayed.swap_remove(i);
-                    self.note("a delayed request arrives".into());
-                    self.deliver(d.req, d.reply);
-                }
+            75..=79 if !self.delayed.is_empty() => {
+                let i = self.rng.below(self.delayed.len() as u64) as usize;
+                let d = self.delayed.swap_remove(i);
+                self.note("a delayed request arrives".into());
+                self.deliver(d.req, d.reply);
             }
             80..=83 => self.compact_one(),
             84..=86 => {
