@@ -7,11 +7,14 @@
 
 pub mod bounded_history;
 pub mod classic;
+pub mod clock;
 pub mod consumer;
 pub mod core;
 pub mod delegation;
 #[cfg(test)]
 mod delegation_tests;
+#[cfg(test)]
+pub mod fake_log;
 #[cfg(test)]
 mod import_tests;
 pub mod layout;
@@ -26,6 +29,14 @@ mod replay_tests;
 pub mod routing;
 pub mod service;
 pub mod shard;
+pub mod shard_log;
+pub mod shell;
+#[cfg(test)]
+mod shell_tests;
+#[cfg(test)]
+mod sim;
+#[cfg(test)]
+mod sim_client;
 pub mod store;
 #[cfg(test)]
 pub mod testkit;

@@ -150,4 +150,91 @@ mod tests {
         assert_eq!((ra, rb), (Ok(()), Ok(())));
         assert_eq!(p.offsets().high_watermark, 2);
     }
+
+    /// A sync target that never fsyncs: the test plays the sync scheduler
+    /// and reports each fsync's outcome itself, through the partition's
+    /// real [`PartitionSync`].
+    struct NeverSyncs;
+
+    impl SyncTarget for NeverSyncs {
+        fn job(&self) -> Option<SyncWork> {
+            None
+        }
+
+        fn synced(&self, _: io::Result<u64>) {}
+    }
+
+    struct Rig {
+        p: Arc<Partition>,
+        fatal: FatalSender,
+        stopped: mpsc::UnboundedReceiver<String>,
+        /// How the scheduler reports fsyncs of this partition.
+        outcome: PartitionSync,
+        _dir: tempfile::TempDir,
+    }
+
+    fn rig() -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let options = LogOptions::new(1 << 20, false);
+        let p = Arc::new(Partition::open("t", 0, dir.path(), options, FsyncPolicy::Always, 604_800_000, 0).unwrap());
+        p.sync_registration.set(Registration::new(Arc::new(NeverSyncs))).unwrap();
+        let (fatal, stopped) = mpsc::unbounded_channel();
+        let outcome = PartitionSync { partition: Arc::downgrade(&p), fatal: fatal.clone() };
+        Rig { p, fatal, stopped, outcome, _dir: dir }
+    }
+
+    impl Rig {
+        /// Appends an acks=all produce and starts waiting for its answer.
+        fn produce(&self, value: &[u8]) -> (u64, tokio::task::JoinHandle<Result<(), ErrorCode>>) {
+            let batch = validate_produced(Some(&batch(&[value], 1, None)), 9, 1 << 20).unwrap();
+            let end = self.p.append(batch, 0).unwrap().durable_at;
+            let (p, fatal) = (self.p.clone(), self.fatal.clone());
+            (end, tokio::spawn(async move { p.wait_durable(end, &fatal).await }))
+        }
+    }
+
+    /// Lets every spawned task run as far as it can.
+    async fn settle() {
+        for _ in 0..16 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn an_acks_all_produce_is_answered_only_once_an_fsync_covers_it() {
+        let r = rig();
+        let (a_end, a) = r.produce(b"a");
+        settle().await;
+        assert!(!a.is_finished(), "no fsync has returned: the produce must not be answered");
+        assert_eq!(r.p.offsets().high_watermark, 0, "nor may a fetch see it");
+
+        // An fsync that covers the first batch only (a second was appended
+        // while it ran) answers the first.
+        let (b_end, b) = r.produce(b"b");
+        r.outcome.synced(Ok(a_end));
+        assert_eq!(a.await.unwrap(), Ok(()));
+        settle().await;
+        assert!(!b.is_finished(), "its write is past the synced end");
+        assert_eq!(r.p.offsets().high_watermark, 1);
+
+        r.outcome.synced(Ok(b_end));
+        assert_eq!(b.await.unwrap(), Ok(()));
+        assert_eq!(r.p.offsets().high_watermark, 2);
+    }
+
+    #[tokio::test]
+    async fn a_failed_fsync_answers_storage_error_and_stops_every_later_acknowledgement() {
+        let mut r = rig();
+        let (end, waiting) = r.produce(b"a");
+        r.outcome.synced(Err(io::Error::other("EIO")));
+        assert_eq!(waiting.await.unwrap(), Err(ErrorCode::KAFKA_STORAGE_ERROR));
+        assert!(r.stopped.try_recv().is_ok(), "the daemon is told to stop");
+
+        // A later fsync that claims success changes nothing already failed,
+        // and new writes are refused.
+        r.outcome.synced(Ok(end));
+        let batch = validate_produced(Some(&batch(&[b"b"], 1, None)), 9, 1 << 20).unwrap();
+        assert_eq!(r.p.append(batch, 0).err().map(|e| e.code), Some(ErrorCode::KAFKA_STORAGE_ERROR));
+        assert_eq!(r.p.wait_durable(end, &r.fatal).await, Err(ErrorCode::KAFKA_STORAGE_ERROR));
+    }
 }
