@@ -254,7 +254,13 @@ impl Run {
         for step in 0..STEPS {
             let action = self.sim.draw(19);
             if trace {
-                eprintln!("step {step}: action {action}; end {} synced {} start {} segments {:?}", log.end(), log.synced(), log.start(), log.segments().iter().map(|s| (s.base, s.bytes)).collect::<Vec<_>>());
+                eprintln!(
+                    "step {step}: action {action}; end {} synced {} start {} segments {:?}",
+                    log.end(),
+                    log.synced(),
+                    log.start(),
+                    log.segments().iter().map(|s| (s.base, s.bytes)).collect::<Vec<_>>()
+                );
             }
             let fine = match action {
                 0..=8 => self.append(&mut log),

@@ -134,11 +134,7 @@ impl SnapshotPlan {
 
 /// Writes and fsyncs the framed payloads plus trailer; returns the record
 /// count and file size.
-fn write_file(
-    fs: &dyn FileSystem,
-    path: &Path,
-    payloads: &mut dyn Iterator<Item = Vec<u8>>,
-) -> io::Result<(u64, u64)> {
+fn write_file(fs: &dyn FileSystem, path: &Path, payloads: &mut dyn Iterator<Item = Vec<u8>>) -> io::Result<(u64, u64)> {
     let file = fs.open(path, OpenMode::Create)?;
     let mut out = BufWriter::with_capacity(IO_BUFFER, SequentialWriter::new(&*file));
     let mut records = 0u64;
@@ -218,8 +214,7 @@ pub(crate) fn validate(
 /// changed in between, that is reported as corruption.
 pub(crate) fn replay(fs: &dyn FileSystem, meta: &SnapshotMeta, visit: &mut Visitor<'_>) -> Result<(), LogError> {
     let file = fs.open(&meta.path, OpenMode::Read).map_err(LogError::io(&meta.path))?;
-    let mut scanner =
-        FrameScanner::new(BufReader::with_capacity(IO_BUFFER, PositionalReader::new(&*file)), meta.bytes);
+    let mut scanner = FrameScanner::new(BufReader::with_capacity(IO_BUFFER, PositionalReader::new(&*file)), meta.bytes);
     for _ in 0..meta.records {
         match scanner.next_frame().map_err(LogError::io(&meta.path))? {
             Scanned::Record { position, payload } => {

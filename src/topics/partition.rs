@@ -25,8 +25,8 @@ use super::batch::{self, BatchHeader, ProducedBatch};
 use super::producer_state::{ProducerStates, SequenceError, Verdict};
 use crate::config::FsyncPolicy;
 use crate::error_code::ErrorCode;
-use crate::storage::frame::HEADER_BYTES as FRAME_HEADER;
 use crate::storage::disk::FileSystem;
+use crate::storage::frame::HEADER_BYTES as FRAME_HEADER;
 use crate::storage::{Location, Log, LogError, LogOptions, Replay, SegmentReader};
 
 /// The leader epoch of every partition: kcoord is the only replica and never
@@ -341,7 +341,8 @@ impl Partition {
         let Replayed { log, entries, mut producers, first_index, next_offset } =
             replayed.map_err(|e| format!("partition {topic}-{index} ({}): {e}", dir.display()))?;
         producers.expire(now_ms);
-        let checkpoint = read_log_start(&*log.disk().clone(), dir).map_err(|e| format!("partition {topic}-{index}: {e}"))?;
+        let checkpoint =
+            read_log_start(&*log.disk().clone(), dir).map_err(|e| format!("partition {topic}-{index}: {e}"))?;
         // Batches stored after the checkpoint was written start at or after
         // it, so the larger of the two is where the log ends.
         let next_offset = next_offset.unwrap_or(0).max(checkpoint.unwrap_or(0));
