@@ -83,7 +83,7 @@ impl Daemon {
     pub async fn start_with(config: Config, options: StartOptions) -> Result<RunningDaemon, StartError> {
         let data_dir = config.storage.data_dir.clone();
         let dd_err = |source| StartError::DataDir { path: data_dir.display().to_string(), source };
-        std::fs::create_dir_all(&data_dir).map_err(dd_err)?;
+        crate::storage::fsutil::create_dir_all_durably(&data_dir).map_err(dd_err)?;
         let lock = DirLock::acquire(&data_dir).map_err(dd_err)?;
         let cluster_id = cluster::load_or_create_cluster_id(&data_dir).map_err(dd_err)?;
         crate::coordinator::layout::check_or_record_shard_count(

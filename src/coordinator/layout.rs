@@ -104,9 +104,10 @@ pub fn check_or_record_shard_count(coordinator_dir: &Path, configured: u32, repa
         );
     }
     for i in 0..configured {
-        std::fs::create_dir_all(shard_dir(coordinator_dir, i)).map_err(io_err)?;
+        // Durably: also the coordinator directory's own entry, which
+        // `create_dir_all` plus an fsync of this directory did not cover.
+        fsutil::create_dir_all_durably(&shard_dir(coordinator_dir, i)).map_err(io_err)?;
     }
-    fsutil::fsync_dir(coordinator_dir).map_err(io_err)?;
     let layout = Layout { shards: configured, version: FORMAT_VERSION };
     let bytes = serde_json::to_vec(&layout).map_err(|e| io_err(io::Error::other(e)))?;
     fsutil::write_atomically(&path, &bytes).map_err(io_err)

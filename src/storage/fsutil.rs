@@ -1,28 +1,60 @@
 //! Small file-system helpers with the durability steps spelled out.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
+
+use super::disk::{FileSystem, OpenMode, OsFs};
 
 /// fsyncs a directory so that entries created, renamed or removed in it
 /// survive a machine crash.
 pub fn fsync_dir(dir: &Path) -> std::io::Result<()> {
-    File::open(dir)?.sync_all()
+    OsFs.sync_dir(dir)
+}
+
+/// The directory `path` is in ("." for a bare name).
+pub fn parent_dir(path: &Path) -> &Path {
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+/// Creates `dir` and its missing parents, fsyncing the parent of each
+/// directory it creates so that the new entries survive a machine crash
+/// (`create_dir_all` alone leaves them in the page cache: a crash soon
+/// after a first start could take the whole data directory, with every
+/// record acknowledged in it). Returns whether it created anything.
+pub fn create_dir_all_durably(dir: &Path) -> std::io::Result<bool> {
+    create_dir_all_durably_on(&OsFs, dir)
+}
+
+/// [`create_dir_all_durably`] on any [`FileSystem`].
+pub fn create_dir_all_durably_on(fs: &dyn FileSystem, dir: &Path) -> std::io::Result<bool> {
+    let missing: Vec<&Path> = dir.ancestors().take_while(|p| !p.as_os_str().is_empty() && !fs.is_dir(p)).collect();
+    if missing.is_empty() {
+        return Ok(false);
+    }
+    fs.create_dir_all(dir)?;
+    for created in missing.iter().rev() {
+        fs.sync_dir(parent_dir(created))?;
+    }
+    Ok(true)
 }
 
 /// Replaces `path` with `bytes` atomically: write a temporary file, fsync it,
 /// rename it over the target, fsync the directory.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    write_atomically_on(&OsFs, path, bytes)
+}
+
+/// [`write_atomically`] on any [`FileSystem`].
+pub fn write_atomically_on(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
-        let mut f = OpenOptions::new().create(true).write(true).truncate(true).open(&tmp)?;
-        f.write_all(bytes)?;
+        let f = fs.open(&tmp, OpenMode::Create)?;
+        f.write_all_at(bytes, 0)?;
         f.sync_all()?;
     }
-    std::fs::rename(&tmp, path)?;
-    fsync_dir(dir)
+    fs.rename(&tmp, path)?;
+    fs.sync_dir(parent_dir(path))
 }
 
 /// An exclusive lock on a data directory, held for the daemon's lifetime, so

@@ -24,12 +24,12 @@
 //! keep their files open, as before ([`FileRef::Pinned`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::disk::{self, Disk, FileHandle, OpenMode};
 use crate::observability::rate_log::RateLimitedLog;
 
 /// The smallest capacity a cache accepts: below it, a few concurrent appends
@@ -47,6 +47,8 @@ pub fn is_descriptor_exhaustion(err: &io::Error) -> bool {
 #[derive(Debug)]
 pub struct FileCache {
     capacity: usize,
+    /// Where the files are.
+    fs: Disk,
     state: Mutex<State>,
     /// Descriptor failures, logged at most once a second.
     exhausted: Mutex<RateLimitedLog>,
@@ -67,18 +69,29 @@ struct State {
 
 #[derive(Debug)]
 struct Cached {
-    file: Arc<File>,
+    file: FileHandle,
     used: u64,
 }
 
 impl FileCache {
     /// A cache keeping at most `capacity` files open (at least [`MIN_CAPACITY`]).
     pub fn new(capacity: usize) -> Arc<FileCache> {
+        FileCache::on(disk::os(), capacity)
+    }
+
+    /// [`FileCache::new`] for files on `fs`.
+    pub fn on(fs: Disk, capacity: usize) -> Arc<FileCache> {
         Arc::new(FileCache {
             capacity: capacity.max(MIN_CAPACITY),
+            fs,
             state: Mutex::new(State::default()),
             exhausted: Mutex::new(RateLimitedLog::new(Duration::from_secs(1))),
         })
+    }
+
+    /// The file system its files are on.
+    pub fn disk(&self) -> Disk {
+        Arc::clone(&self.fs)
     }
 
     /// Files this cache keeps open at most.
@@ -97,8 +110,7 @@ impl FileCache {
 
     /// Registers a segment file that was just opened (or created) by its
     /// owner, and caches the open file. Returns its reference.
-    pub fn adopt(self: &Arc<Self>, path: PathBuf, file: File) -> (FileRef, Arc<File>) {
-        let file = Arc::new(file);
+    pub fn adopt(self: &Arc<Self>, path: PathBuf, file: FileHandle) -> (FileRef, FileHandle) {
         let mut evicted = Vec::new();
         let key = {
             let mut st = self.lock();
@@ -114,7 +126,7 @@ impl FileCache {
 
     /// The open file of `key`, opening `path` (see [`FileCache::open`]) if
     /// it is not cached.
-    fn get(&self, key: u64, path: &Path) -> io::Result<Arc<File>> {
+    fn get(&self, key: u64, path: &Path) -> io::Result<FileHandle> {
         {
             let mut st = self.lock();
             let tick = st.tick + 1;
@@ -128,7 +140,7 @@ impl FileCache {
             }
         }
         metrics::counter!("kcoord_segment_file_opens_total").increment(1);
-        let file = Arc::new(self.open(path, false)?);
+        let file = self.open(path, false)?;
         let mut evicted = Vec::new();
         {
             let mut st = self.lock();
@@ -150,14 +162,10 @@ impl FileCache {
     /// files and tries once more, so that descriptor pressure from elsewhere
     /// in the process (a burst of connections) costs cached files rather
     /// than failures; each exhaustion is counted and logged (rate-limited).
-    pub fn open(&self, path: &Path, create: bool) -> io::Result<File> {
+    pub fn open(&self, path: &Path, create: bool) -> io::Result<FileHandle> {
+        let mode = if create { OpenMode::Create } else { OpenMode::ReadWrite };
         let attempt = || {
-            let mut options = OpenOptions::new();
-            options.read(true).write(true);
-            if create {
-                options.create(true).truncate(true);
-            }
-            options.open(path).inspect_err(|e| {
+            self.fs.open(path, mode).inspect_err(|e| {
                 if is_descriptor_exhaustion(e) {
                     self.note_exhaustion(path, e);
                 }
@@ -174,7 +182,7 @@ impl FileCache {
 
     /// Caches `file` under `key`, moving the evicted files to `evicted` so
     /// that the caller closes them after releasing the lock.
-    fn insert(&self, st: &mut State, key: u64, file: Arc<File>, evicted: &mut Vec<Arc<File>>) {
+    fn insert(&self, st: &mut State, key: u64, file: FileHandle, evicted: &mut Vec<FileHandle>) {
         st.tick += 1;
         let tick = st.tick;
         if let Some(old) = st.open.insert(key, Cached { file, used: tick }) {
@@ -239,14 +247,14 @@ impl FileCache {
 #[derive(Debug, Clone)]
 pub enum FileRef {
     /// Open for the segment's lifetime.
-    Pinned(Arc<File>),
+    Pinned(FileHandle),
     /// Opened on demand; `key` identifies the segment in `cache`.
     Cached { cache: Arc<FileCache>, key: u64, path: PathBuf },
 }
 
 impl FileRef {
     /// The open file (opening it if the cache had closed it).
-    pub fn file(&self) -> io::Result<Arc<File>> {
+    pub fn file(&self) -> io::Result<FileHandle> {
         match self {
             FileRef::Pinned(file) => Ok(Arc::clone(file)),
             FileRef::Cached { cache, key, path } => cache.get(*key, path),
@@ -276,6 +284,12 @@ mod tests {
             .collect()
     }
 
+    fn read_all(file: &dyn disk::DiskFile) -> String {
+        let mut buf = vec![0u8; usize::try_from(file.len().unwrap()).unwrap()];
+        file.read_exact_at(&mut buf, 0).unwrap();
+        String::from_utf8(buf).unwrap()
+    }
+
     fn adopt(cache: &Arc<FileCache>, path: &Path) -> FileRef {
         cache.adopt(path.to_path_buf(), cache.open(path, false).unwrap()).0
     }
@@ -287,9 +301,7 @@ mod tests {
         let refs: Vec<FileRef> = files(dir.path(), 50).iter().map(|p| adopt(&cache, p)).collect();
         assert_eq!(cache.open_files(), MIN_CAPACITY);
         for r in refs.iter().rev() {
-            let mut buf = String::new();
-            use std::io::Read;
-            (&*r.file().unwrap()).read_to_string(&mut buf).unwrap();
+            let buf = read_all(&*r.file().unwrap());
             assert!(buf.starts_with("segment "));
             assert!(cache.open_files() <= MIN_CAPACITY);
         }
@@ -335,9 +347,6 @@ mod tests {
         let first = adopt(&cache, &paths[0]);
         let held = first.file().unwrap();
         let _rest: Vec<FileRef> = paths[1..].iter().map(|p| adopt(&cache, p)).collect();
-        let mut buf = String::new();
-        use std::io::Read;
-        (&*held).read_to_string(&mut buf).unwrap();
-        assert_eq!(buf, "segment 0");
+        assert_eq!(read_all(&*held), "segment 0");
     }
 }

@@ -10,16 +10,14 @@
 //! The log never decides *when* to fsync: the caller does, through
 //! [`Log::sync_job`] (group commit on a blocking thread) or [`Log::sync`].
 
-use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use super::disk::{self, remove_if_present, Disk, DiskFile, FileHandle, OpenMode};
 use super::error::LogError;
 use super::frame::{check_payload_len, encode_frame};
-use super::fsutil::fsync_dir;
 use super::handles::{FileCache, FileRef};
 use super::manifest::{self, Manifest};
 use super::recovery::recover;
@@ -39,12 +37,16 @@ pub struct LogOptions {
     /// cache shared by many logs (partition logs) bounds the descriptors
     /// they use together, see `handles`.
     pub files: Option<Arc<FileCache>>,
+    /// The file system the log lives on: the real one, or a simulated disk
+    /// in tests (see `disk` and `simdisk`). A `files` cache must open its
+    /// files on the same one.
+    pub fs: Disk,
 }
 
 impl LogOptions {
-    /// Options with every segment file held open.
+    /// Options with every segment file held open, on the real file system.
     pub fn new(segment_bytes: u64, repair: bool) -> LogOptions {
-        LogOptions { segment_bytes, repair, files: None }
+        LogOptions { segment_bytes, repair, files: None, fs: disk::os() }
     }
 }
 
@@ -130,7 +132,7 @@ pub struct SyncJob {
     /// The file as it was open when the job was made (the append just
     /// used it, so it is open unless the cache failed to reopen it): holding
     /// it means the fsync itself never needs a descriptor.
-    open: Option<Arc<File>>,
+    open: Option<FileHandle>,
     end: u64,
 }
 
@@ -161,7 +163,7 @@ impl SyncJob {
 /// retention or topic deletion removes its name.
 #[derive(Debug, Clone)]
 pub struct SegmentReader {
-    file: Arc<File>,
+    file: FileHandle,
     path: PathBuf,
     /// Bytes of complete records when the reader was taken.
     bytes: u64,
@@ -213,7 +215,7 @@ pub struct Log {
 
 /// Writes framed bytes at an offset of the active segment; replaced in tests
 /// to inject write failures.
-type WriteAt<'a> = &'a mut dyn FnMut(&File, &[u8], u64) -> io::Result<()>;
+type WriteAt<'a> = &'a mut dyn FnMut(&dyn DiskFile, &[u8], u64) -> io::Result<()>;
 
 impl Log {
     /// Opens (creating the directory and first segment if needed) and
@@ -247,6 +249,11 @@ impl Log {
             snapshot: recovered.snapshot.map(|m| SnapshotState { base: m.base, bytes: m.bytes }),
             poisoned: None,
         })
+    }
+
+    /// The file system this log lives on.
+    pub fn disk(&self) -> &Disk {
+        &self.options.fs
     }
 
     /// The directory this log lives in.
@@ -293,7 +300,7 @@ impl Log {
             });
             encode_frame(&mut framed, payload)?;
         }
-        if let Err(err) = write(&file, &framed, before) {
+        if let Err(err) = write(&*file, &framed, before) {
             // Cut off whatever part of the batch reached the file, durably, so
             // that a failed batch can never reappear after a crash.
             let undo = file.set_len(before).and_then(|()| file.sync_data());
@@ -302,9 +309,7 @@ impl Log {
                     "appending to {} failed ({err}) and truncating it back to {before} bytes also failed ({undo_err})",
                     active.path.display()
                 );
-                tracing::error!("{reason}; the log refuses further appends");
-                self.poisoned = Some(reason.clone());
-                return Err(io::Error::new(err.kind(), reason));
+                return Err(self.poison(err.kind(), reason));
             }
             return Err(err);
         }
@@ -317,12 +322,26 @@ impl Log {
     /// Closes the active segment and starts a new one at `end`. The old one
     /// is fsynced (with the directory) first, so that a closed segment is
     /// always durable and never needs syncing again.
+    ///
+    /// A failed fsync here poisons the log. Retrying it would prove nothing
+    /// (the kernel may have dropped the pages it could not write, and the
+    /// next fsync then succeeds). And once the new segment file exists, the
+    /// log must not go on appending to the old one: the file, named after
+    /// the index the roll began at, would then sit in the middle of records
+    /// the old segment holds, and the next open would refuse the log as
+    /// damaged (found by the simulated-disk tests: a compaction's roll whose
+    /// directory fsync failed, followed by more appends).
     fn roll(&mut self) -> io::Result<()> {
-        self.active()?.file()?.sync_data()?;
-        fsync_dir(&self.dir)?;
+        let closed = self.active()?.file()?.sync_data().and_then(|()| self.options.fs.sync_dir(&self.dir));
+        if let Err(e) = closed {
+            return Err(self.poison(e.kind(), format!("fsyncing the segment closed by a roll failed ({e})")));
+        }
         self.synced = self.end;
-        let segment = Segment::create(&self.dir, self.end, self.options.files.as_ref())?;
-        fsync_dir(&self.dir)?;
+        let segment = Segment::create(&*self.options.fs, &self.dir, self.end, self.options.files.as_ref())?;
+        if let Err(e) = self.options.fs.sync_dir(&self.dir) {
+            let reason = format!("fsyncing the directory after creating {} failed ({e})", segment.path.display());
+            return Err(self.poison(e.kind(), reason));
+        }
         self.segments.push(segment);
         // Before anything is appended to it, so that its loss is noticed.
         self.record_manifest(0)
@@ -336,7 +355,7 @@ impl Log {
 
     fn record_manifest_with(&self, first: usize, snapshot: Option<u64>) -> io::Result<()> {
         let segments = self.segments.get(first..).unwrap_or_default().iter().map(|s| s.base).collect();
-        manifest::write(&self.dir, &Manifest::new(snapshot, segments, self.synced))
+        manifest::write(&*self.options.fs, &self.dir, &Manifest::new(snapshot, segments, self.synced))
     }
 
     /// Closes the active segment and starts an empty one at [`Log::end`],
@@ -408,8 +427,9 @@ impl Log {
         }
         let path = self.dir.join(CLEAN_MARKER);
         let tmp = self.dir.join(format!("{CLEAN_MARKER}.tmp"));
-        fs::write(&tmp, format!("{} {}\n", active.base, active.bytes))?;
-        fs::rename(&tmp, &path)
+        let fs = &self.options.fs;
+        fs.open(&tmp, OpenMode::Create)?.write_all_at(format!("{} {}\n", active.base, active.bytes).as_bytes(), 0)?;
+        fs.rename(&tmp, &path)
     }
 
     /// [`Log::sync`], then records the end in the manifest (durably), so
@@ -472,9 +492,9 @@ impl Log {
         let path = oldest.path.clone();
         // The manifest first: a segment it no longer lists may go.
         self.record_manifest(1)?;
-        fs::remove_file(&path)?;
+        self.options.fs.remove_file(&path)?;
         self.segments.remove(0);
-        fsync_dir(&self.dir)?;
+        self.options.fs.sync_dir(&self.dir)?;
         Ok(Some(info))
     }
 
@@ -500,7 +520,7 @@ impl Log {
         if self.active()?.bytes > 0 {
             self.roll()?;
         }
-        Ok(SnapshotPlan { dir: self.dir.clone(), base: self.end })
+        Ok(SnapshotPlan { dir: self.dir.clone(), base: self.end, fs: Arc::clone(&self.options.fs) })
     }
 
     /// Completes a snapshot written by [`SnapshotPlan::write`]: deletes every
@@ -522,19 +542,18 @@ impl Log {
         let covered = self.segments.partition_point(|s| s.base < done.base);
         // The manifest first: what it no longer lists may go.
         self.record_manifest_with(covered, Some(done.base))?;
+        let fs = &*self.options.fs;
         for segment in self.segments.get(..covered).unwrap_or_default() {
-            remove_if_present(&segment.path)?;
+            remove_if_present(fs, &segment.path)?;
         }
         self.segments.drain(..covered);
-        for entry in fs::read_dir(&self.dir)? {
-            let entry = entry?;
-            let older =
-                entry.file_name().to_str().and_then(parse_snapshot_file_name).is_some_and(|base| base < done.base);
+        for name in fs.list(&self.dir)? {
+            let older = name.to_str().and_then(parse_snapshot_file_name).is_some_and(|base| base < done.base);
             if older {
-                remove_if_present(&entry.path())?;
+                remove_if_present(fs, &self.dir.join(name))?;
             }
         }
-        fsync_dir(&self.dir)?;
+        fs.sync_dir(&self.dir)?;
         self.snapshot = Some(SnapshotState { base: done.base, bytes: done.bytes });
         Ok(())
     }
@@ -547,6 +566,14 @@ impl Log {
     /// back: its owner must stop, because nothing written can be trusted.
     pub fn poisoned(&self) -> Option<&str> {
         self.poisoned.as_deref()
+    }
+
+    /// Makes the log refuse every later append (see [`Log::poisoned`]);
+    /// returns the error to report.
+    fn poison(&mut self, kind: io::ErrorKind, reason: String) -> io::Error {
+        tracing::error!("{reason}; the log refuses further appends");
+        self.poisoned = Some(reason.clone());
+        io::Error::new(kind, reason)
     }
 
     fn check_not_poisoned(&self) -> io::Result<()> {
@@ -569,15 +596,6 @@ fn no_active_segment() -> io::Error {
     io::Error::other("log has no active segment")
 }
 
-/// Deletes a file, treating "already gone" as success, so that retrying a
-/// half-done cleanup works.
-fn remove_if_present(path: &Path) -> io::Result<()> {
-    match fs::remove_file(path) {
-        Err(err) if err.kind() != io::ErrorKind::NotFound => Err(err),
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 impl Log {
     /// Test seam: [`Log::append`] with the write replaced, to simulate a disk
@@ -590,7 +608,7 @@ impl Log {
     /// that the truncation undoing a failed write fails for real.
     pub(crate) fn make_active_read_only(&mut self) -> io::Result<()> {
         let active = active_mut(&mut self.segments)?;
-        active.handle = FileRef::Pinned(Arc::new(File::open(&active.path)?));
+        active.handle = FileRef::Pinned(self.options.fs.open(&active.path, OpenMode::Read)?);
         Ok(())
     }
 }

@@ -154,7 +154,7 @@ proptest! {
         }
         drop(log);
 
-        let durable = super::manifest::read(dir).unwrap().map_or(0, |m| m.end);
+        let durable = super::manifest::read(&super::disk::OsFs, dir).unwrap().map_or(0, |m| m.end);
         let (last_base, intact) = damage_last_segment(dir, &model, damage);
         let end = last_base + intact;
         if end < durable {

@@ -199,7 +199,6 @@ fn failed_write_is_cut_back_leaving_the_log_unchanged() {
     // The disk fills up half-way through the batch.
     let err = log
         .append_via(&[&record(2), &record(3)], &mut |file, bytes, offset| {
-            use std::os::unix::fs::FileExt;
             file.write_all_at(&bytes[..bytes.len() / 2 + 3], offset)?;
             Err(io::Error::from_raw_os_error(libc::ENOSPC))
         })

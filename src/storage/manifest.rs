@@ -22,10 +22,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::fsutil::write_atomically;
+use super::disk::FileSystem;
+use super::fsutil::write_atomically_on;
 
 pub(crate) const MANIFEST_FILE: &str = "manifest.json";
-/// The temporary file of [`write_atomically`]; not a snapshot's.
+/// The temporary file of [`write_atomically_on`]; not a snapshot's.
 pub(crate) const MANIFEST_TMP: &str = "manifest.tmp";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,8 +52,8 @@ pub(crate) fn path(dir: &Path) -> PathBuf {
 }
 
 /// The manifest of `dir`; `Ok(None)` when there is none.
-pub(crate) fn read(dir: &Path) -> io::Result<Option<Manifest>> {
-    match std::fs::read(path(dir)) {
+pub(crate) fn read(fs: &dyn FileSystem, dir: &Path) -> io::Result<Option<Manifest>> {
+    match fs.read(&path(dir)) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("unreadable manifest: {e}"))),
@@ -62,7 +63,7 @@ pub(crate) fn read(dir: &Path) -> io::Result<Option<Manifest>> {
 }
 
 /// Replaces the manifest of `dir` durably.
-pub(crate) fn write(dir: &Path, manifest: &Manifest) -> io::Result<()> {
+pub(crate) fn write(fs: &dyn FileSystem, dir: &Path, manifest: &Manifest) -> io::Result<()> {
     let bytes = serde_json::to_vec(manifest).map_err(io::Error::other)?;
-    write_atomically(&path(dir), &bytes)
+    write_atomically_on(fs, &path(dir), &bytes)
 }

@@ -150,7 +150,7 @@ fn a_log_directory_from_before_manifests_opens_and_gets_one() {
     std::fs::remove_file(manifest::path(tmp.path())).unwrap();
     let (log, seen) = open(tmp.path(), options(3 * FRAME));
     assert_eq!((log.end(), seen.len()), (10, 10));
-    let m = manifest::read(tmp.path()).unwrap().unwrap();
+    let m = manifest::read(&crate::storage::disk::OsFs, tmp.path()).unwrap().unwrap();
     assert_eq!((m.segments, m.end, m.snapshot), (vec![0, 3, 6, 9], 10, None));
 }
 

@@ -2,6 +2,9 @@
 //! framed records, group commit, torn-tail recovery, compaction by snapshot)
 //! shared by the coordinator's offsets logs and standalone partition logs.
 //!
+//! - `disk`: the file operations all of it goes through, real or simulated.
+//! - `simdisk`: an in-memory disk for crash tests (loses what no fsync
+//!   covered, tears writes, fails on demand).
 //! - `frame`: the on-disk record format and a scanner that classifies damage.
 //! - `segment`: one `{base:020}.log` file.
 //! - `log`: the log itself (append, group commit, reads, retention, snapshots).
@@ -12,6 +15,7 @@
 //! - `sync_scheduler`: the node-wide pool that runs every log's group-commit
 //!   fsyncs.
 
+pub mod disk;
 pub mod error;
 pub mod frame;
 pub mod fsutil;
@@ -20,6 +24,7 @@ pub mod log;
 mod manifest;
 mod recovery;
 mod segment;
+pub mod simdisk;
 pub mod snapshot;
 pub mod sync_scheduler;
 
@@ -29,6 +34,10 @@ pub use log::{Location, Log, LogOptions, Replay, SegmentInfo, SegmentReader, Syn
 pub use snapshot::{SnapshotDone, SnapshotPlan};
 pub use sync_scheduler::{Registration, SyncScheduler, SyncTarget, SyncWork};
 
+#[cfg(test)]
+pub(crate) mod crash_sim;
+#[cfg(test)]
+mod crash_sim_tests;
 #[cfg(test)]
 mod log_proptest;
 #[cfg(test)]

@@ -9,12 +9,12 @@
 //! stops the daemon with [`LogError::Corrupt`] unless the operator asked for
 //! `--repair`, because continuing would silently drop acknowledged records.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::disk::FileSystem;
 use super::error::LogError;
 use super::frame::Stop;
-use super::fsutil::fsync_dir;
+use super::fsutil::create_dir_all_durably_on;
 use super::log::{LogOptions, Replay, Visitor, CLEAN_MARKER};
 use super::manifest::{self, Manifest, MANIFEST_FILE, MANIFEST_TMP};
 use super::segment::{parse_segment_file_name, segment_file_name, Segment};
@@ -45,17 +45,18 @@ pub(crate) fn recover(
     replay: Replay,
     visit: &mut Visitor<'_>,
 ) -> Result<Recovered, LogError> {
-    let mut dir_changed = create_dir(dir)?;
-    let mut listing = list(dir)?;
-    let recorded = read_manifest(dir, options.repair)?;
+    let fs = &*options.fs;
+    let mut dir_changed = create_dir(fs, dir)?;
+    let mut listing = list(fs, dir)?;
+    let recorded = read_manifest(fs, dir, options.repair)?;
 
     for tmp in &listing.tmp {
         tracing::warn!(file = %tmp.display(), "deleting a temporary file left by an interrupted snapshot");
-        fs::remove_file(tmp).map_err(LogError::io(tmp))?;
+        fs.remove_file(tmp).map_err(LogError::io(tmp))?;
         dir_changed = true;
     }
 
-    let snapshot = choose_snapshot(dir, &listing, options.repair)?;
+    let snapshot = choose_snapshot(fs, dir, &listing, options.repair)?;
     if let Some((file, reason)) = recorded.as_ref().and_then(|m| missing_files(dir, m, snapshot.as_ref(), &listing)) {
         if !options.repair {
             return Err(LogError::Corrupt { file, offset: 0, reason });
@@ -72,23 +73,23 @@ pub(crate) fn recover(
         for &base in listing.segments.iter().filter(|&&b| b < meta.base) {
             let path = dir.join(segment_file_name(base));
             tracing::info!(file = %path.display(), "deleting a segment covered by snapshot {}", meta.base);
-            fs::remove_file(&path).map_err(LogError::io(&path))?;
+            fs.remove_file(&path).map_err(LogError::io(&path))?;
             dir_changed = true;
         }
         listing.segments.retain(|&b| b >= meta.base);
         for &base in listing.snapshots.iter().filter(|&&b| b < meta.base) {
             let path = dir.join(snapshot_file_name(base));
-            fs::remove_file(&path).map_err(LogError::io(&path))?;
+            fs.remove_file(&path).map_err(LogError::io(&path))?;
             dir_changed = true;
         }
-        snapshot::replay(meta, visit)?;
+        snapshot::replay(fs, meta, visit)?;
     }
 
-    let clean = take_clean_marker(dir, replay);
+    let clean = take_clean_marker(fs, dir, replay);
     let mut replayed = replay_segments(dir, &listing.segments, first_index, options, replay, clean, visit)?;
     dir_changed |= replayed.dir_changed;
     if replayed.segments.is_empty() {
-        let segment = Segment::create(dir, replayed.end, options.files.as_ref()).map_err(LogError::io(dir))?;
+        let segment = Segment::create(fs, dir, replayed.end, options.files.as_ref()).map_err(LogError::io(dir))?;
         replayed.segments.push(segment);
         dir_changed = true;
     }
@@ -111,7 +112,7 @@ pub(crate) fn recover(
         active.file().and_then(|f| f.sync_data()).map_err(LogError::io(&active.path))?;
     }
     if dir_changed {
-        fsync_dir(dir).map_err(LogError::io(dir))?;
+        fs.sync_dir(dir).map_err(LogError::io(dir))?;
     }
     let found = Manifest::new(
         snapshot.as_ref().map(|m| m.base),
@@ -127,7 +128,7 @@ pub(crate) fn recover(
                 "no {MANIFEST_FILE} (a data directory from before manifests): recording what was found"
             );
         }
-        manifest::write(dir, &found).map_err(LogError::io(&manifest::path(dir)))?;
+        manifest::write(fs, dir, &found).map_err(LogError::io(&manifest::path(dir)))?;
     }
     Ok(Recovered { segments: replayed.segments, end: replayed.end, snapshot })
 }
@@ -140,10 +141,10 @@ pub(crate) fn recover(
 /// `--repair` and then grew to the same size again: a size match means
 /// "unchanged" only while the segment has only ever grown since the marker
 /// was written.
-fn take_clean_marker(dir: &Path, replay: Replay) -> Option<(u64, u64)> {
+fn take_clean_marker(fs: &dyn FileSystem, dir: &Path, replay: Replay) -> Option<(u64, u64)> {
     let path = dir.join(CLEAN_MARKER);
-    let text = fs::read_to_string(&path).ok()?;
-    if let Err(e) = fs::remove_file(&path).and_then(|()| fsync_dir(dir)) {
+    let text = String::from_utf8(fs.read(&path).ok()?).unwrap_or_default();
+    if let Err(e) = fs.remove_file(&path).and_then(|()| fs.sync_dir(dir)) {
         tracing::warn!(file = %path.display(), error = %e, "cannot remove the clean-shutdown marker; not using it");
         return None;
     }
@@ -163,8 +164,8 @@ fn take_clean_marker(dir: &Path, replay: Replay) -> Option<(u64, u64)> {
 
 /// The directory's manifest, if it has one. An unreadable one (never left by
 /// a crash: it is replaced by rename) refuses the open unless repairing.
-fn read_manifest(dir: &Path, repair: bool) -> Result<Option<Manifest>, LogError> {
-    match manifest::read(dir) {
+fn read_manifest(fs: &dyn FileSystem, dir: &Path, repair: bool) -> Result<Option<Manifest>, LogError> {
+    match manifest::read(fs, dir) {
         Ok(m) => Ok(m),
         Err(e) if repair => {
             tracing::warn!(file = %manifest::path(dir).display(), error = %e, "repair: ignoring an unreadable manifest");
@@ -212,30 +213,24 @@ fn missing_files(
     ))
 }
 
-/// Creates the log directory if needed; returns whether it did.
-fn create_dir(dir: &Path) -> Result<bool, LogError> {
-    if dir.is_dir() {
-        return Ok(false);
-    }
-    fs::create_dir_all(dir).map_err(LogError::io(dir))?;
-    // The new directory's own entry must survive a crash too.
-    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    fsync_dir(parent).map_err(LogError::io(parent))?;
-    Ok(true)
+/// Creates the log directory if needed (durably, every level of it: the
+/// simulated-disk tests lost whole logs when only the last level's parent
+/// was fsynced); returns whether it did.
+fn create_dir(fs: &dyn FileSystem, dir: &Path) -> Result<bool, LogError> {
+    create_dir_all_durably_on(fs, dir).map_err(LogError::io(dir))
 }
 
-fn list(dir: &Path) -> Result<Listing, LogError> {
+fn list(fs: &dyn FileSystem, dir: &Path) -> Result<Listing, LogError> {
     let mut listing = Listing::default();
-    for entry in fs::read_dir(dir).map_err(LogError::io(dir))? {
-        let entry = entry.map_err(LogError::io(dir))?;
-        let name = entry.file_name();
+    for name in fs.list(dir).map_err(LogError::io(dir))? {
         let Some(name) = name.to_str() else { continue };
+        let path = dir.join(name);
         if name == MANIFEST_FILE {
             continue;
         }
         if name == MANIFEST_TMP {
             // An interrupted manifest update: the manifest itself is intact.
-            fs::remove_file(entry.path()).map_err(LogError::io(&entry.path()))?;
+            fs.remove_file(&path).map_err(LogError::io(&path))?;
             continue;
         }
         if let Some(base) = parse_segment_file_name(name) {
@@ -243,9 +238,9 @@ fn list(dir: &Path) -> Result<Listing, LogError> {
         } else if let Some(base) = parse_snapshot_file_name(name) {
             listing.snapshots.push(base);
         } else if is_tmp_file_name(name) {
-            listing.tmp.push(entry.path());
+            listing.tmp.push(path);
         } else {
-            tracing::debug!(file = %entry.path().display(), "ignoring an unknown file in a log directory");
+            tracing::debug!(file = %path.display(), "ignoring an unknown file in a log directory");
         }
     }
     listing.segments.sort_unstable();
@@ -257,12 +252,17 @@ fn list(dir: &Path) -> Result<Listing, LogError> {
 /// None to replay segments alone. Falls back to replaying from index 0 when
 /// that history is still there, and otherwise refuses (unless repairing),
 /// because the state before the oldest segment would be missing.
-fn choose_snapshot(dir: &Path, listing: &Listing, repair: bool) -> Result<Option<SnapshotMeta>, LogError> {
+fn choose_snapshot(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    listing: &Listing,
+    repair: bool,
+) -> Result<Option<SnapshotMeta>, LogError> {
     let mut first_problem: Option<(PathBuf, u64, String)> = None;
     let mut newest_valid: Option<SnapshotMeta> = None;
     for &base in listing.snapshots.iter().rev() {
         let path = dir.join(snapshot_file_name(base));
-        match snapshot::validate(dir, base).map_err(LogError::io(&path))? {
+        match snapshot::validate(fs, dir, base).map_err(LogError::io(&path))? {
             Ok(meta) if listing.segments.binary_search(&base).is_ok() => {
                 if first_problem.is_some() {
                     tracing::warn!(file = %path.display(), "falling back to an older snapshot");
@@ -331,6 +331,7 @@ fn replay_segments(
     visit: &mut Visitor<'_>,
 ) -> Result<Replayed, LogError> {
     let repair = options.repair;
+    let fs = &*options.fs;
     let mut replayed = Replayed { segments: Vec::with_capacity(bases.len()), end: first_index, dir_changed: false };
     for (i, &base) in bases.iter().enumerate() {
         let later = bases.get(i + 1..).unwrap_or_default();
@@ -342,11 +343,11 @@ fn replay_segments(
                 return Err(LogError::Corrupt { file: path, offset: 0, reason });
             }
             tracing::warn!(file = %path.display(), dropped_segments = later.len() + 1, "repair: {reason}; deleting it and every later segment");
-            delete_segments(dir, bases.get(i..).unwrap_or_default())?;
+            delete_segments(fs, dir, bases.get(i..).unwrap_or_default())?;
             replayed.dir_changed = true;
             break;
         }
-        let mut segment = Segment::open(dir, base, options.files.as_ref()).map_err(LogError::io(&path))?;
+        let mut segment = Segment::open(fs, dir, base, options.files.as_ref()).map_err(LogError::io(&path))?;
         if let Replay::TrustClosed { prefix } = replay {
             // Closed, so fsynced at its roll; or active and unchanged since
             // its fsync at a clean shutdown: only its headers are read.
@@ -388,7 +389,7 @@ fn replay_segments(
                     "repair: {reason}; truncating here and deleting every later segment"
                 );
                 segment.truncate(scan.stop_offset).map_err(LogError::io(&path))?;
-                delete_segments(dir, later)?;
+                delete_segments(fs, dir, later)?;
                 replayed.dir_changed = true;
                 replayed.segments.push(segment);
                 break;
@@ -398,10 +399,10 @@ fn replay_segments(
     Ok(replayed)
 }
 
-fn delete_segments(dir: &Path, bases: &[u64]) -> Result<(), LogError> {
+fn delete_segments(fs: &dyn FileSystem, dir: &Path, bases: &[u64]) -> Result<(), LogError> {
     for &base in bases {
         let path = dir.join(segment_file_name(base));
-        fs::remove_file(&path).map_err(LogError::io(&path))?;
+        fs.remove_file(&path).map_err(LogError::io(&path))?;
     }
     Ok(())
 }

@@ -4,13 +4,12 @@
 //! that segments are contiguous and lets retention drop history by deleting
 //! whole files, without any separate index that could disagree with them.
 
-use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use super::disk::{DiskFile, FileHandle, FileSystem, OpenMode};
 use super::error::LogError;
 use super::frame::{FrameScanner, Scanned, Stop, HEADER_BYTES, MAX_RECORD_BYTES};
 use super::handles::{FileCache, FileRef};
@@ -67,42 +66,42 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    /// Opens an existing segment file for reading and appending, through
-    /// `files` if given.
-    pub fn open(dir: &Path, base: u64, files: Option<&Arc<FileCache>>) -> io::Result<Segment> {
+    /// Opens an existing segment file on `fs` for reading and appending,
+    /// through `files` if given.
+    pub fn open(fs: &dyn FileSystem, dir: &Path, base: u64, files: Option<&Arc<FileCache>>) -> io::Result<Segment> {
         let path = dir.join(segment_file_name(base));
         let file = match files {
             Some(cache) => cache.open(&path, false)?,
-            None => OpenOptions::new().read(true).write(true).open(&path)?,
+            None => fs.open(&path, OpenMode::ReadWrite)?,
         };
-        let meta = file.metadata()?;
-        let modified_ms = meta.modified().map(millis_since_epoch).unwrap_or(0);
+        let bytes = file.len()?;
+        let modified_ms = file.modified_ms()?;
         let handle = Self::handle(&path, file, files);
-        Ok(Segment { base, path, handle, bytes: meta.len(), modified_ms })
+        Ok(Segment { base, path, handle, bytes, modified_ms })
     }
 
     /// Creates an empty segment file, replacing any leftover file of the same
     /// name (only ever an empty one from a roll that failed half-way). The
     /// caller fsyncs the directory.
-    pub fn create(dir: &Path, base: u64, files: Option<&Arc<FileCache>>) -> io::Result<Segment> {
+    pub fn create(fs: &dyn FileSystem, dir: &Path, base: u64, files: Option<&Arc<FileCache>>) -> io::Result<Segment> {
         let path = dir.join(segment_file_name(base));
         let file = match files {
             Some(cache) => cache.open(&path, true)?,
-            None => OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?,
+            None => fs.open(&path, OpenMode::Create)?,
         };
         let handle = Self::handle(&path, file, files);
         Ok(Segment { base, path, handle, bytes: 0, modified_ms: millis_since_epoch(SystemTime::now()) })
     }
 
-    fn handle(path: &Path, file: File, files: Option<&Arc<FileCache>>) -> FileRef {
+    fn handle(path: &Path, file: FileHandle, files: Option<&Arc<FileCache>>) -> FileRef {
         match files {
             Some(cache) => cache.adopt(path.to_path_buf(), file).0,
-            None => FileRef::Pinned(Arc::new(file)),
+            None => FileRef::Pinned(file),
         }
     }
 
     /// The open file (reopened if the cache had closed it).
-    pub fn file(&self) -> io::Result<Arc<File>> {
+    pub fn file(&self) -> io::Result<FileHandle> {
         self.handle.file()
     }
 
@@ -122,7 +121,7 @@ impl Segment {
     /// or corruption, because that depends on where the segment sits.
     pub fn replay(&self, visit: &mut Visitor<'_>) -> Result<SegmentScan, LogError> {
         let file = self.file().map_err(LogError::io(&self.path))?;
-        let reader = BufReader::with_capacity(REPLAY_BUFFER, PositionalReader::new(&file));
+        let reader = BufReader::with_capacity(REPLAY_BUFFER, PositionalReader::new(&*file));
         let mut scanner = FrameScanner::new(reader, self.bytes);
         let mut records = 0u64;
         loop {
@@ -159,7 +158,7 @@ impl Segment {
     /// rescans with [`Segment::replay`], which classifies the damage.
     pub fn replay_headers(&self, prefix: usize, visit: &mut Visitor<'_>) -> Result<u64, LogError> {
         let file = self.file().map_err(LogError::io(&self.path))?;
-        let mut reader = BufReader::with_capacity(REPLAY_BUFFER, PositionalReader::new(&file));
+        let mut reader = BufReader::with_capacity(REPLAY_BUFFER, PositionalReader::new(&*file));
         let mut head = vec![0u8; prefix];
         let mut position = 0u64;
         let mut records = 0u64;
@@ -214,12 +213,12 @@ pub(crate) struct SegmentScan {
 /// Reads a file with `pread`, so that scanning never depends on (or moves) the
 /// shared file cursor.
 pub(crate) struct PositionalReader<'a> {
-    file: &'a File,
+    file: &'a dyn DiskFile,
     offset: u64,
 }
 
 impl<'a> PositionalReader<'a> {
-    pub fn new(file: &'a File) -> PositionalReader<'a> {
+    pub fn new(file: &'a dyn DiskFile) -> PositionalReader<'a> {
         PositionalReader { file, offset: 0 }
     }
 }

@@ -9,13 +9,12 @@
 //! a `.tmp` name and renamed only after an fsync, so a crash mid-write leaves
 //! a `.tmp` file (deleted at open) rather than a short snapshot.
 
-use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use super::disk::{Disk, FileSystem, OpenMode, SequentialWriter};
 use super::error::LogError;
 use super::frame::{frame_header, FrameScanner, Scanned, Stop};
-use super::fsutil::fsync_dir;
 use super::log::{Location, Visitor};
 use super::segment::{parse_index, PositionalReader};
 
@@ -68,10 +67,12 @@ fn parse_trailer(payload: &[u8]) -> Option<u64> {
 /// [`Log::begin_snapshot`](super::log::Log::begin_snapshot) after it made
 /// every record below `base` durable in closed segments. Holds no file
 /// handles, so it is cheap to move to a blocking thread.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SnapshotPlan {
     pub(crate) dir: PathBuf,
     pub(crate) base: u64,
+    /// The log's file system.
+    pub(crate) fs: Disk,
 }
 
 /// A snapshot that is complete and durable on disk, waiting for
@@ -115,15 +116,16 @@ impl SnapshotPlan {
     pub fn write(self, payloads: &mut dyn Iterator<Item = Vec<u8>>) -> io::Result<SnapshotDone> {
         let tmp = self.dir.join(format!("{}{TMP_SUFFIX}", snapshot_file_name(self.base)));
         let fin = self.dir.join(snapshot_file_name(self.base));
-        match write_file(&tmp, payloads) {
+        let fs = &*self.fs;
+        match write_file(fs, &tmp, payloads) {
             Ok((records, bytes)) => {
-                fs::rename(&tmp, &fin)?;
-                fsync_dir(&self.dir)?;
+                fs.rename(&tmp, &fin)?;
+                fs.sync_dir(&self.dir)?;
                 Ok(SnapshotDone { base: self.base, records, bytes })
             }
             Err(err) => {
                 // Best effort: a leftover .tmp is deleted at the next open anyway.
-                let _ = fs::remove_file(&tmp);
+                let _ = fs.remove_file(&tmp);
                 Err(err)
             }
         }
@@ -132,9 +134,9 @@ impl SnapshotPlan {
 
 /// Writes and fsyncs the framed payloads plus trailer; returns the record
 /// count and file size.
-fn write_file(path: &Path, payloads: &mut dyn Iterator<Item = Vec<u8>>) -> io::Result<(u64, u64)> {
-    let file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
-    let mut out = BufWriter::with_capacity(IO_BUFFER, file);
+fn write_file(fs: &dyn FileSystem, path: &Path, payloads: &mut dyn Iterator<Item = Vec<u8>>) -> io::Result<(u64, u64)> {
+    let file = fs.open(path, OpenMode::Create)?;
+    let mut out = BufWriter::with_capacity(IO_BUFFER, SequentialWriter::new(&*file));
     let mut records = 0u64;
     for payload in payloads {
         out.write_all(&frame_header(&payload)?)?;
@@ -144,9 +146,9 @@ fn write_file(path: &Path, payloads: &mut dyn Iterator<Item = Vec<u8>>) -> io::R
     let trailer = trailer(records);
     out.write_all(&frame_header(&trailer)?)?;
     out.write_all(&trailer)?;
-    let file = out.into_inner().map_err(|e| e.into_error())?;
+    out.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
-    Ok((records, file.metadata()?.len()))
+    Ok((records, file.len()?))
 }
 
 /// A snapshot file that passed validation.
@@ -168,11 +170,15 @@ pub(crate) struct InvalidSnapshot {
 /// Checks every CRC and the trailer of `snapshot-{base}.snap` in `dir`,
 /// without keeping any payload. The outer error is an I/O failure; the inner
 /// one says the file is damaged.
-pub(crate) fn validate(dir: &Path, base: u64) -> io::Result<Result<SnapshotMeta, InvalidSnapshot>> {
+pub(crate) fn validate(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    base: u64,
+) -> io::Result<Result<SnapshotMeta, InvalidSnapshot>> {
     let path = dir.join(snapshot_file_name(base));
-    let file = File::open(&path)?;
-    let bytes = file.metadata()?.len();
-    let mut scanner = FrameScanner::new(BufReader::with_capacity(IO_BUFFER, PositionalReader::new(&file)), bytes);
+    let file = fs.open(&path, OpenMode::Read)?;
+    let bytes = file.len()?;
+    let mut scanner = FrameScanner::new(BufReader::with_capacity(IO_BUFFER, PositionalReader::new(&*file)), bytes);
     let mut frames = 0u64;
     // The trailer count and offset of the most recent frame, if it was one.
     let mut last_trailer: Option<(u64, u64)> = None;
@@ -206,9 +212,9 @@ pub(crate) fn validate(dir: &Path, base: u64) -> io::Result<Result<SnapshotMeta,
 /// `u64::MAX` (see [`Location`]). The file is read again rather than kept in
 /// memory from validation, so memory stays bounded by one record; if it
 /// changed in between, that is reported as corruption.
-pub(crate) fn replay(meta: &SnapshotMeta, visit: &mut Visitor<'_>) -> Result<(), LogError> {
-    let file = File::open(&meta.path).map_err(LogError::io(&meta.path))?;
-    let mut scanner = FrameScanner::new(BufReader::with_capacity(IO_BUFFER, PositionalReader::new(&file)), meta.bytes);
+pub(crate) fn replay(fs: &dyn FileSystem, meta: &SnapshotMeta, visit: &mut Visitor<'_>) -> Result<(), LogError> {
+    let file = fs.open(&meta.path, OpenMode::Read).map_err(LogError::io(&meta.path))?;
+    let mut scanner = FrameScanner::new(BufReader::with_capacity(IO_BUFFER, PositionalReader::new(&*file)), meta.bytes);
     for _ in 0..meta.records {
         match scanner.next_frame().map_err(LogError::io(&meta.path))? {
             Scanned::Record { position, payload } => {
@@ -237,14 +243,16 @@ mod tests {
     use super::*;
     use crate::storage::frame::encode_frame;
 
+    use crate::storage::disk::{os, OsFs};
+
     fn plan(dir: &Path, base: u64) -> SnapshotPlan {
-        SnapshotPlan { dir: dir.to_path_buf(), base }
+        SnapshotPlan { dir: dir.to_path_buf(), base, fs: os() }
     }
 
     fn read_back(dir: &Path, base: u64) -> Vec<(Location, Vec<u8>)> {
-        let meta = validate(dir, base).unwrap().unwrap();
+        let meta = validate(&OsFs, dir, base).unwrap().unwrap();
         let mut seen = Vec::new();
-        replay(&meta, &mut |loc, p| {
+        replay(&OsFs, &meta, &mut |loc, p| {
             seen.push((loc, p.to_vec()));
             Ok(())
         })
@@ -298,7 +306,7 @@ mod tests {
         let mut bytes = Vec::new();
         encode_frame(&mut bytes, b"state").unwrap();
         std::fs::write(dir.path().join(snapshot_file_name(1)), &bytes).unwrap();
-        let invalid = validate(dir.path(), 1).unwrap().unwrap_err();
+        let invalid = validate(&OsFs, dir.path(), 1).unwrap().unwrap_err();
         assert!(invalid.reason.contains("trailer"), "{}", invalid.reason);
     }
 
@@ -309,7 +317,7 @@ mod tests {
         encode_frame(&mut bytes, b"state").unwrap();
         encode_frame(&mut bytes, &trailer(2)).unwrap();
         std::fs::write(dir.path().join(snapshot_file_name(1)), &bytes).unwrap();
-        assert!(validate(dir.path(), 1).unwrap().is_err());
+        assert!(validate(&OsFs, dir.path(), 1).unwrap().is_err());
     }
 
     #[test]
@@ -320,7 +328,7 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[12] ^= 0xff;
         std::fs::write(&path, &bytes).unwrap();
-        let invalid = validate(dir.path(), 2).unwrap().unwrap_err();
+        let invalid = validate(&OsFs, dir.path(), 2).unwrap().unwrap_err();
         assert_eq!(invalid.offset, 11);
     }
 

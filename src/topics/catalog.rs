@@ -27,6 +27,7 @@ use uuid::Uuid;
 
 use crate::config::validate_topic_name;
 use crate::error_code::ErrorCode;
+use crate::storage::disk::{self, Disk};
 use crate::storage::fsutil;
 
 /// One topic.
@@ -104,6 +105,8 @@ impl CatalogError {
 #[derive(Debug)]
 pub struct Catalog {
     path: PathBuf,
+    /// Where `path` is: the real file system, or a simulated disk in tests.
+    fs: Disk,
     state: RwLock<State>,
 }
 
@@ -113,9 +116,14 @@ pub const MAX_PARTITIONS: i32 = 100_000;
 impl Catalog {
     /// Opens (or creates) the catalog file in `data_dir`.
     pub fn open(data_dir: &Path) -> std::io::Result<Catalog> {
+        Catalog::open_on(disk::os(), data_dir)
+    }
+
+    /// [`Catalog::open`] on the file system `fs`.
+    pub fn open_on(fs: Disk, data_dir: &Path) -> std::io::Result<Catalog> {
         let path = data_dir.join("topics.json");
         let mut state = State::default();
-        match std::fs::read(&path) {
+        match fs.read(&path) {
             Ok(bytes) => {
                 let file: CatalogFile = serde_json::from_slice(&bytes).map_err(|e| {
                     std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
@@ -131,7 +139,7 @@ impl Catalog {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        Ok(Catalog { path, state: RwLock::new(state) })
+        Ok(Catalog { path, fs, state: RwLock::new(state) })
     }
 
     /// An in-memory catalog for tests of code that only reads topics.
@@ -147,7 +155,7 @@ impl Catalog {
             state.by_id.insert(t.id, t.name.clone());
             state.by_name.insert(t.name.clone(), t);
         }
-        Catalog { path: PathBuf::new(), state: RwLock::new(state) }
+        Catalog { path: PathBuf::new(), fs: disk::os(), state: RwLock::new(state) }
     }
 
     /// Sidecar mode: the catalog mirrors the upstream's topics (in memory).
@@ -376,7 +384,7 @@ impl Catalog {
             deleting: s.deleting.values().cloned().collect(),
         };
         let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-        fsutil::write_atomically(&self.path, &bytes)
+        fsutil::write_atomically_on(&*self.fs, &self.path, &bytes)
     }
 }
 

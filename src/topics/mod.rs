@@ -35,3 +35,6 @@ pub mod service;
 
 pub use catalog::{Catalog, TopicConfig, TopicInfo};
 pub use service::{DataPlane, DataPlaneSettings};
+
+#[cfg(test)]
+mod crash_sim_tests;

@@ -25,6 +25,7 @@ use super::batch::{self, BatchHeader, ProducedBatch};
 use super::producer_state::{ProducerStates, SequenceError, Verdict};
 use crate::config::FsyncPolicy;
 use crate::error_code::ErrorCode;
+use crate::storage::disk::FileSystem;
 use crate::storage::frame::HEADER_BYTES as FRAME_HEADER;
 use crate::storage::{Location, Log, LogError, LogOptions, Replay, SegmentReader};
 
@@ -101,10 +102,11 @@ impl ActiveSegment {
 pub(super) const LOG_START_FILE: &str = "log-start-offset";
 
 /// Reads [`LOG_START_FILE`]: None if there is none.
-fn read_log_start(dir: &Path) -> Result<Option<i64>, String> {
+fn read_log_start(fs: &dyn FileSystem, dir: &Path) -> Result<Option<i64>, String> {
     let path = dir.join(LOG_START_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
+    match fs.read(&path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
             text.trim().parse::<i64>().map(Some).map_err(|_| format!("{}: not an offset: {text:?}", path.display()))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -114,8 +116,8 @@ fn read_log_start(dir: &Path) -> Result<Option<i64>, String> {
 
 /// Persists [`LOG_START_FILE`] atomically (and durably) before retention
 /// deletes the last batches.
-pub(super) fn write_log_start(dir: &Path, offset: i64) -> std::io::Result<()> {
-    crate::storage::fsutil::write_atomically(&dir.join(LOG_START_FILE), format!("{offset}\n").as_bytes())
+pub(super) fn write_log_start(fs: &dyn FileSystem, dir: &Path, offset: i64) -> std::io::Result<()> {
+    crate::storage::fsutil::write_atomically_on(fs, &dir.join(LOG_START_FILE), format!("{offset}\n").as_bytes())
 }
 
 /// Mutable state of a partition.
@@ -339,7 +341,8 @@ impl Partition {
         let Replayed { log, entries, mut producers, first_index, next_offset } =
             replayed.map_err(|e| format!("partition {topic}-{index} ({}): {e}", dir.display()))?;
         producers.expire(now_ms);
-        let checkpoint = read_log_start(dir).map_err(|e| format!("partition {topic}-{index}: {e}"))?;
+        let checkpoint =
+            read_log_start(&*log.disk().clone(), dir).map_err(|e| format!("partition {topic}-{index}: {e}"))?;
         // Batches stored after the checkpoint was written start at or after
         // it, so the larger of the two is where the log ends.
         let next_offset = next_offset.unwrap_or(0).max(checkpoint.unwrap_or(0));

@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::error_code::ErrorCode;
+use crate::storage::disk::{self, Disk};
 use crate::storage::fsutil;
 
 /// Ids reserved per write of the file (Kafka: `PRODUCER_ID_BLOCK_SIZE`).
@@ -37,14 +38,21 @@ struct Block {
 #[derive(Debug)]
 pub struct ProducerIdAllocator {
     path: PathBuf,
+    /// Where `path` is: the real file system, or a simulated disk in tests.
+    fs: Disk,
     block: Mutex<Block>,
 }
 
 impl ProducerIdAllocator {
     /// Opens the allocator in `dir`; ids below `min_next` are never returned.
     pub fn open(dir: &Path, min_next: i64) -> std::io::Result<Self> {
+        Self::open_on(disk::os(), dir, min_next)
+    }
+
+    /// [`ProducerIdAllocator::open`] on the file system `fs`.
+    pub fn open_on(fs: Disk, dir: &Path, min_next: i64) -> std::io::Result<Self> {
         let path = dir.join(FILE_NAME);
-        let persisted = match std::fs::read(&path) {
+        let persisted = match fs.read(&path) {
             Ok(bytes) => {
                 let f: IdsFile = serde_json::from_slice(&bytes).map_err(|e| {
                     std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
@@ -55,7 +63,7 @@ impl ProducerIdAllocator {
             Err(e) => return Err(e),
         };
         let next = persisted.max(min_next).max(0);
-        Ok(ProducerIdAllocator { path, block: Mutex::new(Block { next, end: next }) })
+        Ok(ProducerIdAllocator { path, fs, block: Mutex::new(Block { next, end: next }) })
     }
 
     /// A fresh producer id.
@@ -65,7 +73,7 @@ impl ProducerIdAllocator {
             let end = b.next.checked_add(BLOCK_SIZE).ok_or(ErrorCode::UNKNOWN_SERVER_ERROR)?;
             let bytes =
                 serde_json::to_vec(&IdsFile { next_block: end }).map_err(|_| ErrorCode::UNKNOWN_SERVER_ERROR)?;
-            if let Err(e) = fsutil::write_atomically(&self.path, &bytes) {
+            if let Err(e) = fsutil::write_atomically_on(&*self.fs, &self.path, &bytes) {
                 tracing::error!(file = %self.path.display(), error = %e, "cannot reserve producer ids");
                 return Err(ErrorCode::KAFKA_STORAGE_ERROR);
             }

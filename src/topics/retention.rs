@@ -101,7 +101,7 @@ impl Partition {
             tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "retention could not {what}");
         };
         if segments.get(n..).unwrap_or_default().iter().all(|seg| seg.bytes == 0) {
-            if let Err(e) = write_log_start(&self.dir, s.next_offset) {
+            if let Err(e) = write_log_start(&**s.log.disk(), &self.dir, s.next_offset) {
                 warn("persist the log start offset", &e);
                 return 0;
             }

@@ -316,6 +316,7 @@ fn open_partitions(
         segment_bytes: info.config.segment_bytes.unwrap_or(settings.segment_bytes),
         repair: settings.repair,
         files: Some(Arc::clone(&settings.files)),
+        fs: settings.files.disk(),
     };
     let segment_ms = info.config.segment_ms.unwrap_or(settings.segment_ms);
     let now = wall_clock_ms();
@@ -339,12 +340,7 @@ type Opened = (HashMap<String, Arc<TopicLogs>>, ProducerIdAllocator);
 fn open_all(settings: &DataPlaneSettings, catalog: &Catalog) -> Result<Opened, OpenError> {
     let root = &settings.root;
     let err = |topic: &str, message: String| OpenError { topic: topic.to_string(), message };
-    if !root.is_dir() {
-        std::fs::create_dir_all(root).map_err(|e| err("", format!("{}: {e}", root.display())))?;
-        if let Some(parent) = root.parent() {
-            fsutil::fsync_dir(parent).map_err(|e| err("", format!("{}: {e}", parent.display())))?;
-        }
-    }
+    fsutil::create_dir_all_durably(root).map_err(|e| err("", format!("{}: {e}", root.display())))?;
     remove_deleted_dirs(root);
     remove_orphan_dirs(root, &catalog.list());
     let mut topics = HashMap::new();
