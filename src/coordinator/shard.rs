@@ -12,7 +12,7 @@
 //!   so throughput grows with concurrency (group commit);
 //! - compacts the log by snapshot when history outgrows live state.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -304,7 +304,8 @@ struct Shard {
     core: ShardCore,
     log: Log,
     fatal: FatalSender,
-    pending: HashMap<ReplyToken, oneshot::Sender<Response>>,
+    /// Fast-hashed: one insert and one removal per request.
+    pending: super::FastMap<ReplyToken, oneshot::Sender<Response>>,
     next_token: ReplyToken,
     /// Answers held until the log is durable up to the given end.
     waiting: VecDeque<(u64, Reply)>,
@@ -346,7 +347,7 @@ impl Shard {
             core,
             log,
             fatal,
-            pending: HashMap::new(),
+            pending: super::FastMap::default(),
             next_token: 0,
             waiting: VecDeque::new(),
             sync,
