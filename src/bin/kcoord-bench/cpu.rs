@@ -50,3 +50,19 @@ impl Meter {
         r.metric("daemon_cpu_us_per_request", used.as_secs_f64() * 1e6 / requests.max(1) as f64, "us");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_process_cpu_time_is_read_from_proc() {
+        let mut spin = 0u64;
+        for i in 0..5_000_000u64 {
+            spin = spin.wrapping_add(std::hint::black_box(i));
+        }
+        assert!(spin > 0);
+        assert!(cpu_time(std::process::id()).is_some());
+        assert!(cpu_time(u32::MAX).is_none());
+    }
+}

@@ -33,6 +33,11 @@ const MAX_FRAME: usize = 64 * 1024;
 pub async fn serve(listen: &str) -> Result<(), ClientError> {
     let listener = TcpListener::bind(listen).await?;
     println!("echo serving on {}", listener.local_addr()?);
+    accept(listener).await
+}
+
+/// Serves every connection `listener` accepts.
+async fn accept(listener: TcpListener) -> Result<(), ClientError> {
     loop {
         let (stream, _) = listener.accept().await?;
         tokio::spawn(async move {
@@ -135,6 +140,7 @@ mod tests {
     use super::*;
     use bytes::Buf;
     use kafka_protocol::protocol::{Decodable, HeaderVersion};
+    use std::time::Duration;
 
     #[test]
     fn echo_answers_decode_as_heartbeat_responses_at_every_version() {
@@ -151,5 +157,24 @@ mod tests {
             assert_eq!(r.error_code, 0);
             assert!(b.is_empty(), "version {version}");
         }
+    }
+
+    #[tokio::test]
+    async fn echo_answers_pipelined_heartbeats_in_order() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(accept(listener));
+        let plain = kcoord::security::client::ClientSecurity::plaintext();
+        let mut conn = Connection::connect_with(&addr, "t", &plain).await.unwrap();
+        let req = HeartbeatRequest::default().with_group_id(GroupId(s("g"))).with_member_id(s("m"));
+        let templates = vec![load::template(&mut conn, &req, RAW_HEARTBEAT_VERSION).unwrap()];
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let res = load::run::<HeartbeatRequest>(&mut conn, &templates, RAW_HEARTBEAT_VERSION, 8, deadline, 100, |r| {
+            (r.error_code, 1)
+        })
+        .await
+        .unwrap();
+        assert_eq!(res.items, 100);
+        assert!(res.errors.is_empty());
     }
 }
