@@ -20,10 +20,18 @@
 //! the mapping fails like any other allocation; the daemon logs a warning at
 //! start-up in that case (see `docs/operations.md`).
 //!
+//! Everything smaller goes to mimalloc rather than glibc's malloc: every
+//! request allocates a few small blocks on one runtime thread that are
+//! often freed on another, and glibc's arenas spent about 16 % of the
+//! daemon's CPU time on that under a heartbeat load (issue 18, see
+//! docs/benchmarks.md); mimalloc's thread-local free lists made it cheap.
+//!
 //! The binary installs it with `#[global_allocator]`; so does the test suite
 //! that sends hostile frames. Library users embedding kcoord should do the same.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
+
+use mimalloc::MiMalloc as Small;
 
 /// Allocations at or above this size go to `mmap(MAP_NORESERVE)`.
 pub const HUGE_ALLOCATION: usize = 1 << 30;
@@ -64,7 +72,7 @@ unsafe impl GlobalAlloc for GuardedAllocator {
         if is_huge(&layout) {
             unsafe { map(layout.size()) }
         } else {
-            unsafe { System.alloc(layout) }
+            unsafe { Small.alloc(layout) }
         }
     }
 
@@ -73,7 +81,7 @@ unsafe impl GlobalAlloc for GuardedAllocator {
             // Fresh anonymous mappings are zero-filled.
             unsafe { map(layout.size()) }
         } else {
-            unsafe { System.alloc_zeroed(layout) }
+            unsafe { Small.alloc_zeroed(layout) }
         }
     }
 
@@ -84,7 +92,7 @@ unsafe impl GlobalAlloc for GuardedAllocator {
                 libc::munmap(ptr as *mut libc::c_void, layout.size());
             }
         } else {
-            unsafe { System.dealloc(ptr, layout) }
+            unsafe { Small.dealloc(ptr, layout) }
         }
     }
 
@@ -94,7 +102,7 @@ unsafe impl GlobalAlloc for GuardedAllocator {
             Err(_) => return std::ptr::null_mut(),
         };
         match (is_huge(&layout), is_huge(&new_layout)) {
-            (false, false) => unsafe { System.realloc(ptr, layout, new_size) },
+            (false, false) => unsafe { Small.realloc(ptr, layout, new_size) },
             (true, true) => {
                 // Move the mapping instead of copying (possibly untouched) pages.
                 // SAFETY: `ptr` is a mapping of `layout.size()` bytes from `map`.
@@ -137,7 +145,10 @@ pub fn address_space_limit() -> Option<u64> {
     (ok && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
-/// Keeps buffers of up to 32 MiB on glibc's heap instead of mapping each
+/// Since issue 18 Rust allocations go to mimalloc, which caches its own
+/// segments; this now tunes only what C code (zstd, ...) allocates with
+/// glibc. Its original reason:
+/// keeps buffers of up to 32 MiB on glibc's heap instead of mapping each
 /// one afresh. Fetch responses and produce requests of several MiB pass
 /// through kcoord on every request; above glibc's default mmap threshold
 /// each was a new mapping, so every one paid page faults and the kernel's
@@ -179,7 +190,7 @@ mod tests {
     }
 
     #[test]
-    fn small_allocations_use_the_system_allocator() {
+    fn small_allocations_grow_into_huge_ones_and_back() {
         let a = GuardedAllocator;
         let layout = Layout::from_size_align(64, 8).unwrap();
         unsafe {

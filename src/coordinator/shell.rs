@@ -22,7 +22,7 @@
 //! - shuts down in Kafka's order: unload, finish a running compaction, a
 //!   final fsync, then the answers it made durable.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::time::Duration;
 
@@ -71,7 +71,8 @@ pub enum Effect<L: ShardLog> {
 struct Loaded<L> {
     core: ShardCore,
     log: L,
-    pending: HashMap<ReplyToken, oneshot::Sender<Response>>,
+    /// Fast-hashed: one insert and one removal per request.
+    pending: super::FastMap<ReplyToken, oneshot::Sender<Response>>,
     next_token: ReplyToken,
     /// Answers held until the log is durable up to the given end.
     waiting: VecDeque<(u64, Reply)>,
@@ -140,7 +141,7 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
         let mut shard = Box::new(Loaded {
             core,
             log,
-            pending: HashMap::new(),
+            pending: super::FastMap::default(),
             next_token: 0,
             waiting: VecDeque::new(),
             compacting: false,

@@ -84,6 +84,12 @@ const SECONDS: &[f64] =
 /// Records per fsync.
 const BATCH: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0];
 
+/// Whether the process-wide recorder is installed (metric handles taken
+/// before it would stay bound to the no-op recorder).
+pub fn installed() -> bool {
+    HANDLE.get().is_some_and(Option::is_some)
+}
+
 /// Installs the process-wide recorder once; later calls (several daemons
 /// in one test process) share it.
 pub fn install() -> Option<PrometheusHandle> {

@@ -12,7 +12,9 @@
 )]
 
 mod consumer;
+mod cpu;
 mod daemon;
+mod echo;
 mod load;
 mod net;
 mod scenarios;
@@ -60,6 +62,10 @@ struct Cli {
     /// How long group formation may take.
     #[arg(long, default_value_t = 300.0, global = true)]
     settle_timeout_secs: f64,
+    /// Also report this process's CPU time per request answered in the
+    /// measured phase (the daemon's, from /proc/PID/stat).
+    #[arg(long, global = true, value_name = "PID")]
+    cpu_of: Option<u32>,
     #[command(subcommand)]
     scenario: Scenario,
 }
@@ -116,6 +122,19 @@ enum Scenario {
         connections: usize,
         #[arg(long, default_value = "kcoord-bench")]
         topic: String,
+    },
+    /// The framing limit's server: answers heartbeat frames without
+    /// decoding them (see `raw-heartbeat`) on LISTEN until stopped.
+    Echo {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+    },
+    /// Heartbeats without group formation over N connections (`--pipeline`
+    /// in flight on each): the load whose rate against `echo` is the
+    /// framing limit. A coordinator answers them with errors.
+    RawHeartbeat {
+        #[arg(long, default_value_t = 20)]
+        connections: usize,
     },
     /// (kcoord only) Write N offset records, start kcoord on them, time until ready.
     Recovery {
@@ -195,6 +214,9 @@ fn raise_nofile_limit() {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     raise_nofile_limit();
+    if let Some(pid) = cli.cpu_of {
+        cpu::configure(pid);
+    }
     if let Some(path) = &cli.command_config {
         match kcoord::security::client::ClientSecurity::from_file(path) {
             Ok(s) => net::configure(s),
@@ -222,13 +244,29 @@ fn main() -> ExitCode {
         };
         let needs_broker = !matches!(
             cli.scenario,
-            Scenario::Recovery { .. } | Scenario::Memory { .. } | Scenario::ConsumerMemory { .. }
+            Scenario::Recovery { .. }
+                | Scenario::Memory { .. }
+                | Scenario::ConsumerMemory { .. }
+                | Scenario::Echo { .. }
         );
         if needs_broker {
             if let Err(e) = check_loopback(&cli.bootstrap) {
                 eprintln!("kcoord-bench: {e}");
                 return ExitCode::from(2);
             }
+        }
+        if let Scenario::Echo { listen } = &cli.scenario {
+            if let Err(e) = check_loopback(listen) {
+                eprintln!("kcoord-bench: {e}");
+                return ExitCode::from(2);
+            }
+            return match echo::serve(listen).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("kcoord-bench: echo: {e}");
+                    ExitCode::FAILURE
+                }
+            };
         }
         let result = match &cli.scenario {
             Scenario::Heartbeat { groups, members } => scenarios::heartbeat(&common, *groups, *members).await,
@@ -252,6 +290,11 @@ fn main() -> ExitCode {
             Scenario::ConsumerMemory { kcoord_bin, groups, members } => {
                 daemon::consumer_memory(kcoord_bin, *groups, *members, common.members_per_connection).await
             }
+            Scenario::RawHeartbeat { connections } => {
+                echo::raw_heartbeat(&common, (*connections).clamp(1, 10_000)).await
+            }
+            // Served above; never a result.
+            Scenario::Echo { .. } => return ExitCode::SUCCESS,
             Scenario::Recovery { kcoord_bin, records, shards } => {
                 daemon::recovery(kcoord_bin, (*records).min(100_000_000), *shards).await
             }

@@ -37,12 +37,14 @@ fn errors_metric(r: &mut Report, res: &LaneResult) {
     }
 }
 
-/// Runs `run` on every lane at once and merges the results.
-async fn run_lanes<F>(swarm: &mut Swarm, run: F) -> Result<(LaneResult, Duration), ClientError>
+/// Runs `run` on every lane at once and merges the results; the meter of
+/// the daemon's CPU time covers exactly that phase.
+async fn run_lanes<F>(swarm: &mut Swarm, run: F) -> Result<(LaneResult, Duration, crate::cpu::Meter), ClientError>
 where
     F: AsyncFn(&mut Connection, Vec<Member>) -> Result<LaneResult, ClientError>,
 {
     let all = swarm.snapshot();
+    let cpu = crate::cpu::Meter::start();
     let start = Instant::now();
     let run = &run;
     let futures = swarm.lanes.iter_mut().map(|lane| {
@@ -54,7 +56,8 @@ where
     for r in join_all(futures).await {
         total.merge(r?);
     }
-    Ok((total, start.elapsed()))
+    let elapsed = start.elapsed();
+    Ok((total, elapsed, cpu))
 }
 
 pub async fn heartbeat(c: &Common, groups: usize, members: usize) -> Result<Report, ClientError> {
@@ -62,7 +65,7 @@ pub async fn heartbeat(c: &Common, groups: usize, members: usize) -> Result<Repo
     let mut swarm = Swarm::connect(&c.bootstrap, &names, members, c.members_per_connection, 0).await?;
     let formed = swarm.settle(c.settle_timeout).await?;
     let v = swarm.versions;
-    let (res, elapsed) = run_lanes(&mut swarm, async |conn: &mut Connection, members: Vec<Member>| {
+    let (res, elapsed, cpu) = run_lanes(&mut swarm, async |conn: &mut Connection, members: Vec<Member>| {
         let templates = members
             .iter()
             .map(|m| {
@@ -95,6 +98,7 @@ pub async fn heartbeat(c: &Common, groups: usize, members: usize) -> Result<Repo
     let mut lat = res.latencies.clone();
     r.metric("formation_s", formed.as_secs_f64(), "s");
     r.latency("heartbeats", &mut lat, elapsed);
+    cpu.report(&mut r, res.latencies.count());
     errors_metric(&mut r, &res);
     if let Some(why) = heartbeat_failure(&res) {
         r.fail(why);
@@ -206,7 +210,7 @@ pub async fn commit(
     let v = swarm.versions;
     let metadata = "m".repeat(metadata_bytes);
     let metadata = &metadata;
-    let (res, elapsed) = run_lanes(&mut swarm, async |conn: &mut Connection, members: Vec<Member>| {
+    let (res, elapsed, cpu) = run_lanes(&mut swarm, async |conn: &mut Connection, members: Vec<Member>| {
         let templates = members
             .iter()
             .map(|m| load::template(conn, &commit_request(m, topic, partitions, metadata, false), v.commit))
@@ -230,6 +234,7 @@ pub async fn commit(
     );
     let mut lat = res.latencies.clone();
     r.latency("commits", &mut lat, elapsed);
+    cpu.report(&mut r, res.latencies.count());
     r.metric("partitions_per_sec", res.items as f64 / elapsed.as_secs_f64(), "1/s");
     errors_metric(&mut r, &res);
     Ok(r)

@@ -123,7 +123,8 @@ pub struct ClassicGroup {
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
     pub leader_id: Option<String>,
-    pub members: IndexMap<String, Member>,
+    /// Fast-hashed: every Heartbeat looks its member up.
+    pub members: IndexMap<String, Member, foldhash::fast::RandomState>,
     pub static_members: HashMap<String, String>,
     /// KIP-394 members that got MEMBER_ID_REQUIRED, with their session timers.
     pub pending_join_members: HashMap<String, Slot>,
@@ -153,7 +154,7 @@ impl ClassicGroup {
             protocol_type: None,
             protocol_name: None,
             leader_id: None,
-            members: IndexMap::new(),
+            members: IndexMap::default(),
             static_members: HashMap::new(),
             pending_join_members: HashMap::new(),
             num_awaiting_join: 0,
