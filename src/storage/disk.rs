@@ -63,7 +63,7 @@ pub trait DiskFile: Send + Sync + fmt::Debug {
     /// fsync.
     fn sync_all(&self) -> io::Result<()>;
     fn set_len(&self, len: u64) -> io::Result<()>;
-    fn len(&self) -> io::Result<u64>;
+    fn size(&self) -> io::Result<u64>;
     /// Last modification, in milliseconds since the Unix epoch (0 if unknown).
     fn modified_ms(&self) -> io::Result<u64>;
 
@@ -156,7 +156,7 @@ impl DiskFile for File {
         File::set_len(self, len)
     }
 
-    fn len(&self) -> io::Result<u64> {
+    fn size(&self) -> io::Result<u64> {
         Ok(self.metadata()?.len())
     }
 

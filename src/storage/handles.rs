@@ -285,7 +285,7 @@ mod tests {
     }
 
     fn read_all(file: &dyn disk::DiskFile) -> String {
-        let mut buf = vec![0u8; usize::try_from(file.len().unwrap()).unwrap()];
+        let mut buf = vec![0u8; usize::try_from(file.size().unwrap()).unwrap()];
         file.read_exact_at(&mut buf, 0).unwrap();
         String::from_utf8(buf).unwrap()
     }

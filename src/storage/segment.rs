@@ -74,7 +74,7 @@ impl Segment {
             Some(cache) => cache.open(&path, false)?,
             None => fs.open(&path, OpenMode::ReadWrite)?,
         };
-        let bytes = file.len()?;
+        let bytes = file.size()?;
         let modified_ms = file.modified_ms()?;
         let handle = Self::handle(&path, file, files);
         Ok(Segment { base, path, handle, bytes, modified_ms })

@@ -589,7 +589,7 @@ impl DiskFile for SimFile {
         self.modify(DataOp::SetLen(len))
     }
 
-    fn len(&self) -> io::Result<u64> {
+    fn size(&self) -> io::Result<u64> {
         let mut st = self.lock()?;
         Ok(st.inode(self.ino)?.data.len() as u64)
     }

@@ -148,7 +148,7 @@ fn write_file(fs: &dyn FileSystem, path: &Path, payloads: &mut dyn Iterator<Item
     out.write_all(&trailer)?;
     out.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
-    Ok((records, file.len()?))
+    Ok((records, file.size()?))
 }
 
 /// A snapshot file that passed validation.
@@ -177,7 +177,7 @@ pub(crate) fn validate(
 ) -> io::Result<Result<SnapshotMeta, InvalidSnapshot>> {
     let path = dir.join(snapshot_file_name(base));
     let file = fs.open(&path, OpenMode::Read)?;
-    let bytes = file.len()?;
+    let bytes = file.size()?;
     let mut scanner = FrameScanner::new(BufReader::with_capacity(IO_BUFFER, PositionalReader::new(&*file)), bytes);
     let mut frames = 0u64;
     // The trailer count and offset of the most recent frame, if it was one.
