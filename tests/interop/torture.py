@@ -9,7 +9,8 @@ groups (eager `range` and `cooperative-sticky`) that join late, leave
 what they consume; the daemon is SIGKILLed, then every client; the daemon
 restarts on the same port and data dir, the committed offsets of every
 group and partition and the messages acknowledged in the cycle are read
-back and checked. Every `--full-check-every` cycles and at the end, every
+back and checked. A share of the restarts (`--recovery-kills`) is first
+SIGKILLed again within 0.3 s of starting, during recovery. Every `--full-check-every` cycles and at the end, every
 message acknowledged since the start is read back.
 
 A benchmark-style run, not a CI gate: scripts/crash-torture runs it (and
@@ -147,6 +148,16 @@ def run_load(daemon, clients, plan, kill_at):
     clients.kill_all()
 
 
+def kill_during_recovery(daemon, rng):
+    """Starts the daemon and SIGKILLs it within its first 0.3 s, while it
+    recovers its logs (a crash during recovery must lose nothing either)."""
+    with open(daemon.log_path, "ab") as log:
+        proc = subprocess.Popen(daemon.args(), stdout=subprocess.DEVNULL, stderr=log)
+    time.sleep(rng.uniform(0, 0.3))
+    proc.kill()
+    proc.wait()
+
+
 def retry(what, fn, timeout=READ_TIMEOUT_S):
     """fn() until it stops raising KafkaException (the daemon may still be
     loading: COORDINATOR_LOAD_IN_PROGRESS)."""
@@ -223,7 +234,8 @@ class Torture:
                              port=args.port or free_port())
         self.committed = {(g, p): None for g in GROUPS for p in range(PARTITIONS)}
         self.losses = []
-        self.totals = {"assignments": 0, "commits acknowledged": 0, "offsets checked": 0, "offsets checked exactly": 0,
+        self.ends = {}  # partition -> end of its highest acknowledged message so far
+        self.totals = {"kills during recovery": 0, "assignments": 0, "commits acknowledged": 0, "offsets checked": 0, "offsets checked exactly": 0,
                        "messages acknowledged": 0}
         self.restart_s, self.ready_s, self.warm_up_s = [], [], []
 
@@ -270,13 +282,21 @@ class Torture:
         events = clients.events()
         if n == self.args.wipe_before_restart:
             shutil.rmtree(self.daemon.data_dir)
+        recovery_killed = rng.random() < self.args.recovery_kills
+        if recovery_killed:
+            kill_during_recovery(self.daemon, rng)
         serving, ready, fetched = self.restart()
         exact = self.check_offsets(n, events, fetched)
-        read, highs = read_partitions(self.daemon.bootstrap, ranges_of(events.messages))
+        ranges = ranges_of(events.messages)
+        read, highs = read_partitions(self.daemon.bootstrap, {p: (e, e) for p, e in self.ends.items()} | ranges)
         lost = events.conflicts + check_messages(events.messages, read, highs)
+        lost += [f"partition {p} log end went back from {e} (acknowledged earlier) to {highs.get(p)}"
+                 for p, e in sorted(self.ends.items()) if highs.get(p, 0) < e]
+        self.ends.update({p: max(e, self.ends.get(p, 0)) for p, (_, e) in ranges.items()})
         self.losses += [f"cycle {n}: {loss}" for loss in lost]
         self.restart_s.append(serving)
         self.ready_s.append(ready)
+        self.totals["kills during recovery"] += recovery_killed
         self.totals["assignments"] += events.assignments
         self.totals["commits acknowledged"] += events.commits_acked
         self.totals["offsets checked"] += len(self.committed)
@@ -287,7 +307,8 @@ class Torture:
         print(f"cycle {n:4d}/{self.args.cycles}: {flowing}, killed {kill_at:4.2f} s later; {events.assignments:2d} assignments, "
               f"{events.commits_acked:4d} commits and "
               f"{len(events.messages):5d} messages acknowledged; {exact}/{len(self.committed)} offsets exact; "
-              f"losses so far {len(self.losses)}; restart {serving:.2f} s, offsets readable {ready:.2f} s",
+              f"losses so far {len(self.losses)}; {'killed again in recovery; ' if recovery_killed else ''}"
+              f"restart {serving:.2f} s, offsets readable {ready:.2f} s",
               flush=True)
 
     def run(self):
@@ -313,7 +334,9 @@ class Torture:
 
     def summary(self, elapsed, full_checked, code):
         t = self.totals
-        print(f"\nsummary: {len(self.restart_s)} cycles in {elapsed:.0f} s (seed {self.args.seed})")
+        print(f"\nsummary: {len(self.restart_s)} cycles in {elapsed:.0f} s (seed {self.args.seed}), "
+              f"{len(self.restart_s) + t['kills during recovery']} SIGKILLs "
+              f"({t['kills during recovery']} of them during recovery)")
         print(f"  assignments received by members (rebalances x members): {t['assignments']}")
         print(f"  commits acknowledged: {t['commits acknowledged']}; committed offsets checked after restarts: "
               f"{t['offsets checked']} ({t['offsets checked exactly']} exactly equal to the last acknowledged)")
@@ -339,6 +362,8 @@ def parse_args(argv=None):
     ap.add_argument("--port", type=int, default=0, help="fixed 127.0.0.1 port (default: a free one)")
     ap.add_argument("--work-dir", help="data dir, logs and client events (default: a new temporary dir)")
     ap.add_argument("--full-check-every", type=int, default=25, help="cycles between reads of every message (0: end only)")
+    ap.add_argument("--recovery-kills", type=float, default=0.2, metavar="P",
+                    help="share of restarts first SIGKILLed again within 0.3 s of starting")
     ap.add_argument("--wipe-before-restart", type=int, metavar="CYCLE",
                     help="self-test of the checker: delete the data dir before that cycle's restart (losses expected)")
     ap.add_argument("--keep", action="store_true", help="keep the work dir even without losses")
