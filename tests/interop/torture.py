@@ -69,8 +69,8 @@ class Clients:
     def producer(self, name, idempotent):
         self.start(name, "produce", "--partitions", PARTITIONS, "--batch", 10, *(["--idempotent"] if idempotent else []))
 
-    def consumer(self, name, group, lifetime=3600.0):
-        self.start(name, "consume", "--group", group, "--strategy", GROUPS[group], "--lifetime", lifetime)
+    def consumer(self, name, group):
+        self.start(name, "consume", "--group", group, "--strategy", GROUPS[group])
 
     def signal(self, name, sig):
         proc = self.procs.get(name)
@@ -132,8 +132,8 @@ def plan_cycle(rng, seconds):
     return sorted(plan, key=lambda step: step[0]), kill_at
 
 
-def run_load(daemon, clients, plan, kill_at):
-    """Runs the plan until `kill_at`, then SIGKILLs the daemon and every client."""
+def run_plan(clients, plan, kill_at):
+    """Runs the plan until `kill_at` (then the caller kills)."""
     started = time.monotonic()
     for at, action, args in plan:
         if at >= kill_at:
@@ -144,8 +144,6 @@ def run_load(daemon, clients, plan, kill_at):
         else:
             clients.signal(args[0], signal.SIGTERM if action == "leave" else signal.SIGKILL)
     time.sleep(max(0.0, started + kill_at - time.monotonic()))
-    daemon.kill()
-    clients.kill_all()
 
 
 def kill_during_recovery(daemon, rng):
@@ -174,12 +172,18 @@ def retry(what, fn, timeout=READ_TIMEOUT_S):
 def fetch_committed(bootstrap, group):
     """{partition: committed offset or None} of a group (OffsetFetch)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+
+    def fetch():
+        tps = c.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=10)
+        # A partition's error (still loading, say) is no answer: ask again.
+        if errors := [tp.error for tp in tps if tp.error]:
+            raise KafkaException(errors[0])
+        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in tps}
+
     try:
-        tps = retry(f"OffsetFetch of {group}",
-                    lambda: c.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=10))
+        return retry(f"OffsetFetch of {group}", fetch)
     finally:
         c.close()
-    return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in tps}
 
 
 def read_partitions(bootstrap, ranges):
@@ -234,14 +238,15 @@ class Torture:
                              port=args.port or free_port())
         self.committed = {(g, p): None for g in GROUPS for p in range(PARTITIONS)}
         self.losses = []
+        self.stalled = 0  # cycles whose load did not flow within WARM_UP_S
         self.ends = {}  # partition -> end of its highest acknowledged message so far
-        self.totals = {"kills during recovery": 0, "assignments": 0, "commits acknowledged": 0, "offsets checked": 0, "offsets checked exactly": 0,
-                       "messages acknowledged": 0}
+        self.totals = dict.fromkeys(["kills during recovery", "assignments", "commits acknowledged",
+                                     "offsets checked", "offsets checked exactly", "messages acknowledged"], 0)
         self.restart_s, self.ready_s, self.warm_up_s = [], [], []
 
     def restart(self):
-        """Starts the daemon; returns (seconds to serving, seconds until every
-        group's committed offsets are readable)."""
+        """Starts the daemon; returns the seconds to serving, the seconds until
+        every group's committed offsets were read, and those offsets."""
         t0 = time.monotonic()
         self.daemon.start(timeout=READ_TIMEOUT_S)
         serving = time.monotonic() - t0
@@ -270,23 +275,26 @@ class Torture:
         read, highs = read_partitions(self.daemon.bootstrap, ranges)
         return len(acked.messages), acked.conflicts + check_messages(acked.messages, read, highs)
 
-    def cycle(self, n):
-        rng = random.Random(f"{self.args.seed}-{n}")
+    def load(self, n, rng):
+        """Runs cycle n's clients until the kill; returns their events, how
+        long the load took to flow (None: it never did) and when the kill came."""
         cycle_dir = self.work / f"cycle-{n:04d}"
         cycle_dir.mkdir()
         clients = Clients(self.daemon.bootstrap, n, cycle_dir, rng)
-        start_initial_clients(clients)
-        warm_up = wait_flowing(clients)
-        plan, kill_at = plan_cycle(rng, self.args.seconds)
-        run_load(self.daemon, clients, plan, kill_at)
-        events = clients.events()
-        if n == self.args.wipe_before_restart:
-            shutil.rmtree(self.daemon.data_dir)
-        recovery_killed = rng.random() < self.args.recovery_kills
-        if recovery_killed:
-            kill_during_recovery(self.daemon, rng)
-        serving, ready, fetched = self.restart()
-        exact = self.check_offsets(n, events, fetched)
+        try:
+            start_initial_clients(clients)
+            warm_up = wait_flowing(clients)
+            plan, kill_at = plan_cycle(rng, self.args.seconds)
+            run_plan(clients, plan, kill_at)
+        finally:
+            # The daemon first: what a client saw acknowledged until then counts.
+            self.daemon.kill()
+            clients.kill_all()
+        return clients.events(), warm_up, kill_at
+
+    def check_cycle_messages(self, n, events):
+        """The cycle's acknowledged messages, and every partition's log end
+        against the highest offset acknowledged in earlier cycles."""
         ranges = ranges_of(events.messages)
         read, highs = read_partitions(self.daemon.bootstrap, {p: (e, e) for p, e in self.ends.items()} | ranges)
         lost = events.conflicts + check_messages(events.messages, read, highs)
@@ -294,22 +302,32 @@ class Torture:
                  for p, e in sorted(self.ends.items()) if highs.get(p, 0) < e]
         self.ends.update({p: max(e, self.ends.get(p, 0)) for p, (_, e) in ranges.items()})
         self.losses += [f"cycle {n}: {loss}" for loss in lost]
+
+    def cycle(self, n):
+        rng = random.Random(f"{self.args.seed}-{n}")
+        events, warm_up, kill_at = self.load(n, rng)
+        if n == self.args.wipe_before_restart:
+            shutil.rmtree(self.daemon.data_dir)
+        recovery_killed = rng.random() < self.args.recovery_kills
+        if recovery_killed:
+            kill_during_recovery(self.daemon, rng)
+        serving, ready, fetched = self.restart()
+        exact = self.check_offsets(n, events, fetched)
+        self.check_cycle_messages(n, events)
         self.restart_s.append(serving)
         self.ready_s.append(ready)
-        self.totals["kills during recovery"] += recovery_killed
-        self.totals["assignments"] += events.assignments
-        self.totals["commits acknowledged"] += events.commits_acked
-        self.totals["offsets checked"] += len(self.committed)
-        self.totals["offsets checked exactly"] += exact
-        self.totals["messages acknowledged"] += len(events.messages)
         self.warm_up_s.append(warm_up if warm_up is not None else WARM_UP_S)
+        self.stalled += warm_up is None
+        for key, value in [("kills during recovery", recovery_killed), ("assignments", events.assignments),
+                           ("commits acknowledged", events.commits_acked), ("offsets checked", len(fetched)),
+                           ("offsets checked exactly", exact), ("messages acknowledged", len(events.messages))]:
+            self.totals[key] += value
         flowing = f"load flowing after {warm_up:.1f} s" if warm_up is not None else "LOAD NOT FLOWING"
-        print(f"cycle {n:4d}/{self.args.cycles}: {flowing}, killed {kill_at:4.2f} s later; {events.assignments:2d} assignments, "
-              f"{events.commits_acked:4d} commits and "
-              f"{len(events.messages):5d} messages acknowledged; {exact}/{len(self.committed)} offsets exact; "
+        print(f"cycle {n:4d}/{self.args.cycles}: {flowing}, killed {kill_at:4.2f} s later; "
+              f"{events.assignments:2d} assignments, {events.commits_acked:4d} commits and "
+              f"{len(events.messages):5d} messages acknowledged; {exact}/{len(fetched)} offsets exact; "
               f"losses so far {len(self.losses)}; {'killed again in recovery; ' if recovery_killed else ''}"
-              f"restart {serving:.2f} s, offsets readable {ready:.2f} s",
-              flush=True)
+              f"restart {serving:.2f} s, offsets readable {ready:.2f} s", flush=True)
 
     def run(self):
         a = self.args
@@ -318,19 +336,25 @@ class Torture:
         started = time.monotonic()
         self.daemon.start(timeout=READ_TIMEOUT_S)
         full_checked = 0
-        for n in range(1, a.cycles + 1):
-            self.cycle(n)
-            if n == a.cycles or (a.full_check_every and n % a.full_check_every == 0):
-                checked, lost = self.check_all_messages(range(1, n + 1))
-                self.losses += [f"full check after cycle {n}: {loss}" for loss in lost]
-                full_checked = checked
-                print(f"full check after cycle {n}: {checked} acknowledged messages read back, {len(lost)} lost",
-                      flush=True)
+        try:
+            for n in range(1, a.cycles + 1):
+                self.cycle(n)
+                if n == a.cycles or (a.full_check_every and n % a.full_check_every == 0):
+                    checked, lost = self.check_all_messages(range(1, n + 1))
+                    self.losses += [f"full check after cycle {n}: {loss}" for loss in lost]
+                    full_checked = checked
+                    print(f"full check after cycle {n}: {checked} acknowledged messages read back, {len(lost)} lost",
+                          flush=True)
+        except BaseException:
+            self.daemon.kill()
+            print(f"stopped; work dir kept: {self.work}", flush=True)
+            raise
         code = self.daemon.stop()
         self.summary(time.monotonic() - started, full_checked, code)
-        if not self.losses and code == 0 and not a.keep:
+        good = not self.losses and not self.stalled and code == 0
+        if good and not a.keep:
             shutil.rmtree(self.work, ignore_errors=True)
-        return 0 if not self.losses and code == 0 else 1
+        return 0 if good else 1
 
     def summary(self, elapsed, full_checked, code):
         t = self.totals
@@ -345,11 +369,12 @@ class Torture:
         print(f"  restart (spawn to serving): {stats(self.restart_s)}")
         print(f"  recovery (spawn to committed offsets readable): {stats(self.ready_s)}")
         print(f"  load flowing after (clients start, first commit per group): {stats(self.warm_up_s)}")
+        print(f"  cycles whose load did not flow within {WARM_UP_S} s: {self.stalled}")
         print(f"  final SIGTERM exit code: {code}")
         print(f"  losses: {len(self.losses)}")
         for loss in self.losses[:50]:
             print(f"    {loss}")
-        if self.losses or self.args.keep:
+        if self.losses or self.stalled or code != 0 or self.args.keep:
             print(f"  work dir kept: {self.work} (daemon log {self.daemon.log_path})")
 
 

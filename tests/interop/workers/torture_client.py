@@ -56,7 +56,7 @@ def produce(args, log):
 
 def consume(args, log):
     """Consumes and commits what it consumed after each batch, synchronously,
-    until SIGTERM or its lifetime ends; then commits, leaves and exits."""
+    until SIGTERM; then commits, leaves and exits."""
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     consumer = Consumer({
@@ -99,8 +99,7 @@ def consume(args, log):
         log.write("J", args.group, len(partitions))
 
     consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke)
-    deadline = time.monotonic() + args.lifetime
-    while not stopping and time.monotonic() < deadline:
+    while not stopping:
         for m in consumer.consume(num_messages=args.batch, timeout=args.pause):
             if m.error() is None:
                 done[m.partition()] = m.offset() + 1
@@ -124,7 +123,6 @@ def main():
     ap.add_argument("--group")
     ap.add_argument("--strategy", default="range")
     ap.add_argument("--session-ms", type=int, default=2000)
-    ap.add_argument("--lifetime", type=float, default=3600.0)
     args = ap.parse_args()
     log = EventLog(args.events)
     (produce if args.role == "produce" else consume)(args, log)
