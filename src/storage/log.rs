@@ -60,6 +60,10 @@ impl Default for LogOptions {
 /// and size after its last fsync. Opening removes it.
 pub(crate) const CLEAN_MARKER: &str = "clean-shutdown";
 
+/// The recovery point moves every `segment_bytes / RECOVERY_POINT_STRIDE`
+/// bytes appended and synced (see [`Log::mark_synced`]).
+pub const RECOVERY_POINT_STRIDE: u64 = 8;
+
 /// How [`Log::open_with`] replays the segments before the active one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Replay {
@@ -206,6 +210,9 @@ pub struct Log {
     segments: Vec<Segment>,
     end: u64,
     synced: u64,
+    /// The active segment's size when the manifest last recorded the
+    /// durable end (the recovery point): see [`Log::mark_synced`].
+    recovery_point_bytes: u64,
     snapshot: Option<SnapshotState>,
     /// Set when a failed append could not be undone: the active segment may
     /// end in garbage, so appending after it would bury good records behind
@@ -243,6 +250,7 @@ impl Log {
         Ok(Log {
             dir: dir.to_path_buf(),
             options,
+            recovery_point_bytes: recovered.segments.last().map_or(0, |s| s.bytes),
             segments: recovered.segments,
             end: recovered.end,
             synced: recovered.end,
@@ -349,13 +357,15 @@ impl Log {
 
     /// Rewrites the manifest for the segments from `first` (an index into
     /// `segments`) on and the current snapshot.
-    fn record_manifest(&self, first: usize) -> io::Result<()> {
+    fn record_manifest(&mut self, first: usize) -> io::Result<()> {
         self.record_manifest_with(first, self.snapshot.map(|s| s.base))
     }
 
-    fn record_manifest_with(&self, first: usize, snapshot: Option<u64>) -> io::Result<()> {
+    fn record_manifest_with(&mut self, first: usize, snapshot: Option<u64>) -> io::Result<()> {
         let segments = self.segments.get(first..).unwrap_or_default().iter().map(|s| s.base).collect();
-        manifest::write(&*self.options.fs, &self.dir, &Manifest::new(snapshot, segments, self.synced))
+        manifest::write(&*self.options.fs, &self.dir, &Manifest::new(snapshot, segments, self.synced))?;
+        self.recovery_point_bytes = self.segments.last().map_or(0, |s| s.bytes);
+        Ok(())
     }
 
     /// Closes the active segment and starts an empty one at [`Log::end`],
@@ -405,8 +415,24 @@ impl Log {
 
     /// Records that a [`SyncJob`] succeeded. Jobs may finish out of order, so
     /// an end lower than the current one is ignored.
+    ///
+    /// Every [`RECOVERY_POINT_STRIDE`] of the segment size, this also moves
+    /// the recovery point: the manifest records the new durable end. Opening
+    /// truncates damage of any shape after the recovery point (unsynced
+    /// writes a crash left out of order) but refuses damage before it, so
+    /// moving it keeps a rotten sector in acknowledged records from being
+    /// mistaken for a crash's leftovers. It costs a manifest write (two
+    /// fsyncs) per stride, on the caller's thread, as a roll does. If that
+    /// write fails, the log is poisoned like a failed roll.
     pub fn mark_synced(&mut self, end: u64) {
         self.synced = self.synced.max(end.min(self.end));
+        let active = self.segments.last().map_or(0, |s| s.bytes);
+        let stride = self.options.segment_bytes / RECOVERY_POINT_STRIDE;
+        if self.poisoned.is_none() && active.saturating_sub(self.recovery_point_bytes) >= stride.max(1) {
+            if let Err(e) = self.record_manifest(0) {
+                let _ = self.poison(e.kind(), format!("recording the recovery point in the manifest failed ({e})"));
+            }
+        }
     }
 
     /// [`Log::sync`], then records the active segment's base and size in
@@ -493,8 +519,14 @@ impl Log {
         // The manifest first: a segment it no longer lists may go.
         self.record_manifest(1)?;
         self.options.fs.remove_file(&path)?;
+        // Gone from the directory, so gone from the log, whatever follows:
+        // a caller that kept serving its records after a failed directory
+        // fsync would show a log start that a crash then jumps past.
         self.segments.remove(0);
-        self.options.fs.sync_dir(&self.dir)?;
+        if let Err(e) = self.options.fs.sync_dir(&self.dir) {
+            let reason = format!("fsyncing the directory after deleting {} failed ({e})", path.display());
+            return Err(self.poison(e.kind(), reason));
+        }
         Ok(Some(info))
     }
 

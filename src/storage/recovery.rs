@@ -86,7 +86,9 @@ pub(crate) fn recover(
     }
 
     let clean = take_clean_marker(fs, dir, replay);
-    let mut replayed = replay_segments(dir, &listing.segments, first_index, options, replay, clean, visit)?;
+    let recovery_point = recorded.as_ref().map(|m| m.end);
+    let mut replayed =
+        replay_segments(dir, &listing.segments, first_index, options, replay, clean, recovery_point, visit)?;
     dir_changed |= replayed.dir_changed;
     if replayed.segments.is_empty() {
         let segment = Segment::create(fs, dir, replayed.end, options.files.as_ref()).map_err(LogError::io(dir))?;
@@ -321,6 +323,17 @@ struct Replayed {
 /// Replays segments `bases` (sorted) in order, checking that they are
 /// contiguous from `first_index`, truncating a torn tail of the last one, and
 /// applying `repair` to anything worse.
+///
+/// `recovery_point` is the end the manifest recorded as durable (Kafka's
+/// recovery point). Damage in the last segment at or after it is truncated
+/// whatever its shape, as Kafka does: nothing there was ever covered by a
+/// recorded fsync, and a disk that writes unsynced pages back out of order
+/// can leave a hole of zeros with later, never-synced frames after it. If
+/// any of those frames had been acknowledged, the fsync that covered it
+/// would have covered the hole too, so truncating at the first bad frame
+/// loses nothing acknowledged. Damage before the recovery point, or in a
+/// closed segment (fsynced at its roll), is still refused as corruption.
+#[allow(clippy::too_many_arguments, reason = "one private step of `recover`, which owns every argument")]
 fn replay_segments(
     dir: &Path,
     bases: &[u64],
@@ -328,6 +341,7 @@ fn replay_segments(
     options: &LogOptions,
     replay: Replay,
     clean: Option<(u64, u64)>,
+    recovery_point: Option<u64>,
     visit: &mut Visitor<'_>,
 ) -> Result<Replayed, LogError> {
     let repair = options.repair;
@@ -368,6 +382,19 @@ fn replay_segments(
                     offset = scan.stop_offset,
                     dropped_bytes = segment.bytes.saturating_sub(scan.stop_offset),
                     "truncating a torn write at the end of the log ({})",
+                    stop.describe()
+                );
+                segment.truncate(scan.stop_offset).map_err(LogError::io(&path))?;
+                replayed.segments.push(segment);
+            }
+            stop if later.is_empty() && recovery_point.is_some_and(|point| replayed.end >= point) => {
+                tracing::warn!(
+                    file = %path.display(),
+                    offset = scan.stop_offset,
+                    index = replayed.end,
+                    recovery_point = recovery_point.unwrap_or_default(),
+                    dropped_bytes = segment.bytes.saturating_sub(scan.stop_offset),
+                    "truncating unsynced writes after the recovery point ({}): a crash left them out of order",
                     stop.describe()
                 );
                 segment.truncate(scan.stop_offset).map_err(LogError::io(&path))?;

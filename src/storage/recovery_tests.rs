@@ -10,10 +10,20 @@ use super::test_util::*;
 /// Bytes of one `record(i)` frame: 8 header + 11 payload.
 const FRAME: u64 = 19;
 
-/// A log of `n` records, `per_segment` records per segment.
+/// A log of `n` records, `per_segment` records per segment, left as a crash
+/// leaves it: the manifest's recovery point is where the active segment
+/// began, so damage in that segment looks like unsynced writes.
 fn log_with(dir: &Path, n: u64, per_segment: u64) {
     let (mut log, _) = open(dir, options(per_segment * FRAME));
     append_records(&mut log, 0..n);
+}
+
+/// [`log_with`], then a clean close that records every record as durable:
+/// damage in it now hits acknowledged records, as a rotten sector would.
+fn durable_log_with(dir: &Path, n: u64, per_segment: u64) {
+    let (mut log, _) = open(dir, options(per_segment * FRAME));
+    append_records(&mut log, 0..n);
+    log.sync_and_record_end().unwrap();
 }
 
 fn corrupt_at(err: LogError) -> (String, u64, String) {
@@ -80,6 +90,67 @@ fn zero_filled_tail_after_the_final_record_is_truncated_on_open() {
     });
 }
 
+/// A disk that writes unsynced pages back out of order can lose an earlier
+/// write and keep a later one: a hole of zeros with intact frames after it.
+/// Nothing there was ever acknowledged (an fsync covering the later frames
+/// would have covered the hole), so, as Kafka does after its recovery point,
+/// opening truncates at the hole instead of asking for `--repair`.
+#[test]
+fn a_hole_left_by_out_of_order_write_back_after_the_recovery_point_is_truncated() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(tmp.path(), options(100 * FRAME));
+    append_records(&mut log, 0..2);
+    log.sync_and_record_end().unwrap();
+    append_records(&mut log, 2..5);
+    drop(log);
+    let segment = segment_path(tmp.path(), 0);
+    patch(&segment, (2 * FRAME) as usize, &[0u8; FRAME as usize]);
+
+    let (mut log, seen) = open(tmp.path(), options(100 * FRAME));
+    assert_eq!(payloads(&seen), (0..2).map(record).collect::<Vec<_>>());
+    assert_eq!(file_len(&segment), 2 * FRAME);
+    assert_eq!(log.append(&[&record(2)]).unwrap()[0].index, 2);
+    drop(log);
+    let (_, seen) = open(tmp.path(), options(100 * FRAME));
+    assert_eq!(payloads(&seen), (0..3).map(record).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_same_hole_before_the_recovery_point_is_refused_as_corruption() {
+    let tmp = tempfile::tempdir().unwrap();
+    durable_log_with(tmp.path(), 5, 100);
+    patch(&segment_path(tmp.path(), 0), (2 * FRAME) as usize, &[0u8; FRAME as usize]);
+    let (_, offset, reason) = corrupt_at(try_open(tmp.path(), options(100 * FRAME)).unwrap_err());
+    assert_eq!(offset, 2 * FRAME);
+    assert!(reason.contains("zero length"), "{reason}");
+    assert_eq!(file_len(&segment_path(tmp.path(), 0)), 5 * FRAME, "nothing was cut");
+}
+
+/// Appends that are synced one by one move the recovery point along (every
+/// eighth of a segment), so a later crash still refuses damage to records
+/// acknowledged well before it, while a hole after the point is truncated.
+#[test]
+fn the_recovery_point_follows_synced_appends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(tmp.path(), options(100 * FRAME));
+    for i in 0..30 {
+        append_records(&mut log, i..i + 1);
+        let job = log.sync_job().unwrap();
+        log.mark_synced(job.run().unwrap());
+    }
+    drop(log);
+    let segment = segment_path(tmp.path(), 0);
+    let before = std::fs::read(&segment).unwrap();
+    patch(&segment, (3 * FRAME) as usize, &[0u8; FRAME as usize]);
+    let (_, offset, _) = corrupt_at(try_open(tmp.path(), options(100 * FRAME)).unwrap_err());
+    assert_eq!(offset, 3 * FRAME, "record 3 was acknowledged long before the crash");
+
+    std::fs::write(&segment, &before).unwrap();
+    patch(&segment, (29 * FRAME) as usize, &[0u8; 8]);
+    let (log, seen) = open(tmp.path(), options(100 * FRAME));
+    assert_eq!((log.end(), seen.len()), (29, 29), "the last record was after the recovery point");
+}
+
 #[test]
 fn an_entirely_zero_last_segment_is_emptied() {
     let tmp = tempfile::tempdir().unwrap();
@@ -94,7 +165,7 @@ fn an_entirely_zero_last_segment_is_emptied() {
 #[test]
 fn crc_corruption_in_the_middle_is_reported_with_file_and_offset() {
     let tmp = tempfile::tempdir().unwrap();
-    log_with(tmp.path(), 3, 100);
+    durable_log_with(tmp.path(), 3, 100);
     patch(&segment_path(tmp.path(), 0), (FRAME + 9) as usize, b"X");
     let err = try_open(tmp.path(), options(100 * FRAME)).unwrap_err();
     let message = err.to_string();
@@ -109,7 +180,7 @@ fn crc_corruption_in_the_middle_is_reported_with_file_and_offset() {
 #[test]
 fn repair_truncates_at_mid_segment_corruption() {
     let tmp = tempfile::tempdir().unwrap();
-    log_with(tmp.path(), 3, 100);
+    durable_log_with(tmp.path(), 3, 100);
     patch(&segment_path(tmp.path(), 0), (FRAME + 9) as usize, b"X");
     let (mut log, seen) = open(tmp.path(), repairing(100 * FRAME));
     assert_eq!(payloads(&seen), vec![record(0)]);
@@ -202,7 +273,7 @@ fn a_segment_with_more_records_than_its_successor_allows_is_a_gap() {
 #[test]
 fn zero_length_field_followed_by_data_is_corruption() {
     let tmp = tempfile::tempdir().unwrap();
-    log_with(tmp.path(), 3, 100);
+    durable_log_with(tmp.path(), 3, 100);
     patch(&segment_path(tmp.path(), 0), FRAME as usize, &[0u8; 8]);
     let (_, offset, reason) = corrupt_at(try_open(tmp.path(), options(100 * FRAME)).unwrap_err());
     assert_eq!(offset, FRAME);
@@ -212,7 +283,7 @@ fn zero_length_field_followed_by_data_is_corruption() {
 #[test]
 fn length_beyond_the_maximum_is_corruption_even_at_the_tail() {
     let tmp = tempfile::tempdir().unwrap();
-    log_with(tmp.path(), 2, 100);
+    durable_log_with(tmp.path(), 2, 100);
     patch(&segment_path(tmp.path(), 0), FRAME as usize, &u32::MAX.to_be_bytes());
     let (_, offset, reason) = corrupt_at(try_open(tmp.path(), options(100 * FRAME)).unwrap_err());
     assert_eq!(offset, FRAME);
@@ -222,7 +293,7 @@ fn length_beyond_the_maximum_is_corruption_even_at_the_tail() {
 #[test]
 fn a_damaged_length_field_before_fsynced_records_stops_the_open_instead_of_dropping_them() {
     let tmp = tempfile::tempdir().unwrap();
-    log_with(tmp.path(), 3, 100);
+    durable_log_with(tmp.path(), 3, 100);
     // Record 1's length now runs past the end of the active segment, but
     // record 2 after it is intact: not what a crash leaves, so not truncated.
     patch(&segment_path(tmp.path(), 0), FRAME as usize, &1000u32.to_be_bytes());
@@ -235,7 +306,7 @@ fn a_damaged_length_field_before_fsynced_records_stops_the_open_instead_of_dropp
 #[test]
 fn records_before_the_corruption_are_visited_before_the_error() {
     let tmp = tempfile::tempdir().unwrap();
-    log_with(tmp.path(), 3, 100);
+    durable_log_with(tmp.path(), 3, 100);
     patch(&segment_path(tmp.path(), 0), (FRAME + 9) as usize, b"X");
     let mut visited = Vec::new();
     let result = super::log::Log::open(tmp.path(), options(100 * FRAME), &mut |loc, _| {
@@ -288,14 +359,14 @@ fn a_trusting_open_reads_only_headers_of_closed_segments_and_finds_the_same_reco
 #[test]
 fn a_trusting_open_skips_crcs_of_closed_segments_only() {
     let tmp = tempfile::tempdir().unwrap();
-    log_with(tmp.path(), 9, 3);
+    durable_log_with(tmp.path(), 9, 3);
     // A flipped payload byte in a closed segment: only a full scan sees it.
     patch(&segment_path(tmp.path(), 3), FRAME as usize + 10, b"X");
     assert_eq!(open_trusting(tmp.path(), 4).unwrap().0.end(), 9);
     assert_eq!(corrupt_at(try_open(tmp.path(), options(3 * FRAME)).unwrap_err()).0, segment_file_name(3));
     // In the active segment the CRC is still checked.
     let tmp = tempfile::tempdir().unwrap();
-    log_with(tmp.path(), 9, 3);
+    durable_log_with(tmp.path(), 9, 3);
     patch(&segment_path(tmp.path(), 6), 10, b"X");
     assert_eq!(corrupt_at(open_trusting(tmp.path(), 4).unwrap_err()).0, segment_file_name(6));
 }

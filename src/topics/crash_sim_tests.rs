@@ -86,14 +86,11 @@ impl PartitionRun {
         let offsets = p.offsets();
         let m = &mut self.model;
         assert!(offsets.log_end >= m.acked, "acknowledged produce lost: log end {} < {}", offsets.log_end, m.acked);
-        // Retention may have deleted up to where it had got, and batches
-        // never acknowledged may be lost. Open question (seed 30 with
-        // `allowed = m.log_start`): after a crash the log start can also pass
-        // acknowledged batches, probably those of a segment whose deletion by
-        // retention failed half-way (file removed, directory fsync failed)
-        // while the partition kept serving them; not yet confirmed, so the
-        // bound is loose here.
-        let allowed = m.log_start.max(m.acked.min(offsets.log_end));
+        // Retention may have deleted up to where it had got, and no further:
+        // a segment deletion that failed after removing the file still moved
+        // the log start the partition reports (it once kept serving the
+        // deleted batches, and a crash then jumped past them).
+        let allowed = m.log_start;
         assert!(
             offsets.log_start <= allowed,
             "batches from {} to {} vanished (acknowledged up to {})",

@@ -124,7 +124,10 @@ impl Partition {
                 }
             }
         }
-        if deleted > 0 {
+        // A deletion that failed after removing its file still moved the
+        // log start (see `Log::delete_oldest_segment`).
+        let moved = deleted > 0 || s.log.start() > s.first_index;
+        if moved {
             s.forget_deleted();
             // A roll fsyncs what it closes: everything below it is durable.
             let synced = s.log.synced();
@@ -138,7 +141,7 @@ impl Partition {
             );
         }
         drop(s);
-        if deleted > 0 {
+        if moved {
             self.synced.notify_waiters();
             self.data.notify_waiters();
         }

@@ -20,28 +20,41 @@ def kcoord_cli(*args):
     return out.stdout
 
 
-@pytest.fixture
-def guarded(make_kcoord, tmp_path):
-    """A kcoord enforcing ACLs on a SASL_PLAINTEXT listener; users alice and
-    admin (super user); alice may read the topic. Returns (addr, acl file)."""
+def sasl_conf(addr, user):
+    """librdkafka settings for `user` (password `<user>-secret`) over SASL_PLAINTEXT."""
+    return {"bootstrap.servers": addr, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.username": user, "sasl.password": f"{user}-secret"}
+
+
+def start_guarded(make_kcoord, tmp_path, topics, alice_may, settings=()):
+    """A kcoord enforcing ACLs on a SASL_PLAINTEXT listener, with users alice
+    and admin (super user); `alice_may` are the `kcoord acls add` resource
+    arguments of alice's one READ grant. Returns (addr, acl file)."""
     users = tmp_path / "users.json"
     for user in ("alice", "admin"):
         subprocess.run([KCOORD_BIN, "users", "add", "--file", str(users), user], input=f"{user}-secret\n",
                        text=True, check=True, capture_output=True)
     acls = tmp_path / "acls.json"
     kcoord_cli("acls", "add", "--file", str(acls), "--allow-principal", "User:alice", "--operation", "Read",
-               "--topic", TOPIC)
-    k = make_kcoord(topics=[f"{TOPIC}:1"], settings=[
+               *alice_may)
+    k = make_kcoord(topics=topics, settings=[
         'server.listeners=["SASL_PLAINTEXT://127.0.0.1:0"]',
         f'security.credentials_file="{users}"',
         'authorizer.enabled=true',
         'authorizer.super_users="User:admin"',
         f'authorizer.acl_file="{acls}"',
+        *settings,
     ])
     line = next(l for l in k._lines if "serving on" in l)
-    addr = line.split("serving on ")[1].split()[0].split(",")[0]
-    conf = {"bootstrap.servers": addr, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
-    p = Producer({**conf, "sasl.username": "admin", "sasl.password": "admin-secret"})
+    return line.split("serving on ")[1].split()[0].split(",")[0], acls
+
+
+@pytest.fixture
+def guarded(make_kcoord, tmp_path):
+    """start_guarded with topic "acl" (10 records, produced by admin), which
+    alice may read. Returns (addr, acl file)."""
+    addr, acls = start_guarded(make_kcoord, tmp_path, [f"{TOPIC}:1"], ["--topic", TOPIC])
+    p = Producer(sasl_conf(addr, "admin"))
     for i in range(10):
         p.produce(TOPIC, value=f"v{i}", partition=0)
     assert p.flush(30) == 0
@@ -49,9 +62,8 @@ def guarded(make_kcoord, tmp_path):
 
 
 def rdk_consumer(addr, group):
-    return Consumer({"bootstrap.servers": addr, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                     "sasl.username": "alice", "sasl.password": "alice-secret", "group.id": group,
-                     "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 6000})
+    return Consumer({**sasl_conf(addr, "alice"), "group.id": group, "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False, "session.timeout.ms": 6000})
 
 
 def grant_group(acls, group):
@@ -147,30 +159,13 @@ def test_a_regex_subscription_is_assigned_only_the_topics_the_member_may_describ
     # partitions.
     from groups import FAST_848
 
-    users = tmp_path / "users.json"
-    for user in ("alice", "admin"):
-        subprocess.run([KCOORD_BIN, "users", "add", "--file", str(users), user], input=f"{user}-secret\n",
-                       text=True, check=True, capture_output=True)
-    acls = tmp_path / "acls.json"
-    kcoord_cli("acls", "add", "--file", str(acls), "--allow-principal", "User:alice", "--operation", "Read",
-               "--topic", "orders-eu", "--group", "regex-acl")
-    k = make_kcoord(topics=["orders-eu:2", "orders-us:2"], settings=[
-        'server.listeners=["SASL_PLAINTEXT://127.0.0.1:0"]',
-        f'security.credentials_file="{users}"',
-        'authorizer.enabled=true',
-        'authorizer.super_users="User:admin"',
-        f'authorizer.acl_file="{acls}"',
-        *FAST_848,
-    ])
-    line = next(l for l in k._lines if "serving on" in l)
-    addr = line.split("serving on ")[1].split()[0].split(",")[0]
-    c = Consumer({"bootstrap.servers": addr, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                  "sasl.username": "alice", "sasl.password": "alice-secret", "group.id": "regex-acl",
-                  "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    addr, _ = start_guarded(make_kcoord, tmp_path, ["orders-eu:2", "orders-us:2"],
+                            ["--topic", "orders-eu", "--group", "regex-acl"], FAST_848)
+    c = Consumer({**sasl_conf(addr, "alice"), "group.id": "regex-acl", "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
     # What the coordinator assigned, as the super user sees it (the client
     # itself would not show a topic its metadata hides from it).
-    admin = AdminClient({"bootstrap.servers": addr, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                         "sasl.username": "admin", "sasl.password": "admin-secret"})
+    admin = AdminClient(sasl_conf(addr, "admin"))
 
     def assigned():
         c.poll(0.5)
