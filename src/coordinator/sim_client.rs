@@ -260,18 +260,16 @@ impl Client {
                 self.rejoin(r.error);
                 Learned::Refused(kind, r.error)
             }
-            (Kind::Commit { partition, offset }, Response::Commit(r)) => {
-                match commit_error(&r) {
-                    Some(ErrorCode::NONE) => Learned::Committed { partition, offset },
-                    Some(e) => {
-                        if e != ErrorCode::NOT_COORDINATOR && e != ErrorCode::COORDINATOR_LOAD_IN_PROGRESS {
-                            self.rejoin(e);
-                        }
-                        Learned::Refused(kind, e)
+            (Kind::Commit { partition, offset }, Response::Commit(r)) => match commit_error(&r) {
+                Some(ErrorCode::NONE) => Learned::Committed { partition, offset },
+                Some(e) => {
+                    if e != ErrorCode::NOT_COORDINATOR && e != ErrorCode::COORDINATOR_LOAD_IN_PROGRESS {
+                        self.rejoin(e);
                     }
-                    None => Learned::Nothing,
+                    Learned::Refused(kind, e)
                 }
-            }
+                None => Learned::Nothing,
+            },
             _ => {
                 self.rejoin(ErrorCode::NONE);
                 Learned::Nothing
@@ -292,7 +290,13 @@ pub struct CommitAt<'a> {
 }
 
 /// An OffsetCommit of one partition.
-pub fn commit_request(at: CommitAt<'_>, member: &str, instance: Option<String>, partition: i32, offset: i64) -> Request {
+pub fn commit_request(
+    at: CommitAt<'_>,
+    member: &str,
+    instance: Option<String>,
+    partition: i32,
+    offset: i64,
+) -> Request {
     Request::Commit(OffsetCommitRequest {
         version: at.version,
         group_id: at.group.into(),

@@ -54,8 +54,13 @@ pub enum CPhase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CKind {
     /// A ConsumerGroupHeartbeat sent at this epoch (0: a join).
-    Heartbeat { epoch: i32 },
-    Commit { partition: i32, offset: i64 },
+    Heartbeat {
+        epoch: i32,
+    },
+    Commit {
+        partition: i32,
+        offset: i64,
+    },
 }
 
 /// What a consumer learned from an answer, for the invariants.
@@ -64,13 +69,20 @@ pub enum CLearned {
     Nothing,
     /// A heartbeat was answered at `epoch`; the member gave up `revoked`
     /// and took `gained`.
-    Heartbeat { epoch: i32, gained: Vec<i32>, revoked: Vec<i32> },
+    Heartbeat {
+        epoch: i32,
+        gained: Vec<i32>,
+        revoked: Vec<i32>,
+    },
     /// Fenced: it dropped everything and rejoins (or, fenced by its
     /// instance id, stops).
     Fenced(ErrorCode),
     /// A retriable refusal.
     Refused(CKind, ErrorCode),
-    Committed { partition: i32, offset: i64 },
+    Committed {
+        partition: i32,
+        offset: i64,
+    },
     /// What a correct coordinator never answers this client.
     Wrong(String),
 }
@@ -152,7 +164,10 @@ impl Consumer {
         let offset = commit?;
         let partition = *self.owned.iter().nth((offset as usize) % self.owned.len().max(1))?;
         let at = CommitAt { group: CGROUP, topic: CTOPIC, version: COMMIT_VERSION, generation: self.epoch };
-        Some((CKind::Commit { partition, offset }, commit_request(at, &self.member, self.instance.clone(), partition, offset)))
+        Some((
+            CKind::Commit { partition, offset },
+            commit_request(at, &self.member, self.instance.clone(), partition, offset),
+        ))
     }
 
     /// Leaves the group (revoking everything first): epoch -1, or -2 for a

@@ -46,7 +46,34 @@ pub trait SimStorage {
     /// Turns injected disk faults on or off (a no-op without a disk).
     fn set_faults(&mut self, on: bool);
     /// What the run did to the storage, for the campaign's summary.
-    fn summary(&self) -> String;
+    fn stats(&self) -> StorageStats;
+}
+
+/// What the simulated disk did in a run (all zero for the fake log).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StorageStats {
+    pub crashes: u64,
+    pub injected_faults: u64,
+    /// Unsynced writes a crash discarded.
+    pub dropped_writes: u64,
+    /// Writes a crash kept only a part of.
+    pub torn_writes: u64,
+    pub dropped_name_changes: u64,
+    pub failed_fsyncs: u64,
+    /// Opens refused as damaged, then repaired.
+    pub repaired_opens: u64,
+}
+
+impl StorageStats {
+    pub fn add(&mut self, o: StorageStats) {
+        self.crashes += o.crashes;
+        self.injected_faults += o.injected_faults;
+        self.dropped_writes += o.dropped_writes;
+        self.torn_writes += o.torn_writes;
+        self.dropped_name_changes += o.dropped_name_changes;
+        self.failed_fsyncs += o.failed_fsyncs;
+        self.repaired_opens += o.repaired_opens;
+    }
 }
 
 /// Replays `payload` into `core`, as the daemon's loader does.
@@ -98,8 +125,8 @@ impl SimStorage for FakeStorage {
 
     fn set_faults(&mut self, _on: bool) {}
 
-    fn summary(&self) -> String {
-        String::new()
+    fn stats(&self) -> StorageStats {
+        StorageStats::default()
     }
 }
 
@@ -193,12 +220,16 @@ impl SimStorage for DiskStorage {
         self.sim.set_faults(if on { self.faults } else { Faults::NONE });
     }
 
-    fn summary(&self) -> String {
-        format!(
-            "{:?}, failed fsyncs {}, opens repaired {}",
-            self.sim.stats(),
-            self.fsync_failures,
-            self.repaired
-        )
+    fn stats(&self) -> StorageStats {
+        let s = self.sim.stats();
+        StorageStats {
+            crashes: s.crashes,
+            injected_faults: s.injected_faults,
+            dropped_writes: s.dropped_writes,
+            torn_writes: s.torn_writes,
+            dropped_name_changes: s.dropped_name_changes,
+            failed_fsyncs: self.fsync_failures,
+            repaired_opens: self.repaired,
+        }
     }
 }
