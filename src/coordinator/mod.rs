@@ -37,6 +37,10 @@ mod shell_tests;
 mod sim;
 #[cfg(test)]
 mod sim_client;
+#[cfg(test)]
+mod sim_consumer;
+#[cfg(test)]
+mod sim_storage;
 pub mod store;
 #[cfg(test)]
 pub mod testkit;

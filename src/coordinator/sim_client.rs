@@ -152,18 +152,8 @@ impl Client {
     }
 
     fn commit(&self, partition: i32, offset: i64) -> Request {
-        Request::Commit(OffsetCommitRequest {
-            version: 8,
-            group_id: GROUP.into(),
-            generation_id: self.generation,
-            member_id: self.member.clone(),
-            group_instance_id: self.instance.clone(),
-            retention_time_ms: -1,
-            topics: vec![CommitTopic {
-                name: TOPIC.into(),
-                partitions: vec![CommitPartition { partition, offset, leader_epoch: -1, metadata: None }],
-            }],
-        })
+        let at = CommitAt { group: GROUP, topic: TOPIC, version: 8, generation: self.generation };
+        commit_request(at, &self.member, self.instance.clone(), partition, offset)
     }
 
     pub fn leave(&mut self) -> Option<Request> {
@@ -270,25 +260,60 @@ impl Client {
                 self.rejoin(r.error);
                 Learned::Refused(kind, r.error)
             }
-            (Kind::Commit { partition, offset }, Response::Commit(r)) => {
-                let error = r.topics.first().and_then(|t| t.partitions.first()).map(|p| p.error);
-                match error {
-                    Some(ErrorCode::NONE) => Learned::Committed { partition, offset },
-                    Some(e) => {
-                        if e != ErrorCode::NOT_COORDINATOR && e != ErrorCode::COORDINATOR_LOAD_IN_PROGRESS {
-                            self.rejoin(e);
-                        }
-                        Learned::Refused(kind, e)
+            (Kind::Commit { partition, offset }, Response::Commit(r)) => match commit_error(&r) {
+                Some(ErrorCode::NONE) => Learned::Committed { partition, offset },
+                Some(e) => {
+                    if e != ErrorCode::NOT_COORDINATOR && e != ErrorCode::COORDINATOR_LOAD_IN_PROGRESS {
+                        self.rejoin(e);
                     }
-                    None => Learned::Nothing,
+                    Learned::Refused(kind, e)
                 }
-            }
+                None => Learned::Nothing,
+            },
             _ => {
                 self.rejoin(ErrorCode::NONE);
                 Learned::Nothing
             }
         }
     }
+}
+
+/// Where a simulated consumer commits: its group and topic, the
+/// OffsetCommit version its protocol needs, and its generation (a KIP-848
+/// member's epoch).
+#[derive(Debug, Clone, Copy)]
+pub struct CommitAt<'a> {
+    pub group: &'a str,
+    pub topic: &'a str,
+    pub version: i16,
+    pub generation: i32,
+}
+
+/// An OffsetCommit of one partition.
+pub fn commit_request(
+    at: CommitAt<'_>,
+    member: &str,
+    instance: Option<String>,
+    partition: i32,
+    offset: i64,
+) -> Request {
+    Request::Commit(OffsetCommitRequest {
+        version: at.version,
+        group_id: at.group.into(),
+        generation_id: at.generation,
+        member_id: member.into(),
+        group_instance_id: instance,
+        retention_time_ms: -1,
+        topics: vec![CommitTopic {
+            name: at.topic.into(),
+            partitions: vec![CommitPartition { partition, offset, leader_epoch: -1, metadata: None }],
+        }],
+    })
+}
+
+/// The error of a one-partition OffsetCommit's answer.
+pub fn commit_error(r: &OffsetCommitResponse) -> Option<ErrorCode> {
+    r.topics.first().and_then(|t| t.partitions.first()).map(|p| p.error)
 }
 
 /// The leader's assignment: partitions round-robin over the members in id

@@ -254,8 +254,24 @@ impl ClassicGroup {
         }
     }
 
-    /// Adds a member (Kafka's `ClassicGroup.add`).
+    /// Adds a member (Kafka's `ClassicGroup.add`). A member added again
+    /// under the same id (a replayed record, a rejoin) replaces the old one:
+    /// its protocols and its parked join are counted once, not twice, so
+    /// that the protocol vote and "everyone has rejoined" stay right.
     pub fn add(&mut self, member: Member) {
+        if let Some(old) = self.members.get(&member.member_id) {
+            let (protocols, awaiting, instance) =
+                (old.protocols.clone(), old.awaiting_join.is_some(), old.group_instance_id.clone());
+            self.count_protocols(&protocols, false);
+            if awaiting {
+                self.num_awaiting_join -= 1;
+            }
+            if let Some(instance) = instance {
+                if self.static_members.get(&instance) == Some(&member.member_id) {
+                    self.static_members.remove(&instance);
+                }
+            }
+        }
         if self.members.is_empty() {
             self.protocol_type = Some(member.protocol_type.clone());
         }
@@ -554,6 +570,27 @@ mod tests {
         g.remove("b");
         assert_eq!(g.leader_id, None);
         assert!(g.supported_protocols.is_empty());
+    }
+
+    #[test]
+    fn adding_a_member_again_under_its_id_counts_its_protocols_once() {
+        let mut g = ClassicGroup::new("g", 0);
+        g.add(member("a", &["range"]));
+        g.add(member("a", &["range", "roundrobin"]));
+        assert_eq!(g.members.len(), 1);
+        assert_eq!(g.supported_protocols.get("range"), Some(&1));
+        assert_eq!(g.supported_protocols.get("roundrobin"), Some(&1));
+        // A second member that supports only "range" can still join: every
+        // member supports it. Counted twice, "range" looked supported by
+        // more members than the group has and the vote went wrong.
+        g.transition_to(GroupState::PreparingRebalance, 0);
+        g.add(member("b", &["range"]));
+        assert!(g.supports_protocols("consumer", &[Protocol { name: "range".into(), metadata: Bytes::new() }]));
+        assert!(!g.supports_protocols("consumer", &[Protocol { name: "roundrobin".into(), metadata: Bytes::new() }]));
+        assert_eq!(g.select_protocol().as_deref(), Some("range"));
+        g.remove("a");
+        g.remove("b");
+        assert!(g.supported_protocols.is_empty(), "{:?}", g.supported_protocols);
     }
 
     fn consumer_group_subscribed_with(metadata: Bytes) -> ClassicGroup {

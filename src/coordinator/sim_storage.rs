@@ -1,0 +1,235 @@
+//! Where the client simulation's (`sim`) coordinator keeps its log: the
+//! in-memory fake log, or the real storage [`Log`] on the simulated disk
+//! (`storage::simdisk`), whose crash keeps only what a completed fsync (and
+//! a directory fsync for names) covered and which fails writes and fsyncs
+//! on demand. The simulation is written once against [`SimStorage`]; the
+//! disk variant is the one that checks acknowledgements against real
+//! durability.
+#![cfg(test)]
+
+use std::io;
+use std::path::Path;
+
+use bytes::Bytes;
+
+use super::clock::ManualClock;
+use super::core::{CoreConfig, CountingIds, ShardCore};
+use super::fake_log::FakeLog;
+use super::shard_log::ShardLog;
+use super::shell::{Durable, ShardShell};
+use crate::storage::simdisk::{Faults, SimDisk};
+use crate::storage::{Log, LogError, LogOptions, Replay, SnapshotDone, SnapshotPlan};
+
+pub type Shell<L> = ShardShell<L, ManualClock>;
+
+/// A shard's storage as the simulation drives it.
+pub trait SimStorage {
+    type Log: ShardLog;
+
+    /// A fresh core rebuilt from what the storage holds (at the start, after
+    /// a crash or after a clean shutdown), with its log.
+    fn replay(&mut self, config: &CoreConfig, ids: u64) -> Result<(ShardCore, Self::Log), String>;
+    /// The machine crashes: the shard (and its log) dies, and only what
+    /// fsyncs covered is kept. `shell` is dropped first.
+    fn crash(&mut self, shell: Shell<Self::Log>);
+    /// Runs an fsync the shell asked for.
+    fn run_sync(&mut self, job: <Self::Log as ShardLog>::SyncJob) -> Durable;
+    /// Writes a snapshot the shell asked for.
+    fn write_snapshot(
+        &mut self,
+        plan: <Self::Log as ShardLog>::SnapshotPlan,
+        payloads: Vec<Bytes>,
+    ) -> io::Result<<Self::Log as ShardLog>::SnapshotDone>;
+    /// Every record the log holds, snapshot first, if it can tell without
+    /// reopening (for the periodic "live state = replay" check).
+    fn records(log: &Self::Log) -> Option<Vec<Bytes>>;
+    /// Turns injected disk faults on or off (a no-op without a disk).
+    fn set_faults(&mut self, on: bool);
+    /// What the run did to the storage, for the campaign's summary.
+    fn stats(&self) -> StorageStats;
+}
+
+/// What the simulated disk did in a run (all zero for the fake log).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StorageStats {
+    pub crashes: u64,
+    pub injected_faults: u64,
+    /// Unsynced writes a crash discarded.
+    pub dropped_writes: u64,
+    /// Writes a crash kept only a part of.
+    pub torn_writes: u64,
+    pub dropped_name_changes: u64,
+    pub failed_fsyncs: u64,
+    /// Opens refused as damaged, then repaired.
+    pub repaired_opens: u64,
+}
+
+impl StorageStats {
+    pub fn add(&mut self, o: StorageStats) {
+        self.crashes += o.crashes;
+        self.injected_faults += o.injected_faults;
+        self.dropped_writes += o.dropped_writes;
+        self.torn_writes += o.torn_writes;
+        self.dropped_name_changes += o.dropped_name_changes;
+        self.failed_fsyncs += o.failed_fsyncs;
+        self.repaired_opens += o.repaired_opens;
+    }
+}
+
+/// Replays `payload` into `core`, as the daemon's loader does.
+fn replay_into(core: &mut ShardCore, index: u64, payload: &[u8]) -> Result<(), String> {
+    core.load_payload(payload).map_err(|e| format!("record {index} does not replay: {e}"))
+}
+
+/// The fake log: a crash keeps the records an fsync covered.
+#[derive(Default)]
+pub struct FakeStorage {
+    durable: Vec<Bytes>,
+}
+
+impl FakeStorage {
+    /// Storage holding these records, all durable.
+    pub fn with_records(durable: Vec<Bytes>) -> FakeStorage {
+        FakeStorage { durable }
+    }
+}
+
+impl SimStorage for FakeStorage {
+    type Log = FakeLog;
+
+    fn replay(&mut self, config: &CoreConfig, ids: u64) -> Result<(ShardCore, FakeLog), String> {
+        let mut core = ShardCore::new(config.clone(), Box::new(CountingIds(ids)));
+        for (i, p) in self.durable.iter().enumerate() {
+            replay_into(&mut core, i as u64, p)?;
+        }
+        Ok((core, FakeLog::from_records(self.durable.clone())))
+    }
+
+    fn crash(&mut self, shell: Shell<FakeLog>) {
+        if let Some(log) = shell.log() {
+            self.durable = log.durable();
+        }
+    }
+
+    fn run_sync(&mut self, end: u64) -> Durable {
+        Ok(end)
+    }
+
+    fn write_snapshot(&mut self, base: u64, payloads: Vec<Bytes>) -> io::Result<super::fake_log::FakeSnapshot> {
+        Ok(FakeLog::write_snapshot(base, payloads))
+    }
+
+    fn records(log: &FakeLog) -> Option<Vec<Bytes>> {
+        Some(log.all())
+    }
+
+    fn set_faults(&mut self, _on: bool) {}
+
+    fn stats(&self) -> StorageStats {
+        StorageStats::default()
+    }
+}
+
+const DIR: &str = "/data/coordinator/shard-0000";
+
+/// Small segments, so that rolls happen within a run.
+const SEGMENT_BYTES: u64 = 4_096;
+
+/// Opens that fail on an injected fault before faults are turned off for
+/// the rest of the restart.
+const FAULTY_OPENS: u32 = 3;
+
+/// The storage [`Log`] on a [`SimDisk`].
+pub struct DiskStorage {
+    pub sim: SimDisk,
+    /// The failure probabilities while faults are on (none for seeds
+    /// without disk faults).
+    faults: Faults,
+    /// Whether the disk may write back a later unsynced write without an
+    /// earlier one.
+    reorder: bool,
+    /// Opens refused as damaged, then repaired as an operator would.
+    pub repaired: u64,
+    pub fsync_failures: u64,
+}
+
+impl DiskStorage {
+    pub fn new(seed: u64, faults: Faults, reorder: bool) -> DiskStorage {
+        let sim = SimDisk::new(seed);
+        sim.set_reorder(reorder);
+        DiskStorage { sim, faults, reorder, repaired: 0, fsync_failures: 0 }
+    }
+}
+
+impl SimStorage for DiskStorage {
+    type Log = Log;
+
+    /// Opens the log as the daemon does, replaying every record into a new
+    /// core. An open that hits an injected fault crashes the machine again
+    /// and retries (without faults after a few attempts). When the disk
+    /// reorders write-back, a crash can leave zeros before later unsynced
+    /// frames, which recovery refuses as damage until `--repair` (see
+    /// `storage::crash_sim_tests`): the simulation then repairs, and the
+    /// acknowledged-commit check shows whether that lost anything.
+    fn replay(&mut self, config: &CoreConfig, ids: u64) -> Result<(ShardCore, Log), String> {
+        let mut repair = false;
+        let mut attempt = 0;
+        loop {
+            if attempt == FAULTY_OPENS {
+                self.sim.set_faults(Faults::NONE);
+            }
+            let mut core = ShardCore::new(config.clone(), Box::new(CountingIds(ids)));
+            let options = LogOptions { segment_bytes: SEGMENT_BYTES, repair, files: None, fs: self.sim.disk() };
+            let opened = Log::open_with(Path::new(DIR), options, Replay::Full, &mut |loc, p| {
+                replay_into(&mut core, loc.index, p)
+            });
+            match opened {
+                Ok(log) => return Ok((core, log)),
+                Err(LogError::Io { .. }) if attempt < FAULTY_OPENS => self.sim.crash(),
+                Err(LogError::Corrupt { .. }) if self.reorder && !repair => {
+                    self.repaired += 1;
+                    repair = true;
+                }
+                Err(e) => return Err(format!("the coordinator's log does not open: {e}")),
+            }
+            attempt += 1;
+        }
+    }
+
+    fn crash(&mut self, shell: Shell<Log>) {
+        drop(shell);
+        self.sim.crash();
+    }
+
+    fn run_sync(&mut self, job: crate::storage::SyncJob) -> Durable {
+        job.run().map_err(|e| {
+            self.fsync_failures += 1;
+            e.to_string()
+        })
+    }
+
+    fn write_snapshot(&mut self, plan: SnapshotPlan, payloads: Vec<Bytes>) -> io::Result<SnapshotDone> {
+        plan.write(&mut payloads.into_iter().map(|p| p.to_vec()))
+    }
+
+    fn records(_: &Log) -> Option<Vec<Bytes>> {
+        None
+    }
+
+    fn set_faults(&mut self, on: bool) {
+        self.sim.set_faults(if on { self.faults } else { Faults::NONE });
+    }
+
+    fn stats(&self) -> StorageStats {
+        let s = self.sim.stats();
+        StorageStats {
+            crashes: s.crashes,
+            injected_faults: s.injected_faults,
+            dropped_writes: s.dropped_writes,
+            torn_writes: s.torn_writes,
+            dropped_name_changes: s.dropped_name_changes,
+            failed_fsyncs: self.fsync_failures,
+            repaired_opens: self.repaired,
+        }
+    }
+}
