@@ -60,8 +60,6 @@ pub struct StorageStats {
     pub torn_writes: u64,
     pub dropped_name_changes: u64,
     pub failed_fsyncs: u64,
-    /// Opens refused as damaged, then repaired.
-    pub repaired_opens: u64,
 }
 
 impl StorageStats {
@@ -72,7 +70,6 @@ impl StorageStats {
         self.torn_writes += o.torn_writes;
         self.dropped_name_changes += o.dropped_name_changes;
         self.failed_fsyncs += o.failed_fsyncs;
-        self.repaired_opens += o.repaired_opens;
     }
 }
 
@@ -145,11 +142,6 @@ pub struct DiskStorage {
     /// The failure probabilities while faults are on (none for seeds
     /// without disk faults).
     faults: Faults,
-    /// Whether the disk may write back a later unsynced write without an
-    /// earlier one.
-    reorder: bool,
-    /// Opens refused as damaged, then repaired as an operator would.
-    pub repaired: u64,
     pub fsync_failures: u64,
 }
 
@@ -157,7 +149,7 @@ impl DiskStorage {
     pub fn new(seed: u64, faults: Faults, reorder: bool) -> DiskStorage {
         let sim = SimDisk::new(seed);
         sim.set_reorder(reorder);
-        DiskStorage { sim, faults, reorder, repaired: 0, fsync_failures: 0 }
+        DiskStorage { sim, faults, fsync_failures: 0 }
     }
 }
 
@@ -166,30 +158,23 @@ impl SimStorage for DiskStorage {
 
     /// Opens the log as the daemon does, replaying every record into a new
     /// core. An open that hits an injected fault crashes the machine again
-    /// and retries (without faults after a few attempts). When the disk
-    /// reorders write-back, a crash can leave zeros before later unsynced
-    /// frames, which recovery refuses as damage until `--repair` (see
-    /// `storage::crash_sim_tests`): the simulation then repairs, and the
-    /// acknowledged-commit check shows whether that lost anything.
+    /// and retries (without faults after a few attempts). It is never
+    /// refused as damaged: what a crash leaves after the recovery point,
+    /// even out of order, is truncated (see `storage::recovery`).
     fn replay(&mut self, config: &CoreConfig, ids: u64) -> Result<(ShardCore, Log), String> {
-        let mut repair = false;
         let mut attempt = 0;
         loop {
             if attempt == FAULTY_OPENS {
                 self.sim.set_faults(Faults::NONE);
             }
             let mut core = ShardCore::new(config.clone(), Box::new(CountingIds(ids)));
-            let options = LogOptions { segment_bytes: SEGMENT_BYTES, repair, files: None, fs: self.sim.disk() };
+            let options = LogOptions { segment_bytes: SEGMENT_BYTES, repair: false, files: None, fs: self.sim.disk() };
             let opened = Log::open_with(Path::new(DIR), options, Replay::Full, &mut |loc, p| {
                 replay_into(&mut core, loc.index, p)
             });
             match opened {
                 Ok(log) => return Ok((core, log)),
                 Err(LogError::Io { .. }) if attempt < FAULTY_OPENS => self.sim.crash(),
-                Err(LogError::Corrupt { .. }) if self.reorder && !repair => {
-                    self.repaired += 1;
-                    repair = true;
-                }
                 Err(e) => return Err(format!("the coordinator's log does not open: {e}")),
             }
             attempt += 1;
@@ -229,7 +214,6 @@ impl SimStorage for DiskStorage {
             torn_writes: s.torn_writes,
             dropped_name_changes: s.dropped_name_changes,
             failed_fsyncs: self.fsync_failures,
-            repaired_opens: self.repaired,
         }
     }
 }

@@ -1,5 +1,12 @@
 //! Record framing: `[u32 BE payload length][u32 BE CRC-32C of payload][payload]`.
 //!
+//! The length field's top bit ([`CONTINUES`]) says that the next frame
+//! belongs to the same write: records appended together (one coordinator
+//! write) must survive a crash together or not at all, as the records of one
+//! Kafka record batch share a CRC. A reader holds such records back until the
+//! frame without the bit arrives, and a write cut short between its frames
+//! is dropped whole ([`Stop::UnfinishedWrite`]).
+//!
 //! The length lets a reader find the next record without an index; the CRC
 //! tells a good record from a torn or rotten one. The scanner only
 //! *classifies* what it finds and leaves the decision to its caller, because
@@ -17,6 +24,11 @@ pub const HEADER_BYTES: usize = 8;
 /// garbage, and rejecting it before allocating keeps a flipped bit from
 /// turning into a multi-gigabyte allocation.
 pub const MAX_RECORD_BYTES: usize = 256 * 1024 * 1024;
+
+/// The length field's top bit: another frame of the same write follows. Free
+/// because [`MAX_RECORD_BYTES`] needs only 29 bits; logs written before it
+/// existed never set it.
+pub const CONTINUES: u32 = 1 << 31;
 
 /// How much of a tail is read at a time when checking that it is all zeros, so
 /// that the check costs a fixed amount of memory whatever the file size.
@@ -40,9 +52,16 @@ pub fn check_payload_len(len: usize) -> io::Result<()> {
 /// The header for `payload`, for writers that stream header and payload
 /// separately instead of copying the payload into a buffer.
 pub fn frame_header(payload: &[u8]) -> io::Result<[u8; HEADER_BYTES]> {
+    frame_header_of_write(payload, false)
+}
+
+/// [`frame_header`] for one record of a multi-record write: `continues`
+/// for every record but the last (see [`CONTINUES`]).
+fn frame_header_of_write(payload: &[u8], continues: bool) -> io::Result<[u8; HEADER_BYTES]> {
     check_payload_len(payload.len())?;
     let len =
         u32::try_from(payload.len()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "log record too long"))?;
+    let len = if continues { len | CONTINUES } else { len };
     let crc = crc32c::crc32c(payload);
     let [a, b, c, d] = len.to_be_bytes();
     let [e, f, g, h] = crc.to_be_bytes();
@@ -51,7 +70,13 @@ pub fn frame_header(payload: &[u8]) -> io::Result<[u8; HEADER_BYTES]> {
 
 /// Appends the framed `payload` to `out`.
 pub fn encode_frame(out: &mut Vec<u8>, payload: &[u8]) -> io::Result<()> {
-    let header = frame_header(payload)?;
+    encode_frame_of_write(out, payload, false)
+}
+
+/// Appends the framed `payload` to `out`, marked as followed by another
+/// record of the same write if `continues` (see [`CONTINUES`]).
+pub fn encode_frame_of_write(out: &mut Vec<u8>, payload: &[u8], continues: bool) -> io::Result<()> {
+    let header = frame_header_of_write(payload, continues)?;
     out.reserve(HEADER_BYTES + payload.len());
     out.extend_from_slice(&header);
     out.extend_from_slice(payload);
@@ -81,6 +106,11 @@ pub enum Stop {
     /// leave that (nothing is ever written after an unfinished frame), so the
     /// length field itself is damaged and the records after it are real.
     DamagedLength { len: u32 },
+    /// The data ended after a frame marked [`CONTINUES`]: a write of several
+    /// records was cut between them. Reported by callers that group frames
+    /// into writes (the scanner itself yields frames one by one), at the
+    /// first frame of the unfinished write.
+    UnfinishedWrite,
 }
 
 impl Stop {
@@ -90,7 +120,13 @@ impl Stop {
     /// bad frame followed by real data cannot come from a crash, because we
     /// never write after a frame we have not finished writing.
     pub fn is_torn_tail(self) -> bool {
-        matches!(self, Stop::Incomplete | Stop::CrcMismatch { at_tail: true } | Stop::ZeroLength { at_tail: true })
+        matches!(
+            self,
+            Stop::Incomplete
+                | Stop::CrcMismatch { at_tail: true }
+                | Stop::ZeroLength { at_tail: true }
+                | Stop::UnfinishedWrite
+        )
     }
 
     /// A sentence for logs and error messages.
@@ -108,6 +144,7 @@ impl Stop {
             Stop::DamagedLength { len } => {
                 format!("length field {len} runs past the end of the file but intact records follow it")
             }
+            Stop::UnfinishedWrite => "the last records of a multi-record write are missing".to_string(),
         }
     }
 }
@@ -124,7 +161,7 @@ fn holds_a_frame(header: &[u8; HEADER_BYTES], rest: &[u8]) -> bool {
     (1..data.len()).any(|at| {
         let Some(h) = data.get(at..at + HEADER_BYTES) else { return false };
         let (Some(len), Some(crc)) = (crate::be_int::u32_at(h, 0), crate::be_int::u32_at(h, 4)) else { return false };
-        let len = len as usize;
+        let len = (len & !CONTINUES) as usize;
         len > 0 && data.get(at + HEADER_BYTES..at + HEADER_BYTES + len).is_some_and(|p| crc32c::crc32c(p) == crc)
     })
 }
@@ -133,8 +170,8 @@ fn holds_a_frame(header: &[u8; HEADER_BYTES], rest: &[u8]) -> bool {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Scanned<'a> {
     /// A complete record whose CRC matches; `position` is the byte offset of
-    /// its header.
-    Record { position: u64, payload: &'a [u8] },
+    /// its header; `continues`: the next frame belongs to the same write.
+    Record { position: u64, payload: &'a [u8], continues: bool },
     /// The scan is over; [`FrameScanner::position`] is where it stopped.
     Stop(Stop),
 }
@@ -150,12 +187,14 @@ pub struct FrameScanner<R> {
     len: u64,
     position: u64,
     payload: Vec<u8>,
+    /// The last frame read had [`CONTINUES`] set.
+    continues: bool,
     halted: Option<Stop>,
 }
 
 impl<R: Read> FrameScanner<R> {
     pub fn new(reader: R, len: u64) -> FrameScanner<R> {
-        FrameScanner { reader, len, position: 0, payload: Vec::new(), halted: None }
+        FrameScanner { reader, len, position: 0, payload: Vec::new(), continues: false, halted: None }
     }
 
     /// The offset of the next frame, or after a stop, of the frame that
@@ -176,7 +215,7 @@ impl<R: Read> FrameScanner<R> {
                 self.halted = Some(stop);
                 Ok(Scanned::Stop(stop))
             }
-            None => Ok(Scanned::Record { position: start, payload: &self.payload }),
+            None => Ok(Scanned::Record { position: start, payload: &self.payload, continues: self.continues }),
         }
     }
 
@@ -192,7 +231,9 @@ impl<R: Read> FrameScanner<R> {
         let mut header = [0u8; HEADER_BYTES];
         self.reader.read_exact(&mut header)?;
         let [a, b, c, d, e, f, g, h] = header;
-        let len_field = u32::from_be_bytes([a, b, c, d]);
+        let raw_len = u32::from_be_bytes([a, b, c, d]);
+        self.continues = raw_len & CONTINUES != 0;
+        let len_field = raw_len & !CONTINUES;
         let crc = u32::from_be_bytes([e, f, g, h]);
         let after_header = remaining - HEADER_BYTES as u64;
 
@@ -202,7 +243,7 @@ impl<R: Read> FrameScanner<R> {
         }
         let payload_len = match usize::try_from(len_field) {
             Ok(n) if n <= MAX_RECORD_BYTES => n,
-            _ => return Ok(Some(Stop::BadLength { len: len_field })),
+            _ => return Ok(Some(Stop::BadLength { len: raw_len })),
         };
         if u64::from(len_field) > after_header {
             // Bounded: after_header < len_field <= MAX_RECORD_BYTES.
@@ -260,7 +301,7 @@ mod tests {
         let mut records = Vec::new();
         loop {
             match scanner.next_frame().unwrap() {
-                Scanned::Record { position, payload } => records.push((position, payload.to_vec())),
+                Scanned::Record { position, payload, .. } => records.push((position, payload.to_vec())),
                 Scanned::Stop(stop) => return (records, stop, scanner.position()),
             }
         }
@@ -273,6 +314,20 @@ mod tests {
         assert_eq!(stop, Stop::End);
         assert_eq!(at, bytes.len() as u64);
         assert_eq!(records, vec![(0, b"a".to_vec()), (9, b"hello".to_vec()), (22, vec![0u8; 300])]);
+    }
+
+    #[test]
+    fn records_of_one_write_carry_the_continues_bit_but_the_last() {
+        let mut bytes = Vec::new();
+        encode_frame_of_write(&mut bytes, b"first", true).unwrap();
+        encode_frame_of_write(&mut bytes, b"last", false).unwrap();
+        assert_eq!(&bytes[..4], &(5u32 | CONTINUES).to_be_bytes());
+        let mut scanner = FrameScanner::new(&bytes[..], bytes.len() as u64);
+        let Scanned::Record { payload, continues, .. } = scanner.next_frame().unwrap() else { panic!("a record") };
+        assert_eq!((payload, continues), (&b"first"[..], true));
+        let Scanned::Record { payload, continues, .. } = scanner.next_frame().unwrap() else { panic!("a record") };
+        assert_eq!((payload, continues), (&b"last"[..], false));
+        assert_eq!(scanner.next_frame().unwrap(), Scanned::Stop(Stop::End));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::time::SystemTime;
 
 use super::disk::{self, remove_if_present, Disk, DiskFile, FileHandle, OpenMode};
 use super::error::LogError;
-use super::frame::{check_payload_len, encode_frame};
+use super::frame::{check_payload_len, encode_frame_of_write};
 use super::handles::{FileCache, FileRef};
 use super::manifest::{self, Manifest};
 use super::recovery::recover;
@@ -274,7 +274,8 @@ impl Log {
     /// at most [`MAX_RECORD_BYTES`](super::frame::MAX_RECORD_BYTES). If the
     /// write fails (e.g. ENOSPC) the file is cut back to its previous length,
     /// so the log is exactly as before; if even that fails, the log refuses
-    /// every later append.
+    /// every later append. The records of one call survive a crash together
+    /// or not at all (see [`CONTINUES`](super::frame::CONTINUES)).
     pub fn append(&mut self, payloads: &[&[u8]]) -> io::Result<Vec<Location>> {
         self.append_with(payloads, &mut |file, bytes, offset| file.write_all_at(bytes, offset))
     }
@@ -298,6 +299,7 @@ impl Log {
         let before = active.bytes;
         let mut framed = Vec::with_capacity(total);
         let mut locations = Vec::with_capacity(payloads.len());
+        let last = first_index + payloads.len() as u64 - 1;
         for (index, payload) in (first_index..).zip(payloads) {
             locations.push(Location {
                 index,
@@ -306,7 +308,9 @@ impl Log {
                 // check_payload_len bounds it by MAX_RECORD_BYTES < u32::MAX.
                 payload_len: payload.len() as u32,
             });
-            encode_frame(&mut framed, payload)?;
+            // Marked so that recovery keeps the records of this write
+            // together or drops them together.
+            encode_frame_of_write(&mut framed, payload, index != last)?;
         }
         if let Err(err) = write(&*file, &framed, before) {
             // Cut off whatever part of the batch reached the file, durably, so

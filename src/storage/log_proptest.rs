@@ -1,7 +1,7 @@
 //! Property: whatever was appended, snapshotted and reopened, and however the
 //! end of the last segment was torn, opening replays exactly the records that
-//! were still intact on disk, in order, at their original locations, and
-//! never anything else; and the log can then be appended to again. Unless
+//! were still intact on disk, up to the end of the last append that survived
+//! whole, in order, at their original locations, and never anything else; and the log can then be appended to again. Unless
 //! the damage reaches records the manifest recorded as durable (at a reopen,
 //! a roll or a snapshot), which no crash can tear: then the open refuses.
 
@@ -49,6 +49,8 @@ fn damage() -> impl Strategy<Value = Damage> {
 struct Model {
     payloads: Vec<Vec<u8>>,
     locations: Vec<Location>,
+    /// Per record: whether it is the last of its append.
+    ends_write: Vec<bool>,
     snapshot_base: Option<u64>,
 }
 
@@ -61,6 +63,7 @@ impl Model {
         prop_assert_eq!(indices, (first..first + batch.len() as u64).collect::<Vec<_>>());
         self.payloads.extend_from_slice(batch);
         self.locations.extend(locations);
+        self.ends_write.extend((1..=batch.len()).map(|k| k == batch.len()));
         Ok(())
     }
 
@@ -104,15 +107,20 @@ fn damage_last_segment(dir: &Path, model: &Model, damage: Damage) -> (u64, u64) 
         }
     }
     std::fs::write(&path, &damaged).unwrap();
+    // Intact records count only up to the end of the last whole append.
     let intact = model
         .locations
         .iter()
-        .filter(|l| l.segment_base == last)
-        .take_while(|l| {
+        .zip(&model.ends_write)
+        .filter(|(l, _)| l.segment_base == last)
+        .take_while(|(l, _)| {
             let range = l.position as usize..l.position as usize + l.frame_len();
             damaged.get(range.clone()).is_some_and(|d| Some(d) == original.get(range))
         })
-        .count() as u64;
+        .enumerate()
+        .filter(|(_, (_, &ends))| ends)
+        .last()
+        .map_or(0, |(k, _)| k as u64 + 1);
     (last, intact)
 }
 

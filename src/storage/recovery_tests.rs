@@ -151,6 +151,32 @@ fn the_recovery_point_follows_synced_appends() {
     assert_eq!((log.end(), seen.len()), (29, 29), "the last record was after the recovery point");
 }
 
+/// One append is one write of the coordinator (a member's records, a
+/// group's assignment): a crash that cuts it between its records must drop
+/// all of them, never replay the first ones alone.
+#[test]
+fn a_write_of_several_records_cut_between_them_by_a_crash_is_dropped_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(tmp.path(), options(100 * FRAME));
+    append_records(&mut log, 0..2);
+    let (r2, r3, r4) = (record(2), record(3), record(4));
+    log.append(&[&r2, &r3, &r4]).unwrap();
+    drop(log);
+    let segment = segment_path(tmp.path(), 0);
+    for cut in [3 * FRAME, 4 * FRAME, 4 * FRAME + 5] {
+        std::fs::OpenOptions::new().write(true).open(&segment).unwrap().set_len(cut).unwrap();
+        let (log, seen) = open(tmp.path(), options(100 * FRAME));
+        assert_eq!(payloads(&seen), (0..2).map(record).collect::<Vec<_>>(), "cut at {cut}");
+        assert_eq!((log.end(), file_len(&segment)), (2, 2 * FRAME), "cut at {cut}");
+        drop(log);
+        // Put the write back for the next cut.
+        let (mut log, _) = open(tmp.path(), options(100 * FRAME));
+        log.append(&[&r2, &r3, &r4]).unwrap();
+    }
+    let (_, seen) = open(tmp.path(), options(100 * FRAME));
+    assert_eq!(payloads(&seen), (0..5).map(record).collect::<Vec<_>>(), "a whole write replays whole");
+}
+
 #[test]
 fn an_entirely_zero_last_segment_is_emptied() {
     let tmp = tempfile::tempdir().unwrap();

@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use super::disk::{DiskFile, FileHandle, FileSystem, OpenMode};
 use super::error::LogError;
-use super::frame::{FrameScanner, Scanned, Stop, HEADER_BYTES, MAX_RECORD_BYTES};
+use super::frame::{FrameScanner, Scanned, Stop, CONTINUES, HEADER_BYTES, MAX_RECORD_BYTES};
 use super::handles::{FileCache, FileRef};
 use super::log::{Location, Visitor};
 
@@ -119,25 +119,48 @@ impl Segment {
     /// for each. Returns the number of records and why the scan stopped; the
     /// caller decides whether a stop other than [`Stop::End`] is a torn tail
     /// or corruption, because that depends on where the segment sits.
+    ///
+    /// Records of a multi-record write (see [`frame::CONTINUES`]) are held
+    /// back until its last frame is read, so a write cut short by a crash is
+    /// never visited in part: the scan then stops at the write's first frame,
+    /// with [`Stop::UnfinishedWrite`] if the data simply ended there. The
+    /// held records are copies, bounded by what one append wrote.
+    ///
+    /// [`frame::CONTINUES`]: super::frame::CONTINUES
     pub fn replay(&self, visit: &mut Visitor<'_>) -> Result<SegmentScan, LogError> {
         let file = self.file().map_err(LogError::io(&self.path))?;
         let reader = BufReader::with_capacity(REPLAY_BUFFER, PositionalReader::new(&*file));
         let mut scanner = FrameScanner::new(reader, self.bytes);
         let mut records = 0u64;
+        let mut unfinished: Vec<(Location, Vec<u8>)> = Vec::new();
         loop {
             match scanner.next_frame().map_err(LogError::io(&self.path))? {
-                Scanned::Record { position, payload } => {
+                Scanned::Record { position, payload, continues } => {
                     let location = Location {
-                        index: self.base.saturating_add(records),
+                        index: self.base.saturating_add(records).saturating_add(unfinished.len() as u64),
                         segment_base: self.base,
                         position,
                         // The scanner never yields more than MAX_RECORD_BYTES.
                         payload_len: u32::try_from(payload.len()).unwrap_or(u32::MAX),
                     };
+                    if continues {
+                        unfinished.push((location, payload.to_vec()));
+                        continue;
+                    }
+                    for (held, bytes) in unfinished.drain(..) {
+                        visit(held, &bytes).map_err(LogError::Visit)?;
+                        records += 1;
+                    }
                     visit(location, payload).map_err(LogError::Visit)?;
                     records += 1;
                 }
-                Scanned::Stop(stop) => return Ok(SegmentScan { records, stop, stop_offset: scanner.position() }),
+                Scanned::Stop(stop) => {
+                    let Some((first, _)) = unfinished.first() else {
+                        return Ok(SegmentScan { records, stop, stop_offset: scanner.position() });
+                    };
+                    let stop = if stop == Stop::End { Stop::UnfinishedWrite } else { stop };
+                    return Ok(SegmentScan { records, stop, stop_offset: first.position });
+                }
             }
         }
     }
@@ -163,6 +186,7 @@ impl Segment {
         let mut position = 0u64;
         let mut records = 0u64;
         let corrupt = |offset: u64, reason: String| LogError::Corrupt { file: self.path.clone(), offset, reason };
+        let mut continues = false;
         while position < self.bytes {
             let remaining = self.bytes - position;
             if remaining < HEADER_BYTES as u64 {
@@ -171,6 +195,8 @@ impl Segment {
             let mut header = [0u8; HEADER_BYTES];
             reader.read_exact(&mut header).map_err(LogError::io(&self.path))?;
             let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+            continues = len & CONTINUES != 0;
+            let len = len & !CONTINUES;
             let len_usize = len as usize;
             if len == 0 || len_usize > MAX_RECORD_BYTES || u64::from(len) > remaining - HEADER_BYTES as u64 {
                 return Err(corrupt(position, format!("length field {len} does not fit the closed segment")));
@@ -188,6 +214,11 @@ impl Segment {
             visit(location, head).map_err(LogError::Visit)?;
             records += 1;
             position += HEADER_BYTES as u64 + u64::from(len);
+        }
+        if continues {
+            // Appends never span segments, and a closed segment was synced
+            // whole: an unfinished write here is damage, not a crash.
+            return Err(corrupt(position, Stop::UnfinishedWrite.describe()));
         }
         Ok(records)
     }

@@ -184,7 +184,7 @@ pub(crate) fn validate(
     let mut last_trailer: Option<(u64, u64)> = None;
     loop {
         match scanner.next_frame()? {
-            Scanned::Record { position, payload } => {
+            Scanned::Record { position, payload, .. } => {
                 last_trailer = parse_trailer(payload).filter(|&count| count == frames).map(|count| (count, position));
                 frames += 1;
             }
@@ -217,7 +217,7 @@ pub(crate) fn replay(fs: &dyn FileSystem, meta: &SnapshotMeta, visit: &mut Visit
     let mut scanner = FrameScanner::new(BufReader::with_capacity(IO_BUFFER, PositionalReader::new(&*file)), meta.bytes);
     for _ in 0..meta.records {
         match scanner.next_frame().map_err(LogError::io(&meta.path))? {
-            Scanned::Record { position, payload } => {
+            Scanned::Record { position, payload, .. } => {
                 let location = Location {
                     index: meta.base,
                     segment_base: u64::MAX,
