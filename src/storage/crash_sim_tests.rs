@@ -67,6 +67,10 @@ struct Model {
     acked: u64,
     /// The first index retention has not deleted.
     start: u64,
+    /// Where appends ended: a crash keeps the records of one append
+    /// together, so a log ends only at one of these (or where it ended at
+    /// the last open).
+    write_ends: std::collections::BTreeSet<u64>,
 }
 
 impl Model {
@@ -79,6 +83,11 @@ impl Model {
     /// follow it: everything it holds is durable now.
     fn check(&mut self, log: &Log, seen: &[(Location, Vec<u8>)], compacted: bool) {
         let end = log.end();
+        assert!(
+            end == self.acked || self.write_ends.contains(&end),
+            "the log ends at {end}, in the middle of an append (appends ended at {:?})",
+            self.write_ends
+        );
         assert!(end >= self.acked, "acknowledged records lost: the log ends at {end}, {} were durable", self.acked);
         assert!(
             end <= (self.records.len() + self.maybe.len()) as u64,
@@ -118,6 +127,7 @@ impl Model {
         }
         self.records = recovered;
         self.maybe.clear();
+        self.write_ends.clear();
         self.acked = end;
         self.start = log.start();
     }
@@ -188,9 +198,11 @@ impl Run {
         match log.append(&refs) {
             Ok(_) => {
                 self.model.records.extend(batch);
+                self.model.write_ends.insert(self.model.records.len() as u64);
                 true
             }
             Err(_) if log.poisoned().is_some() => {
+                self.model.write_ends.insert((first + batch.len()) as u64);
                 self.model.maybe = batch;
                 false
             }
