@@ -43,7 +43,8 @@ fn page_size() -> usize {
     4096
 }
 
-fn is_huge(layout: &Layout) -> bool {
+/// Whether an allocation is served as a reservation (see the module documentation).
+pub(crate) fn is_huge(layout: &Layout) -> bool {
     layout.size() >= HUGE_ALLOCATION && layout.align() <= page_size()
 }
 

@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod alloc_guard;
+pub mod alloc_meter;
 pub mod be_int;
 pub mod cluster;
 pub mod config;

@@ -1,7 +1,8 @@
 //! Replays the fuzz seeds and minimised crashers (fuzz/seeds/<target>/,
 //! fuzz/regressions/<target>/) through the fuzz entry points, so every
-//! `cargo test` covers them. Run the fuzzers themselves with
-//! `cd fuzz && cargo fuzz run -O -s none <target>` (see docs/testing.md).
+//! `cargo test` covers them, with the same metered allocator as the fuzz
+//! targets (the `session` target's allocation cap holds here too). Run the
+//! fuzzers themselves with `scripts/fuzz` (see docs/testing.md).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -13,7 +14,7 @@
 use std::path::Path;
 
 #[global_allocator]
-static ALLOC: kcoord::alloc_guard::GuardedAllocator = kcoord::alloc_guard::GuardedAllocator;
+static ALLOC: kcoord::alloc_meter::MeteredAllocator = kcoord::alloc_meter::MeteredAllocator;
 
 fn replay(target: &str, run: fn(&[u8])) -> usize {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
@@ -51,4 +52,29 @@ fn log_recovery_seeds_and_regressions_replay_cleanly() {
 #[test]
 fn sidecar_seeds_and_regressions_replay_cleanly() {
     assert!(replay("sidecar", kcoord::fuzzing::sidecar) > 0);
+}
+
+#[test]
+fn session_seeds_and_regressions_replay_cleanly() {
+    assert!(replay("session", kcoord::fuzzing::session) >= kcoord::fuzzing::session_seeds().len());
+}
+
+/// The committed seeds of the `session` target are the ones
+/// `fuzzing::session_seeds` writes; `KCOORD_WRITE_FUZZ_SEEDS=1` rewrites
+/// them after a change there.
+#[test]
+fn session_seeds_are_generated_by_code() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/session");
+    let seeds = kcoord::fuzzing::session_seeds();
+    assert_eq!(seeds.len(), 8, "a seed failed to encode");
+    if std::env::var_os("KCOORD_WRITE_FUZZ_SEEDS").is_some() {
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, bytes) in &seeds {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+    }
+    for (name, bytes) in &seeds {
+        let committed = std::fs::read(dir.join(name)).unwrap_or_default();
+        assert!(&committed == bytes, "fuzz/seeds/session/{name} is stale: rerun with KCOORD_WRITE_FUZZ_SEEDS=1");
+    }
 }

@@ -88,6 +88,18 @@ impl ClientWrite for OwnedWriteHalf {
     }
 }
 
+impl ClientRead for tokio::io::ReadHalf<tokio::io::DuplexStream> {
+    fn tcp(&self) -> Option<&OwnedReadHalf> {
+        None
+    }
+}
+
+impl ClientWrite for tokio::io::WriteHalf<tokio::io::DuplexStream> {
+    fn plain(_: &mut BufWriter<Self>) -> Option<&mut BufWriter<OwnedWriteHalf>> {
+        None
+    }
+}
+
 type TlsStream = tokio_rustls::server::TlsStream<TcpStream>;
 
 impl ClientRead for tokio::io::ReadHalf<TlsStream> {
@@ -126,13 +138,8 @@ pub async fn accept(
     shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
-    let deadline = Instant::now() + security.handshake_timeout;
-    let auth = Auth {
-        principal: crate::security::ANONYMOUS.into(),
-        sasl: security.sasl.clone().map(SaslSession::new),
-        deadline,
-        failure_delay: security.sasl.as_ref().map(|s| s.failure_delay).unwrap_or_default(),
-    };
+    let auth = Auth::new(&security);
+    let deadline = auth.deadline;
     let Some(tls) = &security.tls else {
         let (rd, wr) = stream.into_split();
         return serve_halves(rd, wr, peer, listener, auth, svc, shutdown).await;
@@ -156,6 +163,23 @@ pub async fn accept(
     serve_halves(rd, wr, peer, listener, auth, svc, shutdown).await
 }
 
+/// Serves a connection whose bytes come over an in-memory pipe, exactly as
+/// a plaintext or SASL_PLAINTEXT socket would be served (TLS settings are
+/// ignored: the pipe carries the decrypted stream). For the request-path
+/// fuzz target (`crate::fuzzing::session`), which runs thousands of
+/// connections a second and must not exhaust ports or descriptors.
+pub async fn serve_in_memory(
+    stream: tokio::io::DuplexStream,
+    peer: SocketAddr,
+    listener: ListenerInfo,
+    security: &ListenerSecurity,
+    svc: Arc<Services>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let (rd, wr) = tokio::io::split(stream);
+    serve_halves(rd, wr, peer, listener, Auth::new(security), svc, shutdown).await
+}
+
 /// A connection's authentication: its principal so far, and the SASL
 /// exchange it must complete by `deadline` (SASL listeners).
 struct Auth {
@@ -166,6 +190,17 @@ struct Auth {
 }
 
 impl Auth {
+    /// A new connection's: anonymous, with the listener's SASL exchange
+    /// (if any) to complete within its handshake timeout.
+    fn new(security: &ListenerSecurity) -> Auth {
+        Auth {
+            principal: crate::security::ANONYMOUS.into(),
+            sasl: security.sasl.clone().map(SaslSession::new),
+            deadline: Instant::now() + security.handshake_timeout,
+            failure_delay: security.sasl.as_ref().map(|s| s.failure_delay).unwrap_or_default(),
+        }
+    }
+
     fn pending(&self) -> bool {
         self.sasl.as_ref().is_some_and(|s| !s.is_authenticated())
     }

@@ -74,6 +74,10 @@ pub struct StreamLarge {
 /// Bytes of a large frame given to [`StreamLarge::accept`].
 pub const HEAD_PROBE_BYTES: usize = 1024;
 
+/// Room kept free in a partial frame's buffer for the next read (when the
+/// frame needs that much more); `BytesMut` doubles when it must grow.
+const MIN_GROWTH: usize = 64 * 1024;
+
 /// api key (2) + api version (2) + correlation id (4) + client id length (2).
 pub const MIN_REQUEST_LEN: i32 = 10;
 
@@ -134,8 +138,11 @@ impl FrameCodec {
                 }
                 self.buffering_whole = true;
             }
-            // Reserve only what this frame still needs (bounded by max).
-            src.reserve(total - src.len());
+            // Room for a read's worth more of this frame; `BytesMut` grows
+            // by doubling, so the buffer follows what the client actually
+            // sends, not what its length prefix claims. (A 4-byte prefix
+            // once reserved up to `max`, 100 MiB, at once.)
+            src.reserve((total - src.len()).min(MIN_GROWTH));
             return Ok(None);
         }
         self.buffering_whole = false;
@@ -204,6 +211,36 @@ mod tests {
         b.clear();
         assert!(c.decode(&mut b).unwrap().is_none());
         assert_eq!(c.activity().partial_since, None);
+    }
+
+    #[test]
+    fn a_length_prefix_alone_does_not_reserve_the_frame_it_announces() {
+        let mut c = FrameCodec::new(100 << 20);
+        let mut b = BytesMut::from(&(100i32 << 20).to_be_bytes()[..]);
+        assert!(c.decode(&mut b).unwrap().is_none());
+        assert!(b.capacity() <= 2 * MIN_GROWTH, "reserved {} bytes for 4 received", b.capacity());
+    }
+
+    #[test]
+    fn a_large_frame_arriving_in_pieces_is_buffered_in_at_most_twice_its_received_size() {
+        let whole = frame_of(3 << 20, 7);
+        let mut c = FrameCodec::new(100 << 20);
+        let mut b = BytesMut::new();
+        let mut sent = &whole[..];
+        loop {
+            // As `FramedRead` reads: into the spare capacity, after
+            // reserving one byte if there is none.
+            b.reserve(1);
+            let n = (b.capacity() - b.len()).min(sent.len()).min(10_000);
+            b.extend_from_slice(&sent[..n]);
+            sent = &sent[n..];
+            if let Some(f) = c.decode(&mut b).unwrap() {
+                assert!(matches!(f, Frame::Whole(f) if f.len() == 3 << 20 && f.iter().all(|&x| x == 7)));
+                return;
+            }
+            assert!(b.capacity() <= 2 * b.len() + 2 * MIN_GROWTH, "{} for {}", b.capacity(), b.len());
+            assert!(!sent.is_empty(), "the frame never completed");
+        }
     }
 
     fn frame_of(len: usize, fill: u8) -> BytesMut {

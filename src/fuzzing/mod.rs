@@ -86,12 +86,24 @@ fn tempfile_dir() -> std::io::Result<std::path::PathBuf> {
     Ok(dir)
 }
 
+mod session;
+mod session_seeds;
+
+pub use session::session;
+pub use session_seeds::session_seeds;
+
 struct InProcess {
     runtime: tokio::runtime::Runtime,
     services: Arc<Services>,
+    /// A SASL_PLAINTEXT listener's settings (PLAIN and SCRAM, user `fuzz`,
+    /// password `fuzz`) for the `session` target.
+    sasl: Arc<crate::security::ListenerSecurity>,
     _daemon: crate::RunningDaemon,
 }
 
+/// The in-process daemon all targets share, started on first use. Group
+/// timeouts are short so that members left behind by earlier inputs
+/// expire quickly instead of holding later rebalances up.
 fn daemon() -> Option<&'static InProcess> {
     static D: OnceLock<Option<InProcess>> = OnceLock::new();
     D.get_or_init(|| {
@@ -110,12 +122,18 @@ fn daemon() -> Option<&'static InProcess> {
             .ok()?
             .set("topics.define=[\"t:2\"]")
             .ok()?
+            .set("group.min_session_timeout_ms=10")
+            .ok()?
+            .set("group.max_session_timeout_ms=200")
+            .ok()?
+            .set("group.new_member_join_timeout_ms=200")
+            .ok()?
             .build()
             .ok()?;
         let daemon = runtime.block_on(crate::Daemon::start(config)).ok()?;
         let services = daemon.services().clone();
         runtime.block_on(services.coordinator.wait_until_loaded());
-        Some(InProcess { runtime, services, _daemon: daemon })
+        Some(InProcess { runtime, services, sasl: session::sasl_listener(), _daemon: daemon })
     })
     .as_ref()
 }

@@ -1,0 +1,10 @@
+//! Fuzz target: see kcoord::fuzzing::session. The metered allocator lets
+//! the target enforce its allocation cap.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[global_allocator]
+static ALLOC: kcoord::alloc_meter::MeteredAllocator = kcoord::alloc_meter::MeteredAllocator;
+
+fuzz_target!(|data: &[u8]| kcoord::fuzzing::session(data));

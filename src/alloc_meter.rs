@@ -1,0 +1,136 @@
+//! The guarded allocator with a meter, for fuzzing: how many bytes are live,
+//! their peak since the last [`start`], and the largest single allocation,
+//! so that a fuzz target can treat "this input made the daemon allocate too
+//! much" as a finding, like a panic.
+//!
+//! It counts what [`GuardedAllocator`] serves from mimalloc (memory the
+//! process may commit). The huge reservations the guard maps with
+//! `MAP_NORESERVE` (hostile array lengths in `kafka-protocol`, see
+//! [`crate::alloc_guard`]) are address space that is never touched beyond a
+//! frame's worth; they are counted apart, in [`Reading::reserved`].
+//!
+//! Every allocation pays a few atomic operations here, so the binary keeps
+//! the plain [`GuardedAllocator`]; the fuzz targets and
+//! `tests/fuzz_regressions.rs` install this one.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+use crate::alloc_guard::{is_huge, GuardedAllocator};
+
+/// See the module documentation.
+pub struct MeteredAllocator;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+static LARGEST: AtomicUsize = AtomicUsize::new(0);
+static RESERVED: AtomicUsize = AtomicUsize::new(0);
+
+/// What the meter saw since [`start`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    /// Peak live bytes above the live bytes at [`start`] (every thread's
+    /// allocations count: the daemon's tasks run on its runtime's threads).
+    pub peak_growth: usize,
+    /// The largest single allocation (or reallocation's new size).
+    pub largest: usize,
+    /// Huge allocations served as `MAP_NORESERVE` reservations.
+    pub reserved: usize,
+}
+
+/// Starts a measurement: the peak restarts from the bytes live now.
+pub fn start() -> usize {
+    let live = LIVE.load(Relaxed);
+    PEAK.store(live, Relaxed);
+    LARGEST.store(0, Relaxed);
+    RESERVED.store(0, Relaxed);
+    live
+}
+
+/// The measurement since [`start`] returned `baseline`.
+pub fn read(baseline: usize) -> Reading {
+    Reading {
+        peak_growth: PEAK.load(Relaxed).saturating_sub(baseline),
+        largest: LARGEST.load(Relaxed),
+        reserved: RESERVED.load(Relaxed),
+    }
+}
+
+fn grew(layout: Layout) {
+    let size = layout.size();
+    if is_huge(&layout) {
+        RESERVED.fetch_add(1, Relaxed);
+        return;
+    }
+    let live = LIVE.fetch_add(size, Relaxed).wrapping_add(size);
+    PEAK.fetch_max(live, Relaxed);
+    LARGEST.fetch_max(size, Relaxed);
+}
+
+fn shrank(layout: Layout) {
+    if !is_huge(&layout) {
+        LIVE.fetch_sub(layout.size(), Relaxed);
+    }
+}
+
+// SAFETY: every call is forwarded unchanged to `GuardedAllocator`; the
+// counters only observe sizes.
+unsafe impl GlobalAlloc for MeteredAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { GuardedAllocator.alloc(layout) };
+        if !p.is_null() {
+            grew(layout);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { GuardedAllocator.alloc_zeroed(layout) };
+        if !p.is_null() {
+            grew(layout);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { GuardedAllocator.dealloc(ptr, layout) };
+        shrank(layout);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { GuardedAllocator.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            shrank(layout);
+            if let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) {
+                grew(new_layout);
+            }
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc_guard::HUGE_ALLOCATION;
+
+    #[test]
+    fn the_meter_sees_peaks_and_the_largest_allocation_but_not_reservations() {
+        let a = MeteredAllocator;
+        let base = start();
+        let small = Layout::from_size_align(3 << 20, 8).unwrap();
+        let huge = Layout::from_size_align(HUGE_ALLOCATION * 4, 8).unwrap();
+        unsafe {
+            let p = a.alloc(small);
+            let q = a.alloc(huge);
+            assert!(!p.is_null() && !q.is_null());
+            a.dealloc(p, small);
+            a.dealloc(q, huge);
+        }
+        // Other test threads allocate too: only lower bounds are exact.
+        let r = read(base);
+        assert!(r.peak_growth >= 3 << 20, "{r:?}");
+        assert!(r.largest >= 3 << 20 && r.largest < HUGE_ALLOCATION, "{r:?}");
+        assert!(r.reserved >= 1, "{r:?}");
+    }
+}

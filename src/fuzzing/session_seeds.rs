@@ -1,0 +1,230 @@
+//! Seeds of the `session` fuzz target: short, valid conversations a real
+//! client could have, written to `fuzz/seeds/session/` by
+//! `tests/fuzz_regressions.rs` (which also checks the committed files are
+//! the ones this code produces). Generated rather than captured so that
+//! they stay readable and are easily extended.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use indexmap::IndexMap;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, Request, StrBytes};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+
+/// A conversation being written: the listener byte, then request frames.
+struct Conversation {
+    bytes: Vec<u8>,
+    correlation_id: i32,
+}
+
+impl Conversation {
+    fn plaintext() -> Self {
+        Conversation { bytes: vec![0], correlation_id: 0 }
+    }
+
+    fn sasl() -> Self {
+        Conversation { bytes: vec![1], correlation_id: 0 }
+    }
+
+    fn send<R: Request + Encodable>(mut self, req: R, version: i16) -> Option<Self> {
+        self.correlation_id += 1;
+        let key = ApiKey::try_from(R::KEY).ok()?;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(s("fuzz")));
+        let mut body = BytesMut::new();
+        header.encode(&mut body, key.request_header_version(version)).ok()?;
+        req.encode(&mut body, version).ok()?;
+        Some(self.raw(&body))
+    }
+
+    /// A frame of `body` as it is (a raw SASL token after a v0 handshake).
+    fn raw(mut self, body: &[u8]) -> Self {
+        self.bytes.put_i32(body.len() as i32);
+        self.bytes.extend_from_slice(body);
+        self
+    }
+}
+
+fn s(v: &'static str) -> StrBytes {
+    StrBytes::from_static_str(v)
+}
+
+fn api_versions() -> ApiVersionsRequest {
+    ApiVersionsRequest::default().with_client_software_name(s("kcoord-fuzz")).with_client_software_version(s("1"))
+}
+
+fn join(member_id: &'static str) -> JoinGroupRequest {
+    JoinGroupRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_session_timeout_ms(100)
+        .with_rebalance_timeout_ms(100)
+        .with_member_id(s(member_id))
+        .with_group_instance_id(Some(s("i1")))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(s("range"))
+            .with_metadata(Bytes::from_static(&[0, 1, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 0]))])
+}
+
+fn commit(group: &'static str, offset: i64) -> OffsetCommitRequest {
+    OffsetCommitRequest::default().with_group_id(GroupId(s(group))).with_generation_id_or_member_epoch(-1).with_topics(
+        vec![OffsetCommitRequestTopic::default().with_name(TopicName(s("t"))).with_partitions(vec![
+            OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)
+                .with_committed_metadata(Some(s("m"))),
+        ])],
+    )
+}
+
+fn offset_fetch(group: &'static str) -> OffsetFetchRequest {
+    OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default().with_group_id(GroupId(s(group)))])
+}
+
+fn produce(acks: i16) -> Option<ProduceRequest> {
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 1,
+        key: Some(Bytes::from_static(b"k")),
+        value: Some(Bytes::from_static(b"v")),
+        headers: IndexMap::new(),
+    };
+    let mut batch = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut batch, [&record], &options).ok()?;
+    Some(ProduceRequest::default().with_acks(acks).with_timeout_ms(1000).with_topic_data(vec![
+        TopicProduceData::default().with_name(TopicName(s("t"))).with_partition_data(vec![
+            PartitionProduceData::default().with_index(0).with_records(Some(batch.freeze())),
+        ]),
+    ]))
+}
+
+fn fetch() -> FetchRequest {
+    FetchRequest::default().with_max_wait_ms(0).with_max_bytes(1 << 16).with_topics(vec![FetchTopic::default()
+        .with_topic(TopicName(s("t")))
+        .with_partitions(vec![FetchPartition::default().with_partition(0).with_partition_max_bytes(1 << 16)])])
+}
+
+/// PLAIN's token for user `fuzz`, password `fuzz`.
+const PLAIN_TOKEN: &[u8] = b"\0fuzz\0fuzz";
+
+/// The seeds, by file name.
+pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let classic = || {
+        Conversation::plaintext()
+            .send(api_versions(), 3)?
+            .send(FindCoordinatorRequest::default().with_coordinator_keys(vec![s("g")]), 4)?
+            .send(join(""), 5)?
+            .send(
+                SyncGroupRequest::default()
+                    .with_group_id(GroupId(s("g")))
+                    .with_generation_id(1)
+                    .with_group_instance_id(Some(s("i1")))
+                    .with_protocol_type(Some(s("consumer")))
+                    .with_protocol_name(Some(s("range"))),
+                5,
+            )?
+            .send(
+                HeartbeatRequest::default()
+                    .with_group_id(GroupId(s("g")))
+                    .with_generation_id(1)
+                    .with_group_instance_id(Some(s("i1"))),
+                4,
+            )?
+            .send(DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]), 5)?
+            .send(
+                LeaveGroupRequest::default()
+                    .with_group_id(GroupId(s("g")))
+                    .with_members(vec![MemberIdentity::default().with_group_instance_id(Some(s("i1")))]),
+                4,
+            )
+    };
+    let offsets = || {
+        Conversation::plaintext()
+            .send(commit("s", 5), 8)?
+            .send(offset_fetch("s"), 8)?
+            .send(commit("s", 7), 2)?
+            .send(OffsetFetchRequest::default().with_group_id(GroupId(s("s"))), 1)?
+            .send(ListGroupsRequest::default(), 4)?
+            .send(DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("s"))]), 2)
+    };
+    let data = || {
+        Conversation::plaintext()
+            .send(MetadataRequest::default(), 9)?
+            .send(produce(0)?, 9)?
+            .send(produce(1)?, 9)?
+            .send(fetch(), 12)?
+            .send(
+                ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partitions(vec![ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-1)])]),
+                5,
+            )?
+            .send(InitProducerIdRequest::default().with_transaction_timeout_ms(1000), 4)
+    };
+    let consumer_group = || {
+        Conversation::plaintext().send(
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s("c")))
+                .with_member_id(s("fuzz-member-0000000001"))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(100)
+                .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+                .with_topic_partitions(Some(vec![])),
+            1,
+        )
+    };
+    let sasl_plain = || {
+        Conversation::sasl()
+            .send(api_versions(), 3)?
+            .send(SaslHandshakeRequest::default().with_mechanism(s("PLAIN")), 1)?
+            .send(SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(PLAIN_TOKEN)), 2)?
+            .send(MetadataRequest::default(), 12)?
+            .send(commit("a", 1), 9)?
+            .send(offset_fetch("a"), 9)
+    };
+    let sasl_raw = || {
+        Conversation::sasl()
+            .send(SaslHandshakeRequest::default().with_mechanism(s("PLAIN")), 0)
+            .map(|c| c.raw(PLAIN_TOKEN))?
+            .send(api_versions(), 0)?
+            .send(MetadataRequest::default(), 1)
+    };
+    let sasl_scram_first = || {
+        Conversation::sasl().send(SaslHandshakeRequest::default().with_mechanism(s("SCRAM-SHA-256")), 1)?.send(
+            SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"n,,n=fuzz,r=abcdefghijklmnop")),
+            1,
+        )
+    };
+    let bad_frame_after_answers = || Some(Conversation::plaintext().send(api_versions(), 0)?.raw(&[0xff; 4]));
+    let candidates: [(&'static str, &dyn Fn() -> Option<Conversation>); 8] = [
+        ("classic_group", &classic),
+        ("offsets", &offsets),
+        ("data_plane", &data),
+        ("consumer_group", &consumer_group),
+        ("sasl_plain", &sasl_plain),
+        ("sasl_v0_raw_token", &sasl_raw),
+        ("sasl_scram_first_message", &sasl_scram_first),
+        ("bad_frame_after_answers", &bad_frame_after_answers),
+    ];
+    candidates.into_iter().filter_map(|(name, make)| Some((name, make()?.bytes))).collect()
+}
