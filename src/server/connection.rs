@@ -47,7 +47,7 @@ use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 
 use super::dispatch::{self, Outcome};
-use super::frame::{Frame, FrameCodec, StreamLarge};
+use super::frame::{Frame, FrameCodec, FrameError, StreamLarge};
 use super::limits::RateLimitedLog;
 use super::{ListenerInfo, Services};
 use crate::security::sasl::{Admit, Reply, SaslSession};
@@ -387,6 +387,12 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                                 }
                             }
                         }
+                    }
+                    Some(Err(FrameError::Io(e))) => {
+                        // The client went away (a reset, a killed process):
+                        // not a bad frame, and nothing to warn about.
+                        tracing::info!(%peer, error = %e, "closing connection: reading from the client failed");
+                        return;
                     }
                     Some(Err(e)) => {
                         tracing::warn!(%peer, error = %e, "closing connection: bad frame");
