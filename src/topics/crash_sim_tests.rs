@@ -309,7 +309,7 @@ impl PlaneRun {
 fn deleted_topics_stay_deleted_and_interrupted_deletions_keep_or_drop_the_whole_topic_across_simulated_crashes() {
     use std::collections::{HashMap, HashSet};
     use uuid::Uuid;
-    campaign("deleted_topics_stay_deleted", 40, |seed| {
+    campaign("deleted_topics_stay_deleted", 200, |seed| {
         let sim = SimDisk::new(seed);
         crate::storage::fsutil::create_dir_all_durably_on(&sim, Path::new("/data")).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
