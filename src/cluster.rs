@@ -34,8 +34,16 @@ struct ClusterFile {
 /// first start. The format is Kafka's: a random UUID in URL-safe base64
 /// without padding (22 characters).
 pub fn load_or_create_cluster_id(data_dir: &Path) -> std::io::Result<String> {
+    load_or_create_cluster_id_on(&crate::storage::disk::OsFs, data_dir)
+}
+
+/// [`load_or_create_cluster_id`] on any file system.
+pub fn load_or_create_cluster_id_on(
+    fs: &dyn crate::storage::disk::FileSystem,
+    data_dir: &Path,
+) -> std::io::Result<String> {
     let path = data_dir.join("cluster.json");
-    match std::fs::read(&path) {
+    match fs.read(&path) {
         Ok(bytes) => {
             let f: ClusterFile = serde_json::from_slice(&bytes).map_err(|e| {
                 std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
@@ -46,7 +54,7 @@ pub fn load_or_create_cluster_id(data_dir: &Path) -> std::io::Result<String> {
             let id = crate::protocol::uuid_string::base64_url(Uuid::new_v4().as_bytes());
             let bytes =
                 serde_json::to_vec_pretty(&ClusterFile { cluster_id: id.clone() }).map_err(std::io::Error::other)?;
-            fsutil::write_atomically(&path, &bytes)?;
+            fsutil::write_atomically_on(fs, &path, &bytes)?;
             Ok(id)
         }
         Err(e) => Err(e),

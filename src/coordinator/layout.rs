@@ -18,12 +18,22 @@
 //!   refuses the start unless `--repair` accepts it. A format-1 directory is
 //!   migrated at its first start: its shard directories are completed, its
 //!   logs get manifests of what is found, and the version is raised.
+//!
+//! Crash safety: `layout.json` is replaced atomically (written aside,
+//! fsynced, renamed, directory fsynced), after the shard directories it
+//! promises are durable, so after a machine crash it is the old file or the
+//! new one, never torn, and never missing once its write returned. Without
+//! it, only shard directories holding something fix the count: an empty
+//! one holds no group, and is what a first start interrupted by a crash
+//! leaves (it once refused the next start with a wrong "created with"
+//! count, the shards created so far).
 
 use std::io;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::storage::disk::{FileSystem, OsFs};
 use crate::storage::fsutil;
 
 const FILE: &str = "layout.json";
@@ -66,22 +76,32 @@ pub enum LayoutError {
 /// that every shard directory is there (format 2; `repair` accepts missing
 /// ones with a warning, and they start empty).
 pub fn check_or_record_shard_count(coordinator_dir: &Path, configured: u32, repair: bool) -> Result<(), LayoutError> {
+    check_or_record_shard_count_on(&OsFs, coordinator_dir, configured, repair)
+}
+
+/// [`check_or_record_shard_count`] on any [`FileSystem`].
+pub fn check_or_record_shard_count_on(
+    fs: &dyn FileSystem,
+    coordinator_dir: &Path,
+    configured: u32,
+    repair: bool,
+) -> Result<(), LayoutError> {
     let path = coordinator_dir.join(FILE);
     let io_err = |source| LayoutError::Io { path: path.display().to_string(), source };
-    let (recorded, version) = match std::fs::read(&path) {
+    let (recorded, version) = match fs.read(&path) {
         Ok(bytes) => {
             let layout: Layout = serde_json::from_slice(&bytes)
                 .map_err(|e| io_err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())))?;
             (Some(layout.shards), layout.version.max(1))
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => (existing_shard_dirs(coordinator_dir).map_err(io_err)?, 0),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => (existing_shard_dirs(fs, coordinator_dir).map_err(io_err)?, 0),
         Err(e) => return Err(io_err(e)),
     };
     if let Some(recorded) = recorded.filter(|&r| r != configured) {
         return Err(LayoutError::Mismatch { dir: coordinator_dir.display().to_string(), recorded, configured });
     }
     if version >= FORMAT_VERSION {
-        let missing: Vec<u32> = (0..configured).filter(|&i| !shard_dir(coordinator_dir, i).is_dir()).collect();
+        let missing: Vec<u32> = (0..configured).filter(|&i| !fs.is_dir(&shard_dir(coordinator_dir, i))).collect();
         if let Some(&first) = missing.first() {
             let err = LayoutError::MissingShards {
                 dir: shard_dir(coordinator_dir, first).display().to_string(),
@@ -93,7 +113,7 @@ pub fn check_or_record_shard_count(coordinator_dir: &Path, configured: u32, repa
             }
             tracing::warn!("repair: {err}; starting those shards empty");
         }
-        return Ok(());
+        return sync_entries(fs, coordinator_dir).map_err(io_err);
     }
     // First start (version 0) or a format-1 directory: every shard
     // directory first, then the layout that promises them.
@@ -106,25 +126,41 @@ pub fn check_or_record_shard_count(coordinator_dir: &Path, configured: u32, repa
     for i in 0..configured {
         // Durably: also the coordinator directory's own entry, which
         // `create_dir_all` plus an fsync of this directory did not cover.
-        fsutil::create_dir_all_durably(&shard_dir(coordinator_dir, i)).map_err(io_err)?;
+        fsutil::create_dir_all_durably_on(fs, &shard_dir(coordinator_dir, i)).map_err(io_err)?;
     }
+    sync_entries(fs, coordinator_dir).map_err(io_err)?;
     let layout = Layout { shards: configured, version: FORMAT_VERSION };
     let bytes = serde_json::to_vec(&layout).map_err(|e| io_err(io::Error::other(e)))?;
-    fsutil::write_atomically(&path, &bytes).map_err(io_err)
+    fsutil::write_atomically_on(fs, &path, &bytes).map_err(io_err)
+}
+
+/// fsyncs the coordinator directory and its parent, so that `layout.json`
+/// and the shard directories are durable whatever an earlier start did: one
+/// retried after a failed directory fsync finds them there but maybe not
+/// durable, and `create_dir_all_durably` fsyncs only what it creates, so a
+/// start could return with its layout still at the mercy of a machine crash
+/// (the simulated-disk campaign lost an acknowledged layout.json this way).
+fn sync_entries(fs: &dyn FileSystem, coordinator_dir: &Path) -> io::Result<()> {
+    fs.sync_dir(coordinator_dir)?;
+    fs.sync_dir(fsutil::parent_dir(coordinator_dir))
 }
 
 /// For a directory without `layout.json`: the shard count implied by the
-/// `shard-NNNN` directories already there (highest index + 1), if any.
-fn existing_shard_dirs(coordinator_dir: &Path) -> io::Result<Option<u32>> {
-    let entries = match std::fs::read_dir(coordinator_dir) {
+/// `shard-NNNN` directories already there that hold something (highest
+/// index + 1), if any. Empty ones hold no group to misplace (see the
+/// module docs).
+fn existing_shard_dirs(fs: &dyn FileSystem, coordinator_dir: &Path) -> io::Result<Option<u32>> {
+    let entries = match fs.list(coordinator_dir) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
     let mut highest: Option<u32> = None;
-    for entry in entries {
-        let name = entry?.file_name();
-        if let Some(n) = name.to_str().and_then(|n| n.strip_prefix("shard-")).and_then(|n| n.parse::<u32>().ok()) {
+    for name in entries {
+        let Some(n) = name.to_str().and_then(|n| n.strip_prefix("shard-")).and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if fs.list(&coordinator_dir.join(&name)).is_ok_and(|inside| !inside.is_empty()) {
             highest = Some(highest.map_or(n, |h| h.max(n)));
         }
     }
@@ -150,11 +186,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let coord = dir.path().join("coordinator");
         for i in 0..3 {
-            std::fs::create_dir_all(coord.join(format!("shard-{i:04}"))).unwrap();
+            std::fs::create_dir_all(coord.join(format!("shard-{i:04}/offsets"))).unwrap();
         }
         assert!(check_or_record_shard_count(&coord, 5, false).is_err());
         check_or_record_shard_count(&coord, 3, false).unwrap();
         assert!(coord.join(FILE).exists());
+    }
+
+    #[test]
+    fn empty_shard_directories_left_by_an_interrupted_first_start_do_not_fix_the_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let coord = dir.path().join("coordinator");
+        for i in 0..2 {
+            std::fs::create_dir_all(shard_dir(&coord, i)).unwrap();
+        }
+        check_or_record_shard_count(&coord, 4, false).unwrap();
+        check_or_record_shard_count(&coord, 4, false).unwrap();
     }
 
     #[test]
@@ -181,3 +228,7 @@ mod tests {
         assert!((0..3).all(|i| shard_dir(&coord, i).is_dir()));
     }
 }
+
+#[cfg(test)]
+#[path = "layout_crash_sim_tests.rs"]
+mod crash_sim_tests;

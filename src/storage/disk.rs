@@ -40,9 +40,13 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<FileHandle>;
     /// The whole content of a file.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
-    /// Renames within one directory; `to` is replaced if it exists.
+    /// Renames a file or a directory within one directory; a file `to` is
+    /// replaced if it exists.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Removes a directory and everything in it. Durable only once the
+    /// parent directory is fsynced; a crash before may leave any part.
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
     fn create_dir_all(&self, path: &Path) -> io::Result<()>;
     fn is_dir(&self, path: &Path) -> bool;
     /// The names of a directory's entries, in no particular order.
@@ -116,6 +120,10 @@ impl FileSystem for OsFs {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
+    }
+
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir_all(path)
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {

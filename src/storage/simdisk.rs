@@ -112,8 +112,13 @@ impl Rng {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Node {
     File(u64),
-    Dir,
+    /// A directory, by identity: a renamed directory keeps its entries, and
+    /// one removed and created again under the same name is another one.
+    Dir(u64),
 }
+
+/// The root directory's identity.
+const ROOT_DIR: u64 = 0;
 
 /// One atomic change of names in a directory: (name, new node or removal).
 type NameChange = Vec<(OsString, Option<Node>)>;
@@ -172,10 +177,11 @@ struct State {
     epoch: u64,
     next_ino: u64,
     inodes: HashMap<u64, Inode>,
+    next_dir: u64,
     /// The names as the running process sees them.
     names: BTreeMap<PathBuf, Node>,
-    /// Every directory's durable entries and pending changes.
-    dirs: BTreeMap<PathBuf, DirLog>,
+    /// Every directory's durable entries and pending changes, by identity.
+    dirs: BTreeMap<u64, DirLog>,
     /// A logical clock for modification times, so that runs repeat exactly.
     clock_ms: u64,
     stats: SimStats,
@@ -211,7 +217,18 @@ impl State {
     }
 
     fn dir_log(&mut self, dir: &Path) -> io::Result<&mut DirLog> {
-        self.dirs.get_mut(dir).ok_or_else(|| not_found(dir))
+        match self.names.get(dir) {
+            Some(Node::Dir(id)) => {
+                let id = *id;
+                self.dirs.get_mut(&id).ok_or_else(|| not_found(dir))
+            }
+            Some(Node::File(_)) => Err(errno(libc::ENOTDIR)),
+            None => Err(not_found(dir)),
+        }
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        matches!(self.names.get(path), Some(Node::Dir(_)))
     }
 
     /// Changes names in `dir` atomically, now and (pending) on disk.
@@ -231,7 +248,7 @@ impl State {
     fn file(&self, path: &Path) -> io::Result<u64> {
         match self.names.get(path) {
             Some(Node::File(ino)) => Ok(*ino),
-            Some(Node::Dir) => Err(errno(libc::EISDIR)),
+            Some(Node::Dir(_)) => Err(errno(libc::EISDIR)),
             None => Err(not_found(path)),
         }
     }
@@ -264,23 +281,26 @@ impl State {
         self.stats.dropped_name_changes += dropped_names;
         // The tree reachable from the root through durable entries.
         let mut names = BTreeMap::new();
-        names.insert(root(), Node::Dir);
-        let mut reachable = vec![root()];
-        let mut stack = vec![root()];
-        while let Some(dir) = stack.pop() {
-            let Some(log) = self.dirs.get(&dir) else { continue };
+        names.insert(root(), Node::Dir(ROOT_DIR));
+        let mut reachable = std::collections::HashSet::from([ROOT_DIR]);
+        let mut stack = vec![(root(), ROOT_DIR)];
+        while let Some((dir, id)) = stack.pop() {
+            let Some(log) = self.dirs.get(&id) else { continue };
             for (name, node) in &log.durable {
                 let path = dir.join(name);
                 names.insert(path.clone(), *node);
-                if *node == Node::Dir {
-                    reachable.push(path.clone());
-                    stack.push(path);
+                // A directory reachable twice (renamed, both changes
+                // durable in different parents) is walked once.
+                if let Node::Dir(child) = *node {
+                    if reachable.insert(child) {
+                        stack.push((path, child));
+                    }
                 }
             }
         }
-        self.dirs.retain(|dir, _| reachable.contains(dir));
-        for dir in reachable {
-            self.dirs.entry(dir).or_default();
+        self.dirs.retain(|id, _| reachable.contains(id));
+        for id in reachable {
+            self.dirs.entry(id).or_default();
         }
         self.names = names;
         // Data: each pending operation survives or not; the last surviving
@@ -290,7 +310,7 @@ impl State {
             .values()
             .filter_map(|n| match n {
                 Node::File(ino) => Some(*ino),
-                Node::Dir => None,
+                Node::Dir(_) => None,
             })
             .collect();
         self.inodes.retain(|ino, _| live.contains(ino));
@@ -327,9 +347,9 @@ impl SimDisk {
     /// An empty disk holding only `/`, drawing every choice from `seed`.
     pub fn new(seed: u64) -> SimDisk {
         let mut dirs = BTreeMap::new();
-        dirs.insert(root(), DirLog::default());
+        dirs.insert(ROOT_DIR, DirLog::default());
         let mut names = BTreeMap::new();
-        names.insert(root(), Node::Dir);
+        names.insert(root(), Node::Dir(ROOT_DIR));
         SimDisk {
             state: Arc::new(Mutex::new(State {
                 rng: Rng(seed),
@@ -338,6 +358,7 @@ impl SimDisk {
                 epoch: 0,
                 next_ino: 1,
                 inodes: HashMap::new(),
+                next_dir: ROOT_DIR + 1,
                 names,
                 dirs,
                 clock_ms: 1_700_000_000_000,
@@ -427,16 +448,50 @@ impl FileSystem for SimDisk {
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut st = self.lock();
-        let node = Node::File(st.file(from)?);
+        let node = *st.names.get(from).ok_or_else(|| not_found(from))?;
         let ((dir, from_name), (to_dir, to_name)) = (split(from)?, split(to)?);
         if dir != to_dir {
             return Err(errno(libc::EXDEV));
+        }
+        match (node, st.names.get(to)) {
+            (Node::Dir(_), Some(_)) => return Err(errno(libc::ENOTEMPTY)),
+            (Node::File(_), Some(Node::Dir(_))) => return Err(errno(libc::EISDIR)),
+            _ => {}
         }
         let p = st.faults.rename;
         if let Some(err) = st.fault(p) {
             return Err(err);
         }
-        st.change(dir, vec![(from_name.to_os_string(), None), (to_name.to_os_string(), Some(node))])
+        st.change(dir, vec![(from_name.to_os_string(), None), (to_name.to_os_string(), Some(node))])?;
+        if let Node::Dir(_) = node {
+            // The entries below move with the directory (its identity keeps
+            // their durable state).
+            let below: Vec<PathBuf> = st.names.keys().filter(|p| p.starts_with(from) && *p != from).cloned().collect();
+            for old in below {
+                if let (Some(node), Ok(rest)) = (st.names.remove(&old), old.strip_prefix(from)) {
+                    let new = to.join(rest);
+                    st.names.insert(new, node);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        let mut st = self.lock();
+        if !st.is_dir(path) {
+            return Err(if st.names.contains_key(path) { errno(libc::ENOTDIR) } else { not_found(path) });
+        }
+        let (parent, name) = split(path)?;
+        // Deepest first, as a real removal must: each removal is a pending
+        // change of the directory holding the name.
+        let mut below: Vec<PathBuf> = st.names.keys().filter(|p| p.starts_with(path) && *p != path).cloned().collect();
+        below.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        for entry in below {
+            let (dir, entry_name) = split(&entry)?;
+            st.change(dir, vec![(entry_name.to_os_string(), None)])?;
+        }
+        st.change(parent, vec![(name.to_os_string(), None)])
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -452,25 +507,28 @@ impl FileSystem for SimDisk {
         missing.reverse();
         for dir in missing {
             let (parent, name) = split(dir)?;
-            if st.names.get(parent) != Some(&Node::Dir) {
+            if !st.is_dir(parent) {
                 return Err(errno(libc::ENOTDIR));
             }
-            st.change(parent, vec![(name.to_os_string(), Some(Node::Dir))])?;
-            st.dirs.insert(dir.to_path_buf(), DirLog::default());
+            let id = st.next_dir;
+            st.change(parent, vec![(name.to_os_string(), Some(Node::Dir(id)))])?;
+            st.next_dir += 1;
+            st.dirs.insert(id, DirLog::default());
         }
-        match st.names.get(path) {
-            Some(Node::Dir) => Ok(()),
-            _ => Err(errno(libc::ENOTDIR)),
+        if st.is_dir(path) {
+            Ok(())
+        } else {
+            Err(errno(libc::ENOTDIR))
         }
     }
 
     fn is_dir(&self, path: &Path) -> bool {
-        self.lock().names.get(path) == Some(&Node::Dir)
+        self.lock().is_dir(path)
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<OsString>> {
         let st = self.lock();
-        if st.names.get(dir) != Some(&Node::Dir) {
+        if !st.is_dir(dir) {
             return Err(not_found(dir));
         }
         Ok(st

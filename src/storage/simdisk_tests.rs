@@ -95,6 +95,50 @@ fn a_rename_is_atomic_and_durable_only_after_the_directory_fsync() {
 }
 
 #[test]
+fn a_renamed_directory_keeps_its_files_and_the_rename_is_atomic() {
+    let mut outcomes = std::collections::BTreeSet::new();
+    for seed in 0..200 {
+        let disk = SimDisk::new(seed);
+        written(&disk, b"kept", true, true);
+        disk.rename(&p("/d"), &p("/e")).unwrap();
+        assert_eq!(disk.read(&p("/e/f")).unwrap(), b"kept");
+        assert!(disk.read(&p("/d/f")).is_err() && !disk.is_dir(&p("/d")));
+        disk.crash();
+        let (old, new) = (disk.read(&p("/d/f")).ok(), disk.read(&p("/e/f")).ok());
+        assert!(old.is_some() != new.is_some(), "seed {seed}: exactly one name survives");
+        assert_eq!(old.or(new).as_deref(), Some(&b"kept"[..]), "seed {seed}");
+        outcomes.insert(disk.is_dir(&p("/e")));
+    }
+    assert_eq!(outcomes.len(), 2, "the rename is durable only after the parent's fsync");
+}
+
+#[test]
+fn a_removed_directory_may_come_back_partly_until_its_parent_is_fsynced() {
+    let mut outcomes = std::collections::BTreeSet::new();
+    for seed in 0..200 {
+        let disk = SimDisk::new(seed);
+        written(&disk, b"doomed", true, true);
+        disk.remove_dir_all(&p("/d")).unwrap();
+        assert!(!disk.is_dir(&p("/d")) && disk.list(&p("/")).unwrap().is_empty());
+        disk.crash();
+        outcomes.insert((disk.is_dir(&p("/d")), disk.read(&p("/d/f")).is_ok()));
+        // Created again under the same name, it is a new, empty directory.
+        disk.remove_dir_all(&p("/d")).ok();
+        disk.create_dir_all(&p("/d")).unwrap();
+        disk.sync_dir(&p("/")).unwrap();
+        disk.crash();
+        assert!(disk.is_dir(&p("/d")) && disk.list(&p("/d")).unwrap().is_empty(), "seed {seed}");
+    }
+    assert!(outcomes.contains(&(false, false)) && outcomes.contains(&(true, true)), "{outcomes:?}");
+    let disk = SimDisk::new(1);
+    written(&disk, b"doomed", true, true);
+    disk.remove_dir_all(&p("/d")).unwrap();
+    disk.sync_dir(&p("/")).unwrap();
+    disk.crash();
+    assert!(!disk.is_dir(&p("/d")), "durable once the parent is fsynced");
+}
+
+#[test]
 fn handles_opened_before_a_crash_fail() {
     let disk = SimDisk::new(1);
     written(&disk, b"x", true, true);

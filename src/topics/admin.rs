@@ -44,7 +44,6 @@ use super::limits::{records_for_topic, EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_
 use super::service::{trash_name, DataPlane, TopicLogs};
 use crate::coordinator::Coordinator;
 use crate::error_code::ErrorCode;
-use crate::storage::fsutil;
 
 /// Kafka's defaults for the topic configs kcoord supports, to tell a
 /// default (source DEFAULT_CONFIG) from a daemon setting (STATIC_BROKER_CONFIG).
@@ -436,9 +435,10 @@ impl DataPlane {
         let storage_error = |message: String| CatalogError { code: ErrorCode::KAFKA_STORAGE_ERROR, message };
         let dirs: Vec<PathBuf> =
             (0..partitions).map(|p| super::service::partition_dir(&self.settings.root, name, p)).collect();
+        let fs = self.disk();
         let remove_dirs = || {
             for d in &dirs {
-                let _ = std::fs::remove_dir_all(d);
+                let _ = fs.remove_dir_all(d);
             }
         };
         let logs = match self.open_partitions(&probe, true) {
@@ -550,11 +550,10 @@ impl DataPlane {
             tracing::warn!(topic = %info.name, "committed offsets of the deleted topic are tombstoned in the background");
             self.deletions.notify_one();
         }
+        let fs = self.disk();
         let _ = tokio::task::spawn_blocking(move || {
             for dir in trash {
-                if let Err(e) = std::fs::remove_dir_all(&dir) {
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a deleted partition directory");
-                }
+                super::service::remove_partition_dir(&*fs, &dir);
             }
         })
         .await;
@@ -621,9 +620,14 @@ impl DataPlane {
         }
     }
 
-    /// Removes a topic from the map and the catalog (which records it as
-    /// being deleted), renaming its partition directories aside (blocking).
-    /// Returns the renamed directories.
+    /// Removes a topic from the catalog (which records it as being
+    /// deleted: the deletion is committed) and the map, then renames its
+    /// partition directories aside (blocking). Returns the renamed
+    /// directories. See the rule in `service`'s module docs: the directories
+    /// are renamed only after the catalog write, since a directory renamed
+    /// aside is removed at the next start (it once was renamed first, and a
+    /// crash before the catalog write then lost the data of a topic still
+    /// there).
     pub fn delete_topic_now(&self, name: &str) -> Result<(TopicInfo, Vec<PathBuf>), CatalogError> {
         let _admin = self.admin_lock();
         let mut topics = self.write_topics();
@@ -634,40 +638,32 @@ impl DataPlane {
             });
         };
         t.partitions.iter().for_each(|p| p.mark_deleted(true));
-        let mut moved: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(t.partitions.len());
-        let undo = |moved: &[(PathBuf, PathBuf)]| {
-            for (from, to) in moved {
-                let _ = std::fs::rename(to, from);
+        let info = match self.catalog.begin_delete(name) {
+            Ok(info) => info,
+            Err(e) => {
+                t.partitions.iter().for_each(|p| p.mark_deleted(false));
+                return Err(e);
             }
-            t.partitions.iter().for_each(|p| p.mark_deleted(false));
         };
+        topics.remove(name);
+        drop(topics);
+        let fs = self.disk();
+        let mut moved = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
             let to = trash_name(&p.dir);
-            match std::fs::rename(&p.dir, &to) {
-                Ok(()) => moved.push((p.dir.clone(), to)),
+            match fs.rename(&p.dir, &to) {
+                Ok(()) => moved.push(to),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
-                    undo(&moved);
-                    return Err(CatalogError {
-                        code: ErrorCode::KAFKA_STORAGE_ERROR,
-                        message: format!("{}: {e}", p.dir.display()),
-                    });
+                    // Committed all the same: a topic created again with this
+                    // name must not find the directory, and the next start
+                    // removes it as one no topic owns.
+                    tracing::warn!(dir = %p.dir.display(), error = %e, "cannot rename a deleted partition directory aside; removing it");
+                    super::service::remove_partition_dir(&*fs, &p.dir);
                 }
             }
         }
-        if let Err(e) = fsutil::fsync_dir(&self.settings.root) {
-            tracing::warn!(dir = %self.settings.root.display(), error = %e, "cannot fsync the topics directory");
-        }
-        match self.catalog.begin_delete(name) {
-            Ok(info) => {
-                topics.remove(name);
-                Ok((info, moved.into_iter().map(|(_, to)| to).collect()))
-            }
-            Err(e) => {
-                undo(&moved);
-                Err(e)
-            }
-        }
+        Ok((info, moved))
     }
 }
 

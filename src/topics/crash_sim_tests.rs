@@ -5,7 +5,12 @@
 //!   `fsync = always`) is read back byte for byte, and the log end is never
 //!   behind it, so no offset is handed out twice;
 //! - every topic whose creation was acknowledged is in the catalog;
-//! - no producer id handed out before is handed out again.
+//! - no producer id handed out before is handed out again;
+//! - a topic whose deletion was acknowledged never comes back, and no data
+//!   of it is served again, also not by a topic created again with its
+//!   name; a deletion the crash interrupted either completes at the start
+//!   or leaves the whole topic with every acknowledged record (the rule is
+//!   in `service`'s module docs).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,6 +23,7 @@ use super::producer_ids::ProducerIdAllocator;
 use super::retention::RetentionPolicy;
 use crate::config::FsyncPolicy;
 use crate::storage::crash_sim::campaign;
+use crate::storage::disk::FileSystem;
 use crate::storage::simdisk::{Faults, SimDisk};
 use crate::storage::{FileCache, LogOptions};
 
@@ -263,6 +269,153 @@ fn producer_ids_are_never_handed_out_twice_across_simulated_crashes() {
             sim.crash();
             sim.set_faults(Faults::NONE);
             ids = ProducerIdAllocator::open_on(sim.disk(), dir, 0).unwrap();
+        }
+    });
+}
+
+/// The data plane on the simulated disk, opened as the daemon opens it.
+struct PlaneRun {
+    sim: SimDisk,
+    rt: tokio::runtime::Runtime,
+    plane: std::sync::Arc<super::service::DataPlane>,
+}
+
+impl PlaneRun {
+    fn open_plane(sim: &SimDisk, rt: &tokio::runtime::Runtime) -> std::sync::Arc<super::service::DataPlane> {
+        let catalog = Catalog::open_on(sim.disk(), Path::new("/data")).unwrap();
+        let settings = super::service::DataPlaneSettings {
+            root: "/data/topics".into(),
+            fsync: FsyncPolicy::Always,
+            fsync_interval: std::time::Duration::from_secs(3600),
+            retention: RetentionPolicy { retention_ms: -1, retention_bytes: -1 },
+            segment_bytes: 1 << 20,
+            segment_ms: i64::MAX,
+            retention_check_interval: std::time::Duration::from_secs(3600),
+            node_id: 1,
+            default_partitions: 1,
+            repair: false,
+            decompress_budget: 1 << 20,
+            files: FileCache::on(sim.disk(), 64),
+            max_topics: 100,
+            max_partitions: 1000,
+        };
+        let (fatal, _) = tokio::sync::mpsc::unbounded_channel();
+        rt.block_on(super::service::DataPlane::open(settings, std::sync::Arc::new(catalog), fatal))
+            .unwrap_or_else(|e| panic!("the data plane does not open after a crash: {e:?}"))
+    }
+}
+
+#[test]
+fn deleted_topics_stay_deleted_and_interrupted_deletions_keep_or_drop_the_whole_topic_across_simulated_crashes() {
+    use std::collections::{HashMap, HashSet};
+    use uuid::Uuid;
+    campaign("deleted_topics_stay_deleted", 200, |seed| {
+        let sim = SimDisk::new(seed);
+        crate::storage::fsutil::create_dir_all_durably_on(&sim, Path::new("/data")).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let plane = PlaneRun::open_plane(&sim, &rt);
+        let mut run = PlaneRun { sim, rt, plane };
+        // Per topic incarnation (id) and partition: records appended, and
+        // records acknowledged (below the high watermark).
+        let mut appended: HashMap<(Uuid, i32), i64> = HashMap::new();
+        let mut acked: HashMap<(Uuid, i32), i64> = HashMap::new();
+        let mut live: HashMap<String, Uuid> = HashMap::new();
+        let mut deleted: HashSet<Uuid> = HashSet::new();
+        let mut delete_tried: HashSet<Uuid> = HashSet::new();
+        for step in 0..40 {
+            run.sim.set_faults(faults(&run.sim));
+            let name = format!("t{}", run.sim.draw(2));
+            match run.sim.draw(9) {
+                0..=1 => {
+                    if let Ok(info) =
+                        run.plane.create_topic_now(&name, 1 + run.sim.draw(1) as i32, Default::default(), false)
+                    {
+                        live.insert(name, info.id);
+                    }
+                }
+                2..=4 => {
+                    let Some(t) = run.plane.topic(&name) else { continue };
+                    for p in &t.partitions {
+                        let value = run.sim.draw(1_000_000).to_string();
+                        let produced =
+                            validate_produced(Some(&batch(&[value.as_bytes()], 1_000, None)), 9, 1 << 20).unwrap();
+                        // Counted even if it failed: a poisoned log may hold it.
+                        let _ = p.append(produced, 0);
+                        *appended.entry((t.info.id, p.index)).or_default() += 1;
+                        p.sync_now();
+                        let hw = p.offsets().high_watermark;
+                        let a = acked.entry((t.info.id, p.index)).or_default();
+                        *a = (*a).max(hw);
+                    }
+                }
+                5..=6 => {
+                    let Some(&id) = live.get(&name) else { continue };
+                    delete_tried.insert(id);
+                    if let Ok((_, trash)) = run.plane.delete_topic_now(&name) {
+                        deleted.insert(id);
+                        live.remove(&name);
+                        if run.sim.draw(1) == 0 {
+                            let fs = run.plane.disk();
+                            trash.iter().for_each(|d| super::service::remove_partition_dir(&*fs, d));
+                        }
+                    }
+                }
+                7 => {
+                    // What the background does once the offsets are gone.
+                    for t in run.plane.catalog.deleting() {
+                        let _ = run.plane.catalog.finish_delete(&t.name);
+                    }
+                }
+                _ => {
+                    run.sim.crash();
+                    run.sim.set_faults(Faults::NONE);
+                    run.plane = PlaneRun::open_plane(&run.sim, &run.rt);
+                    let catalog = &run.plane.catalog;
+                    for (name, id) in std::mem::take(&mut live) {
+                        if catalog.get_by_id(&id).is_none() {
+                            // Only a deletion the crash interrupted may take it.
+                            assert!(delete_tried.contains(&id), "step {step}: topic {name} vanished");
+                            deleted.insert(id);
+                        }
+                    }
+                    for t in catalog.list() {
+                        assert!(!deleted.contains(&t.id), "step {step}: deleted topic {} came back", t.name);
+                        let logs = run.plane.topic(&t.name).unwrap();
+                        for p in &logs.partitions {
+                            let end = p.offsets().log_end;
+                            let key = (t.id, p.index);
+                            let (sent, kept) = (appended.get(&key).copied(), acked.get(&key).copied());
+                            assert!(
+                                end <= sent.unwrap_or(0),
+                                "step {step}: {}-{} serves {end} records, {sent:?} were produced to it: a deleted incarnation's data",
+                                t.name,
+                                p.index
+                            );
+                            assert!(
+                                end >= kept.unwrap_or(0),
+                                "step {step}: {}-{} lost acknowledged records ({end} < {kept:?})",
+                                t.name,
+                                p.index
+                            );
+                        }
+                        live.insert(t.name.clone(), t.id);
+                    }
+                    for t in catalog.deleting() {
+                        deleted.insert(t.id);
+                    }
+                    let root = Path::new("/data/topics");
+                    for entry in run.sim.list(root).unwrap() {
+                        let entry = entry.to_string_lossy().into_owned();
+                        assert!(!entry.ends_with("-delete"), "step {step}: {entry} left after the start");
+                        if let Some((topic, p)) = entry.rsplit_once('-') {
+                            if let Ok(p) = p.parse::<i32>() {
+                                let owner = catalog.partitions(topic);
+                                assert!(owner > Some(p), "step {step}: {entry} left though no topic owns it");
+                            }
+                        }
+                    }
+                }
+            }
         }
     });
 }

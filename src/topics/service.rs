@@ -10,6 +10,18 @@
 //!
 //! On disk: `data_dir/topics/<topic>-<partition>/` per partition (segment
 //! files of the shared storage engine) and `data_dir/topics/producer-ids.json`.
+//! Every file operation goes through the partition logs' [`Disk`], so the
+//! crash campaigns run all of it on the simulated disk.
+//!
+//! Topic deletion, as Kafka's: the deletion is committed when the catalog
+//! records it (one atomic write; DeleteTopics answers after it), and the
+//! partition directories are removed after: renamed aside with the
+//! [`DELETE_SUFFIX`], then removed. A crash before the catalog write leaves
+//! the topic fully present, its data untouched; a crash after it finishes
+//! the deletion at the next start, where directories renamed aside and
+//! partition directories no catalog topic owns are removed, so a deleted
+//! topic never comes back and its data is never served again (also not to a
+//! topic created again with its name).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +40,7 @@ use super::producer_ids::ProducerIdAllocator;
 use super::retention::RetentionPolicy;
 use crate::cluster::TopicCreator;
 use crate::config::{Config, FsyncPolicy};
+use crate::storage::disk::{Disk, FileSystem};
 use crate::storage::{fsutil, FileCache, LogOptions};
 
 /// Wall-clock milliseconds since the epoch (record timestamps and
@@ -275,6 +288,11 @@ impl DataPlane {
         open_partitions(&self.settings, info, 0, fresh)
     }
 
+    /// The file system the partition directories are on.
+    pub(super) fn disk(&self) -> Disk {
+        self.settings.files.disk()
+    }
+
     /// Opens (creating) the logs of partitions `from..count` of a topic:
     /// the partitions CreatePartitions adds.
     pub(super) fn open_partitions_from(
@@ -320,15 +338,16 @@ fn open_partitions(
     };
     let segment_ms = info.config.segment_ms.unwrap_or(settings.segment_ms);
     let now = wall_clock_ms();
+    let fs = settings.files.disk();
     let mut out = Vec::with_capacity(usize::try_from(info.partitions - from).unwrap_or(0));
     for p in from.max(0)..info.partitions {
         let dir = partition_dir(&settings.root, &info.name, p);
-        if fresh && dir.exists() {
+        if fresh && fs.is_dir(&dir) {
             // Left by something else (never by us: deletion renames first).
             // A new topic must not inherit it; keep it aside for the operator.
             let stray = dir.with_file_name(format!("{}-{p}.{}-stray", info.name, Uuid::new_v4().simple()));
             tracing::warn!(dir = %dir.display(), moved_to = %stray.display(), "a new topic's partition directory already existed");
-            std::fs::rename(&dir, &stray).map_err(|e| format!("{}: {e}", dir.display()))?;
+            fs.rename(&dir, &stray).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
         out.push(Arc::new(Partition::open(&info.name, p, &dir, options.clone(), settings.fsync, segment_ms, now)?));
     }
@@ -340,9 +359,10 @@ type Opened = (HashMap<String, Arc<TopicLogs>>, ProducerIdAllocator);
 fn open_all(settings: &DataPlaneSettings, catalog: &Catalog) -> Result<Opened, OpenError> {
     let root = &settings.root;
     let err = |topic: &str, message: String| OpenError { topic: topic.to_string(), message };
-    fsutil::create_dir_all_durably(root).map_err(|e| err("", format!("{}: {e}", root.display())))?;
-    remove_deleted_dirs(root);
-    remove_orphan_dirs(root, &catalog.list());
+    let fs = settings.files.disk();
+    fsutil::create_dir_all_durably_on(&*fs, root).map_err(|e| err("", format!("{}: {e}", root.display())))?;
+    remove_deleted_dirs(&*fs, root);
+    remove_orphan_dirs(&*fs, root, &catalog.list());
     let mut topics = HashMap::new();
     let mut max_pid = -1i64;
     for info in catalog.list() {
@@ -358,17 +378,23 @@ fn open_all(settings: &DataPlaneSettings, catalog: &Catalog) -> Result<Opened, O
 }
 
 /// Finishes deletions a crash interrupted: directories renamed with the
-/// delete suffix hold data of topics already gone.
-fn remove_deleted_dirs(root: &Path) {
-    let Ok(entries) = std::fs::read_dir(root) else { return };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let doomed = path.is_dir() && entry.file_name().to_str().is_some_and(|n| n.ends_with(DELETE_SUFFIX));
-        if doomed {
-            if let Err(e) = std::fs::remove_dir_all(&path) {
-                tracing::warn!(dir = %path.display(), error = %e, "cannot remove a deleted partition directory");
-            }
+/// delete suffix hold data of topics already gone (renamed only once the
+/// catalog recorded the deletion).
+fn remove_deleted_dirs(fs: &dyn FileSystem, root: &Path) {
+    let Ok(entries) = fs.list(root) else { return };
+    for name in entries {
+        let path = root.join(&name);
+        if name.to_str().is_some_and(|n| n.ends_with(DELETE_SUFFIX)) && fs.is_dir(&path) {
+            remove_partition_dir(fs, &path);
         }
+    }
+}
+
+/// Removes a deleted partition directory (a warning if it cannot: the
+/// next start retries).
+pub(super) fn remove_partition_dir(fs: &dyn FileSystem, dir: &Path) {
+    if let Err(e) = fs.remove_dir_all(dir) {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a deleted partition directory");
     }
 }
 
@@ -378,20 +404,22 @@ fn remove_deleted_dirs(root: &Path) {
 /// nothing in them was ever acknowledged, since Produce only reaches topics
 /// the catalog lists. Each removal is logged. Directories whose names are
 /// not partition names (`*-stray`, set aside for the operator) are left.
-fn remove_orphan_dirs(root: &Path, known: &[TopicInfo]) {
-    let Ok(entries) = std::fs::read_dir(root) else { return };
+/// A topic whose deletion the catalog recorded before a crash could rename
+/// its directories aside leaves them too: they are removed the same way.
+fn remove_orphan_dirs(fs: &dyn FileSystem, root: &Path, known: &[TopicInfo]) {
+    let Ok(entries) = fs.list(root) else { return };
     let partitions: HashMap<&str, i32> = known.iter().map(|t| (t.name.as_str(), t.partitions)).collect();
     let mut removed = false;
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+    for name in entries {
+        let path = root.join(&name);
+        let Some(name) = name.to_str() else { continue };
         let Some((topic, p)) = name.rsplit_once('-') else { continue };
         let Ok(p) = p.parse::<i32>() else { continue };
-        let is_partition = path.is_dir() && p >= 0 && crate::config::validate_topic_name(topic).is_ok();
+        let is_partition = p >= 0 && crate::config::validate_topic_name(topic).is_ok() && fs.is_dir(&path);
         if !is_partition || partitions.get(topic).is_some_and(|n| p < *n) {
             continue;
         }
-        match std::fs::remove_dir_all(&path) {
+        match fs.remove_dir_all(&path) {
             Ok(()) => {
                 removed = true;
                 tracing::warn!(dir = %path.display(), "removed a partition directory no topic owns (left by an interrupted topic creation)");
@@ -402,7 +430,7 @@ fn remove_orphan_dirs(root: &Path, known: &[TopicInfo]) {
         }
     }
     if removed {
-        if let Err(e) = fsutil::fsync_dir(root) {
+        if let Err(e) = fs.sync_dir(root) {
             tracing::warn!(dir = %root.display(), error = %e, "cannot fsync the topics directory");
         }
     }
