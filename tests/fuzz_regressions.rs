@@ -16,7 +16,13 @@ use std::path::Path;
 #[global_allocator]
 static ALLOC: kcoord::alloc_meter::MeteredAllocator = kcoord::alloc_meter::MeteredAllocator;
 
+/// The allocation meter counts every thread of the process, so the tests
+/// here take turns: another target's hostile allocation must not be counted
+/// against a `session` input.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn replay(target: &str, run: fn(&[u8])) -> usize {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
     let mut n = 0;
     for kind in ["seeds", "regressions"] {
