@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error_code::ErrorCode;
+use crate::security::acl::ResourceType;
 use crate::storage::fsutil;
-use crate::topics::{Catalog, TopicInfo};
+use crate::catalog::{Catalog, TopicCreator, TopicInfo};
 
 /// Who this node is, as advertised to clients.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,42 +126,6 @@ pub struct MetadataResponse {
     pub cluster_authorized_operations: Option<i32>,
 }
 
-/// Kafka's `AclOperation` codes, used to answer "authorized operations"
-/// requests the way Kafka does without an authorizer: every operation the
-/// resource type supports.
-mod acl {
-    const READ: u8 = 3;
-    const WRITE: u8 = 4;
-    const CREATE: u8 = 5;
-    const DELETE: u8 = 6;
-    const ALTER: u8 = 7;
-    const DESCRIBE: u8 = 8;
-    const CLUSTER_ACTION: u8 = 9;
-    const DESCRIBE_CONFIGS: u8 = 10;
-    const ALTER_CONFIGS: u8 = 11;
-    const IDEMPOTENT_WRITE: u8 = 12;
-
-    #[allow(clippy::indexing_slicing, reason = "A const fn cannot call `get`; the loop stays within `ops.len()`.")]
-    const fn bits(ops: &[u8]) -> i32 {
-        let mut v = 0i32;
-        let mut i = 0;
-        while i < ops.len() {
-            v |= 1 << ops[i];
-            i += 1;
-        }
-        v
-    }
-
-    pub const TOPIC: i32 = bits(&[READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS]);
-    pub const CLUSTER: i32 =
-        bits(&[CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE]);
-    pub const GROUP: i32 = bits(&[READ, DESCRIBE, DELETE]);
-}
-
-/// The authorized-operations bit field Kafka reports for a group when no
-/// authorizer is configured.
-pub const GROUP_AUTHORIZED_OPERATIONS: i32 = acl::GROUP;
-
 /// Which kcoord node coordinates which group: the static rule every node
 /// of a sidecar deployment applies alike. Group ids map to shards with
 /// Kafka's `partitionFor`; shard `s` belongs to the `s % n`-th of the `n`
@@ -214,24 +179,6 @@ struct CreationBudget {
     deferred: u64,
 }
 
-/// Creates topics on behalf of Metadata auto-creation (implemented by the
-/// data plane, which also creates the partition logs).
-pub trait TopicCreator: Send + Sync {
-    fn create_topic(&self, name: &str, partitions: i32) -> Result<TopicInfo, crate::topics::catalog::CatalogError>;
-}
-
-/// Sidecar mode: topics are the upstream's, never created here.
-pub struct NoTopicCreation;
-
-impl TopicCreator for NoTopicCreation {
-    fn create_topic(&self, name: &str, _: i32) -> Result<TopicInfo, crate::topics::catalog::CatalogError> {
-        Err(crate::topics::catalog::CatalogError {
-            code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-            message: format!("topic {name} is not created by a sidecar"),
-        })
-    }
-}
-
 impl Cluster {
     /// A standalone node: the coordinator of every group.
     pub fn new(node: NodeInfo, auto_create: bool, default_partitions: i32) -> Self {
@@ -279,7 +226,7 @@ impl Cluster {
                     isr: vec![me],
                 })
                 .collect(),
-            authorized_operations: include_ops.then_some(acl::TOPIC),
+            authorized_operations: include_ops.then_some(ResourceType::Topic.all_operations()),
         }
     }
 
@@ -322,7 +269,7 @@ impl Cluster {
             cluster_id: self.node.cluster_id.clone(),
             controller_id: self.node.node_id,
             topics,
-            cluster_authorized_operations: req.include_cluster_authorized_operations.then_some(acl::CLUSTER),
+            cluster_authorized_operations: req.include_cluster_authorized_operations.then_some(ResourceType::Cluster.all_operations()),
         }
     }
 
@@ -458,8 +405,8 @@ mod tests {
 
     struct NoCreate;
     impl TopicCreator for NoCreate {
-        fn create_topic(&self, _: &str, _: i32) -> Result<TopicInfo, crate::topics::catalog::CatalogError> {
-            Err(crate::topics::catalog::CatalogError { code: ErrorCode::INVALID_REQUEST, message: String::new() })
+        fn create_topic(&self, _: &str, _: i32) -> Result<TopicInfo, crate::catalog::CatalogError> {
+            Err(crate::catalog::CatalogError { code: ErrorCode::INVALID_REQUEST, message: String::new() })
         }
     }
 

@@ -8,7 +8,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::cluster::{self, BrokerMetadata, Cluster, GroupOwners, NoTopicCreation, NodeInfo};
+use crate::catalog::NoTopicCreation;
+use crate::cluster::{self, BrokerMetadata, Cluster, GroupOwners, NodeInfo};
 use crate::config::{Config, Endpoint, SidecarConfig};
 use crate::coordinator::service::GroupHooks;
 use crate::coordinator::Coordinator;
@@ -25,7 +26,8 @@ use crate::sidecar::upstream::{format_addr, ClusterView, Upstream};
 use crate::sidecar::Sidecar;
 use crate::storage::fsutil::DirLock;
 use crate::storage::FileCache;
-use crate::topics::{Catalog, DataPlane, DataPlaneSettings};
+use crate::catalog::Catalog;
+use crate::topics::{DataPlane, DataPlaneSettings};
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -159,7 +161,7 @@ impl Daemon {
         });
         // Finishes topic deletions a crash or a slow shard left unfinished.
         let finisher = services.clone();
-        tokio::spawn(async move { data_plane.finish_deletions(&finisher.coordinator).await });
+        tokio::spawn(async move { crate::topic_deletion::finish_deletions(&data_plane, &finisher.coordinator).await });
         let max_connections = descriptors.max_connections(services.config.server.max_connections, 1, 0);
         launch(services, bound, node, lock, fatal, Vec::new(), security, max_connections).await
     }

@@ -8,6 +8,7 @@ pub mod admin;
 pub mod alloc_guard;
 pub mod alloc_meter;
 pub mod be_int;
+pub mod catalog;
 pub mod cluster;
 pub mod config;
 pub mod coordinator;
@@ -21,6 +22,7 @@ pub mod security;
 pub mod server;
 pub mod sidecar;
 pub mod storage;
+pub mod topic_deletion;
 pub mod topics;
 
 mod daemon;

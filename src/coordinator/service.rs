@@ -22,7 +22,7 @@ use super::routing::partition_for;
 use super::shard::{self, FatalSender, LoadProgress, ShardHandle, ShardMsg, ShardSettings};
 use crate::config::Config;
 use crate::error_code::ErrorCode;
-use crate::topics::Catalog;
+use crate::catalog::Catalog;
 
 /// The coordinator is gone (shutting down): the caller closes the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

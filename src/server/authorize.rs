@@ -16,7 +16,7 @@ use crate::coordinator::consumer::messages::{ConsumerHeartbeatRequest, Described
 use crate::coordinator::messages as m;
 use crate::error_code::ErrorCode;
 use crate::security::acl::{Authorizer, Operation, ResourceType, CLUSTER_NAME};
-use crate::topics::Catalog;
+use crate::catalog::Catalog;
 
 use super::dispatch::RequestContext;
 

@@ -379,7 +379,7 @@ async fn route_other(
             let denied = guard.delete_topics(&mut topics, &svc.catalog);
             let mut resp = match topics.is_empty() && !denied.is_empty() {
                 true => Vec::new(),
-                false => data_plane(svc)?.delete_topics(topics, &svc.coordinator).await,
+                false => crate::topic_deletion::delete_topics(data_plane(svc)?, topics, &svc.coordinator).await,
             };
             resp.extend(denied);
             observe::errors(delete_topics::SUPPORT.name, &resp);

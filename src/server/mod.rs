@@ -13,10 +13,12 @@ pub mod throttle;
 
 use std::sync::Arc;
 
-use crate::cluster::{Cluster, TopicCreator};
+use crate::catalog::TopicCreator;
+use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::coordinator::Coordinator;
-use crate::topics::{Catalog, DataPlane};
+use crate::catalog::Catalog;
+use crate::topics::DataPlane;
 
 /// Everything a request handler may use, shared by all connections.
 pub struct Services {

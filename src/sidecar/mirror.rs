@@ -43,7 +43,7 @@ use crate::coordinator::service::{DelegatedDelete, GroupHooks};
 use crate::coordinator::{Coordinator, FastMap};
 use crate::error_code::ErrorCode;
 use crate::protocol::client::{s, ClientError};
-use crate::topics::Catalog;
+use crate::catalog::Catalog;
 
 /// Groups remembered as imported at most; past it the memory starts over
 /// (costing one local check per group, never a second import).

@@ -34,7 +34,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::protocol::api::{find_coordinator, produce};
 use crate::protocol::header;
-use crate::topics::Catalog;
+use crate::catalog::Catalog;
 use mirror::Mirror;
 use rewrite::{NodeEndpoints, Rewrite};
 

@@ -17,7 +17,7 @@ use std::path::Path;
 
 use super::batch::test_batches::batch;
 use super::batch::validate_produced;
-use super::catalog::Catalog;
+use crate::catalog::Catalog;
 use super::partition::Partition;
 use super::producer_ids::ProducerIdAllocator;
 use super::retention::RetentionPolicy;

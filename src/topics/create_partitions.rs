@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::catalog::{CatalogError, TopicInfo, MAX_PARTITIONS};
+use crate::catalog::{CatalogError, TopicInfo, MAX_PARTITIONS};
 use super::service::{DataPlane, TopicLogs};
 use crate::error_code::ErrorCode;
 

@@ -23,7 +23,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::catalog::{Catalog, CatalogError};
+use crate::catalog::{Catalog, CatalogError};
 use crate::error_code::ErrorCode;
 use crate::observability::rate_log::RateLimitedLog;
 

@@ -1,8 +1,7 @@
-//! Topics: the catalog of names, ids and partition counts, and the
-//! standalone data plane that stores their data.
+//! Topics: the standalone data plane that stores the data of the topics
+//! the catalog (`crate::catalog`: names, ids, partition counts, config
+//! overrides, persisted in `topics.json`) lists.
 //!
-//! - `catalog`: which topics exist (names, ids, partition counts, config
-//!   overrides), persisted in `topics.json`.
 //! - `service`: [`DataPlane`], the open partition logs of every topic, its
 //!   background tasks (retention, interval fsync) and shutdown.
 //! - `partition`: one partition log (the shared `storage::Log`, one Kafka
@@ -13,13 +12,13 @@
 //! - `durability`: group-commit fsync of partition logs.
 //! - `retention`: deleting old segments by time and size.
 //! - `limits`: the topic and partition totals and Kafka's per-request bound.
-//! - `produce`, `fetch`, `list_offsets`, `admin` (CreateTopics,
-//!   DeleteTopics), `create_partitions` (CreatePartitions): the request
-//!   handlers.
+//! - `produce`, `fetch`, `list_offsets`, `admin` (CreateTopics, and the
+//!   data plane's step of DeleteTopics), `create_partitions`
+//!   (CreatePartitions): the request handlers. The whole deletion, which
+//!   also tombstones committed offsets, is `crate::topic_deletion`.
 
 pub mod admin;
 pub mod batch;
-pub mod catalog;
 pub mod create_partitions;
 pub mod durability;
 pub mod fetch;
@@ -33,7 +32,6 @@ pub mod record_check;
 pub mod retention;
 pub mod service;
 
-pub use catalog::{Catalog, TopicConfig, TopicInfo};
 pub use service::{DataPlane, DataPlaneSettings};
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use crate::coordinator::Groups;
 
 use super::group::GroupState;
-use crate::cluster::GROUP_AUTHORIZED_OPERATIONS;
+use crate::security::acl::ResourceType;
 use crate::coordinator::messages::{
     DescribedGroup, DescribedMember, GroupDetails, GroupSummary, ListGroupsRequest, ListedGroup, MemberDetails,
     OffsetDetails, ShardStats,
@@ -45,7 +45,7 @@ pub fn describe(groups: &Groups, group_id: &str, version: i16, include_ops: bool
                 assignment: m.assignment.clone(),
             })
             .collect(),
-        authorized_operations: include_ops.then_some(GROUP_AUTHORIZED_OPERATIONS),
+        authorized_operations: include_ops.then_some(ResourceType::Group.all_operations()),
     }
 }
 

@@ -109,6 +109,18 @@ impl ResourceType {
             ResourceType::TransactionalId => &[Describe, Write],
         }
     }
+
+    /// The bit field of every operation the type supports: the "authorized
+    /// operations" Kafka reports without an authorizer (Metadata's topics and
+    /// cluster, DescribeGroups), and the most an authorizer can grant.
+    pub fn all_operations(self) -> i32 {
+        operation_bits(self.supported_operations().iter().copied())
+    }
+}
+
+/// Kafka's encoding of a set of operations: bit `code` set for each one.
+pub fn operation_bits(ops: impl Iterator<Item = Operation>) -> i32 {
+    ops.fold(0, |bits, op| bits | (1 << op.code()))
 }
 
 impl Operation {

@@ -300,6 +300,14 @@ fn a_disabled_authorizer_allows_everything_and_reports_every_operation() {
 }
 
 #[test]
+fn every_supported_operation_is_kafkas_bit_field_without_an_authorizer() {
+    // The values a Kafka broker without `authorizer.class.name` reports.
+    assert_eq!(Group.all_operations(), 328);
+    assert_eq!(Topic.all_operations(), 3576);
+    assert_eq!(Cluster.all_operations(), 8096);
+}
+
+#[test]
 fn authorized_operations_are_the_allowed_supported_operations() {
     let acls = vec![acl(Group, "g", Literal, "User:bob", "*", Read, Allow)];
     let a = Authorizer::enforcing(Arc::new(AclStore::fixed(acls)), vec![], false);

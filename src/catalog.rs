@@ -1,5 +1,9 @@
 //! The topic catalog: names, ids and partition counts, persisted in the data dir.
 //!
+//! A ground-floor module: the coordinator checks commits against it, the
+//! data plane (`topics`) opens a log per partition it lists, and the sidecar
+//! keeps it as a mirror of the upstream's topics. It depends on neither.
+//!
 //! Topic ids are generated once and kept forever (clients that fetch by id,
 //! e.g. librdkafka with Fetch v13+, reset a partition if its topic id changes).
 //! The catalog is a small JSON file rewritten atomically (tmp, fsync, rename,
@@ -9,7 +13,7 @@
 //! A deleted topic leaves the catalog's list of topics at once (Metadata,
 //! Produce, Fetch and OffsetCommit stop seeing it) but stays recorded as
 //! *being deleted*, in the same atomic write, until every group's committed
-//! offsets for it are tombstoned (`admin.rs`); until then its name cannot be
+//! offsets for it are tombstoned (`topic_deletion`); until then its name cannot be
 //! reused, so the tombstones can never hit offsets of a new topic of the
 //! same name, and a crash in between leaves the work recorded for the next
 //! start.
@@ -385,6 +389,24 @@ impl Catalog {
         };
         let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
         fsutil::write_atomically_on(&*self.fs, &self.path, &bytes)
+    }
+}
+
+/// Creates topics on behalf of Metadata auto-creation (implemented by the
+/// data plane, which also creates the partition logs).
+pub trait TopicCreator: Send + Sync {
+    fn create_topic(&self, name: &str, partitions: i32) -> Result<TopicInfo, CatalogError>;
+}
+
+/// Sidecar mode: topics are the upstream's, never created here.
+pub struct NoTopicCreation;
+
+impl TopicCreator for NoTopicCreation {
+    fn create_topic(&self, name: &str, _: i32) -> Result<TopicInfo, CatalogError> {
+        Err(CatalogError {
+            code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            message: format!("topic {name} is not created by a sidecar"),
+        })
     }
 }
 
