@@ -12,10 +12,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::catalog::{Catalog, TopicCreator, TopicInfo};
 use crate::error_code::ErrorCode;
 use crate::security::acl::ResourceType;
 use crate::storage::fsutil;
-use crate::catalog::{Catalog, TopicCreator, TopicInfo};
 
 /// Who this node is, as advertised to clients.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -269,7 +269,9 @@ impl Cluster {
             cluster_id: self.node.cluster_id.clone(),
             controller_id: self.node.node_id,
             topics,
-            cluster_authorized_operations: req.include_cluster_authorized_operations.then_some(ResourceType::Cluster.all_operations()),
+            cluster_authorized_operations: req
+                .include_cluster_authorized_operations
+                .then_some(ResourceType::Cluster.all_operations()),
         }
     }
 

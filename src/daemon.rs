@@ -8,6 +8,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::catalog::Catalog;
 use crate::catalog::NoTopicCreation;
 use crate::cluster::{self, BrokerMetadata, Cluster, GroupOwners, NodeInfo};
 use crate::config::{Config, Endpoint, SidecarConfig};
@@ -26,7 +27,6 @@ use crate::sidecar::upstream::{format_addr, ClusterView, Upstream};
 use crate::sidecar::Sidecar;
 use crate::storage::fsutil::DirLock;
 use crate::storage::FileCache;
-use crate::catalog::Catalog;
 use crate::topics::{DataPlane, DataPlaneSettings};
 
 /// Why the daemon could not start.

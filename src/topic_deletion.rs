@@ -53,7 +53,11 @@ const FINISH_DELETIONS_RETRY: Duration = Duration::from_secs(1);
 
 /// Kafka's DeleteTopics (as `ControllerApis.deleteTopics`), then the
 /// offsets tombstones.
-pub async fn delete_topics(plane: &Arc<DataPlane>, req: Vec<DeleteTopic>, coordinator: &Coordinator) -> Vec<DeletedTopic> {
+pub async fn delete_topics(
+    plane: &Arc<DataPlane>,
+    req: Vec<DeleteTopic>,
+    coordinator: &Coordinator,
+) -> Vec<DeletedTopic> {
     let mut out = Vec::with_capacity(req.len());
     let mut names: Vec<String> = Vec::new();
     let mut ids: Vec<Uuid> = Vec::new();
@@ -116,7 +120,12 @@ async fn delete_one(
     let (info, trash) = match deleted {
         Ok(v) => v,
         Err(e) if e.code == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION && by_id => {
-            return DeletedTopic::error(None, id, ErrorCode::UNKNOWN_TOPIC_ID, "This server does not host this topic ID.");
+            return DeletedTopic::error(
+                None,
+                id,
+                ErrorCode::UNKNOWN_TOPIC_ID,
+                "This server does not host this topic ID.",
+            );
         }
         Err(e) => return DeletedTopic::error(Some(name), id, e.code, &e.message),
     };

@@ -1,57 +1,32 @@
-//! The group coordinator.
+//! The group coordinator, in two layers whose folders show the split:
 //!
-//! `Coordinator` routes each group to one of `offsets.partitions` shards with
-//! Kafka's `partitionFor`. A shard is a single-threaded actor (`shard`) that
-//! owns a pure state machine (`core`, `classic`, `offsets`) and its log; the
-//! durable state (`store`) changes only by replaying log records (`records`).
+//! - `state`: the pure state machine of a shard. `core` (`ShardCore`) takes
+//!   a request and the time and gives replies, records and timer changes;
+//!   `classic` and `consumer` are the two group protocols, `offsets` the
+//!   committed offsets, `records` Kafka's `__consumer_offsets` schemas,
+//!   `store` the durable state as the fold of those records, `timers` the
+//!   deadlines. No tasks, no channels, no clocks, no files: the records it
+//!   writes go through the `store::RecordSink` its caller passes in.
+//! - `runtime`: what runs that state machine. `service` (`Coordinator`)
+//!   routes each group to one of `offsets.partitions` shards (`routing`:
+//!   Kafka's `partitionFor`); `shell` (`ShardShell`) holds a core and its log
+//!   (`shard_log`) and decides when answers may leave; `shard` is the shell's
+//!   tokio task; `clock` the injected time; `layout` the shard count the
+//!   data directory was created with.
+//!
+//! `state` never imports `runtime` (a test in `tests/layers.rs` checks it).
+//! The modules the rest of the crate names are re-exported here, so
+//! `crate::coordinator::messages` and the like stay the paths to use.
 
-pub mod bounded_history;
-pub mod classic;
-pub mod clock;
-pub mod consumer;
-pub mod core;
-pub mod delegation;
+pub mod runtime;
+pub mod state;
+
+pub use runtime::{layout, routing, service};
 #[cfg(test)]
-mod delegation_tests;
-#[cfg(test)]
-pub mod fake_log;
-#[cfg(test)]
-mod import_tests;
-pub mod layout;
-pub mod messages;
-pub mod offsets;
-#[cfg(test)]
-mod offsets_tests;
-pub mod prechecks;
-pub mod records;
-#[cfg(test)]
-mod replay_tests;
-pub mod routing;
-pub mod service;
-pub mod shard;
-pub mod shard_log;
-pub mod shell;
-#[cfg(test)]
-mod shell_tests;
-#[cfg(test)]
-mod sim;
-#[cfg(test)]
-mod sim_client;
-#[cfg(test)]
-mod sim_consumer;
-#[cfg(test)]
-mod sim_storage;
-pub mod store;
-#[cfg(test)]
-pub mod testkit;
-pub mod timers;
+pub use state::testkit;
+pub use state::{
+    bounded_history, classic, consumer, core, delegation, messages, offsets, prechecks, records, store, timers,
+};
 
 pub use service::{Coordinator, Unavailable};
-
-/// A HashMap with a fast, randomly seeded hasher (foldhash): group, member
-/// and topic names are hashed on every request and every replayed record,
-/// and SipHash dominated the recovery profile.
-pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-
-/// A shard's live groups by id.
-pub type Groups = FastMap<String, classic::group::ClassicGroup>;
+pub use state::{FastMap, Groups};

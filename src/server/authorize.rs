@@ -10,13 +10,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::catalog::Catalog;
 use crate::cluster::{MetadataRequest, MetadataResponse, TopicMetadata, TopicSelector};
 use crate::coordinator::consumer::describable::{Describable, TopicVisibility};
 use crate::coordinator::consumer::messages::{ConsumerHeartbeatRequest, DescribedConsumerGroup};
 use crate::coordinator::messages as m;
 use crate::error_code::ErrorCode;
 use crate::security::acl::{Authorizer, Operation, ResourceType, CLUSTER_NAME};
-use crate::catalog::Catalog;
 
 use super::dispatch::RequestContext;
 

@@ -13,11 +13,11 @@ pub mod throttle;
 
 use std::sync::Arc;
 
+use crate::catalog::Catalog;
 use crate::catalog::TopicCreator;
 use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::coordinator::Coordinator;
-use crate::catalog::Catalog;
 use crate::topics::DataPlane;
 
 /// Everything a request handler may use, shared by all connections.

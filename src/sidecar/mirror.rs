@@ -34,6 +34,7 @@ use tokio::sync::{watch, Notify, Semaphore};
 
 use super::deleted_topics::DeletedTopics;
 use super::upstream::{ClusterView, Upstream, UpstreamError};
+use crate::catalog::Catalog;
 use crate::coordinator::core::ImportOutcome;
 use crate::coordinator::messages::{
     CommitPartition, CommitTopic, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchGroup,
@@ -43,7 +44,6 @@ use crate::coordinator::service::{DelegatedDelete, GroupHooks};
 use crate::coordinator::{Coordinator, FastMap};
 use crate::error_code::ErrorCode;
 use crate::protocol::client::{s, ClientError};
-use crate::catalog::Catalog;
 
 /// Groups remembered as imported at most; past it the memory starts over
 /// (costing one local check per group, never a second import).

@@ -32,9 +32,9 @@ use std::time::Duration;
 use bytes::{Buf, Bytes};
 use tokio::sync::{watch, Notify};
 
+use crate::catalog::Catalog;
 use crate::protocol::api::{find_coordinator, produce};
 use crate::protocol::header;
-use crate::catalog::Catalog;
 use mirror::Mirror;
 use rewrite::{NodeEndpoints, Rewrite};
 

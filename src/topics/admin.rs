@@ -18,9 +18,9 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::catalog::{Catalog, CatalogError, TopicConfig, TopicInfo, MAX_PARTITIONS};
 use super::limits::{records_for_topic, EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP};
 use super::service::{trash_name, DataPlane, TopicLogs};
+use crate::catalog::{Catalog, CatalogError, TopicConfig, TopicInfo, MAX_PARTITIONS};
 use crate::error_code::ErrorCode;
 
 /// Kafka's defaults for the topic configs kcoord supports, to tell a

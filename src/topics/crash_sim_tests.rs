@@ -17,10 +17,10 @@ use std::path::Path;
 
 use super::batch::test_batches::batch;
 use super::batch::validate_produced;
-use crate::catalog::Catalog;
 use super::partition::Partition;
 use super::producer_ids::ProducerIdAllocator;
 use super::retention::RetentionPolicy;
+use crate::catalog::Catalog;
 use crate::config::FsyncPolicy;
 use crate::storage::crash_sim::campaign;
 use crate::storage::disk::FileSystem;

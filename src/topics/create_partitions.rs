@@ -20,8 +20,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::catalog::{CatalogError, TopicInfo, MAX_PARTITIONS};
 use super::service::{DataPlane, TopicLogs};
+use crate::catalog::{CatalogError, TopicInfo, MAX_PARTITIONS};
 use crate::error_code::ErrorCode;
 
 /// One topic of a CreatePartitions request.

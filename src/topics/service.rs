@@ -32,12 +32,12 @@ use tokio::sync::{watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use crate::catalog::{Catalog, CatalogError, TopicConfig, TopicCreator, TopicInfo};
 use super::durability::FatalSender;
 use super::limits::TopicLimits;
 use super::partition::Partition;
 use super::producer_ids::ProducerIdAllocator;
 use super::retention::RetentionPolicy;
+use crate::catalog::{Catalog, CatalogError, TopicConfig, TopicCreator, TopicInfo};
 use crate::config::{Config, FsyncPolicy};
 use crate::storage::disk::{Disk, FileSystem};
 use crate::storage::{fsutil, FileCache, LogOptions};

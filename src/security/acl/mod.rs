@@ -148,7 +148,8 @@ impl Authorizer {
     /// The bit field of operations `principal` may do on the resource, out
     /// of those its type supports (Kafka's "authorized operations").
     pub fn authorized_operations(&self, principal: &str, host: &str, rt: ResourceType, name: &str) -> i32 {
-        let allowed = rt.supported_operations().iter().copied().filter(|&op| self.authorize(principal, host, op, rt, name));
+        let allowed =
+            rt.supported_operations().iter().copied().filter(|&op| self.authorize(principal, host, op, rt, name));
         binding::operation_bits(allowed)
     }
 }

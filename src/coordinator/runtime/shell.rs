@@ -30,10 +30,10 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::clock::Clock;
-use super::core::{Reply, ReplyToken, Request, Response, ShardCore};
-use super::messages::HeartbeatResponse;
 use super::shard_log::{LogSink, ShardLog};
 use crate::config::FsyncPolicy;
+use crate::coordinator::state::core::{Reply, ReplyToken, Request, Response, ShardCore};
+use crate::coordinator::state::messages::HeartbeatResponse;
 use crate::error_code::ErrorCode;
 
 /// What the shard's fsyncs made durable: the log's synced end, or the error
@@ -72,7 +72,7 @@ struct Loaded<L> {
     core: ShardCore,
     log: L,
     /// Fast-hashed: one insert and one removal per request.
-    pending: super::FastMap<ReplyToken, oneshot::Sender<Response>>,
+    pending: crate::coordinator::FastMap<ReplyToken, oneshot::Sender<Response>>,
     next_token: ReplyToken,
     /// Answers held until the log is durable up to the given end.
     waiting: VecDeque<(u64, Reply)>,
@@ -141,7 +141,7 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
         let mut shard = Box::new(Loaded {
             core,
             log,
-            pending: super::FastMap::default(),
+            pending: crate::coordinator::FastMap::default(),
             next_token: 0,
             waiting: VecDeque::new(),
             compacting: false,

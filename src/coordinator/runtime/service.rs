@@ -13,16 +13,16 @@ use futures_util::future::join_all;
 use futures_util::{StreamExt, TryStreamExt};
 use tokio::sync::{oneshot, Semaphore};
 
-use super::consumer::describable::Describable;
-use super::consumer::target::TopicImage;
-use super::core::{CoreConfig, ImportOutcome, Request, Response};
-use super::messages::*;
-use super::offsets;
 use super::routing::partition_for;
 use super::shard::{self, FatalSender, LoadProgress, ShardHandle, ShardMsg, ShardSettings};
-use crate::config::Config;
-use crate::error_code::ErrorCode;
 use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::coordinator::state::consumer::describable::Describable;
+use crate::coordinator::state::consumer::target::TopicImage;
+use crate::coordinator::state::core::{CoreConfig, ImportOutcome, Request, Response};
+use crate::coordinator::state::messages::*;
+use crate::coordinator::state::offsets;
+use crate::error_code::ErrorCode;
 
 /// The coordinator is gone (shutting down): the caller closes the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -187,7 +187,7 @@ impl Coordinator {
     /// makes before the shard and the sidecar's import for the requests
     /// that read or create the group's offsets.
     async fn call(&self, group_id: &str, req: Request) -> Result<Response> {
-        if let Some(answer) = super::prechecks::answer(&req, &self.core) {
+        if let Some(answer) = crate::coordinator::state::prechecks::answer(&req, &self.core) {
             return Ok(answer);
         }
         let shard = self.shard_of(group_id);

@@ -7,9 +7,9 @@
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::core::{Request, Response};
-use super::messages::*;
-use super::testkit::join;
+use crate::coordinator::state::core::{Request, Response};
+use crate::coordinator::state::messages::*;
+use crate::coordinator::state::testkit::join;
 use crate::error_code::ErrorCode;
 
 pub const GROUP: &str = "sim";

@@ -5,13 +5,13 @@
 use tokio::sync::oneshot;
 
 use super::clock::ManualClock;
-use super::core::{CoreConfig, CountingIds, Request, Response, ShardCore};
 use super::fake_log::FakeLog;
-use super::messages::*;
 use super::shard_log::ShardLog;
 use super::shell::{Effect, ShardShell, ShellSettings, COMPACTION_RETRY_MAX};
-use super::testkit::{join, test_config, T0};
 use crate::config::FsyncPolicy;
+use crate::coordinator::state::core::{CoreConfig, CountingIds, Request, Response, ShardCore};
+use crate::coordinator::state::messages::*;
+use crate::coordinator::state::testkit::{join, test_config, T0};
 use crate::error_code::ErrorCode;
 
 type Shell = ShardShell<FakeLog, ManualClock>;

@@ -3,13 +3,13 @@
 use crate::coordinator::Groups;
 
 use super::group::GroupState;
-use crate::security::acl::ResourceType;
 use crate::coordinator::messages::{
     DescribedGroup, DescribedMember, GroupDetails, GroupSummary, ListGroupsRequest, ListedGroup, MemberDetails,
     OffsetDetails, ShardStats,
 };
 use crate::coordinator::store::Store;
 use crate::error_code::ErrorCode;
+use crate::security::acl::ResourceType;
 
 /// Describes one group. Stable groups show each member's metadata for the
 /// selected protocol; other states show none, but (as Kafka's new

@@ -9,7 +9,7 @@ use std::io;
 
 use bytes::Bytes;
 
-use super::store::RecordSink;
+use crate::coordinator::state::store::RecordSink;
 use crate::error_code::ErrorCode;
 use crate::storage::{Log, SnapshotDone, SnapshotPlan, SyncJob};
 

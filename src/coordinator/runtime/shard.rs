@@ -21,10 +21,10 @@ use tokio::task::JoinHandle;
 
 pub use super::clock::coordinator_clock_ms;
 use super::clock::SystemClock;
-use super::core::{CoreConfig, RandomIds, Request, Response, ShardCore};
-use super::records::RecordError;
 use super::shell::{Durable, Effect, ShardShell, ShellSettings};
 use crate::config::FsyncPolicy;
+use crate::coordinator::state::core::{CoreConfig, RandomIds, Request, Response, ShardCore};
+use crate::coordinator::state::records::RecordError;
 use crate::storage::{Log, LogOptions, Registration, SnapshotDone, SyncJob, SyncScheduler, SyncTarget, SyncWork};
 
 /// A message to a shard.

@@ -13,10 +13,10 @@ use std::path::Path;
 use bytes::Bytes;
 
 use super::clock::ManualClock;
-use super::core::{CoreConfig, CountingIds, ShardCore};
 use super::fake_log::FakeLog;
 use super::shard_log::ShardLog;
 use super::shell::{Durable, ShardShell};
+use crate::coordinator::state::core::{CoreConfig, CountingIds, ShardCore};
 use crate::storage::simdisk::{Faults, SimDisk};
 use crate::storage::{Log, LogError, LogOptions, Replay, SnapshotDone, SnapshotPlan};
 

@@ -18,12 +18,12 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::consumer::describable::Describable;
-use super::consumer::group::{LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH};
-use super::consumer::messages::{ConsumerHeartbeatRequest, ConsumerHeartbeatResponse};
-use super::consumer::target::TopicImage;
-use super::core::{Request, Response};
 use super::sim_client::{commit_error, commit_request, CommitAt};
+use crate::coordinator::state::consumer::describable::Describable;
+use crate::coordinator::state::consumer::group::{LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH};
+use crate::coordinator::state::consumer::messages::{ConsumerHeartbeatRequest, ConsumerHeartbeatResponse};
+use crate::coordinator::state::consumer::target::TopicImage;
+use crate::coordinator::state::core::{Request, Response};
 use crate::error_code::ErrorCode;
 
 pub const CGROUP: &str = "sim848";

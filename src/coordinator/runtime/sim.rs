@@ -45,14 +45,14 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::clock::ManualClock;
-use super::core::{CoreConfig, Request, Response};
 use super::shard_log::ShardLog;
 use super::shell::{Effect, ShardShell, ShellSettings};
 use super::sim_client::{Client, Learned, Phase, GROUP, TOPIC};
 use super::sim_consumer::{CLearned, CPhase, Consumer, CGROUP, CTOPIC, CTOPIC_ID};
 use super::sim_storage::{DiskStorage, FakeStorage, Shell, SimStorage, StorageStats};
-use super::testkit::{test_config, T0};
 use crate::config::FsyncPolicy;
+use crate::coordinator::state::core::{CoreConfig, Request, Response};
+use crate::coordinator::state::testkit::{test_config, T0};
 use crate::storage::simdisk::Faults;
 
 /// Steps of the fault phase.
@@ -788,7 +788,7 @@ impl<S: SimStorage> World<S> {
 
 /// The epochs of a consumer group's members, but for static members that
 /// left temporarily.
-fn live_epochs(group: &super::consumer::group::ConsumerGroup) -> BTreeMap<String, i32> {
+fn live_epochs(group: &crate::coordinator::state::consumer::group::ConsumerGroup) -> BTreeMap<String, i32> {
     group.members.iter().filter(|(_, m)| m.member_epoch >= 0).map(|(id, m)| (id.clone(), m.member_epoch)).collect()
 }
 
