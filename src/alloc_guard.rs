@@ -23,8 +23,8 @@
 //! Everything smaller goes to mimalloc rather than glibc's malloc: every
 //! request allocates a few small blocks on one runtime thread that are
 //! often freed on another, and glibc's arenas spent about 16 % of the
-//! daemon's CPU time on that under a heartbeat load (issue 18, see
-//! docs/benchmarks.md); mimalloc's thread-local free lists made it cheap.
+//! daemon's CPU time on that under a heartbeat load (docs/benchmarks.md,
+//! "Hot path against the framing limit"); mimalloc's thread-local free lists made it cheap.
 //!
 //! The binary installs it with `#[global_allocator]`; so does the test suite
 //! that sends hostile frames. Library users embedding kcoord should do the same.
@@ -146,7 +146,7 @@ pub fn address_space_limit() -> Option<u64> {
     (ok && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
-/// Since issue 18 Rust allocations go to mimalloc, which caches its own
+/// Since Rust allocations go to mimalloc, which caches its own
 /// segments; this now tunes only what C code (zstd, ...) allocates with
 /// glibc. Its original reason:
 /// keeps buffers of up to 32 MiB on glibc's heap instead of mapping each

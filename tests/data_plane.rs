@@ -153,7 +153,7 @@ async fn a_compressed_batch_of_garbage_is_refused_and_changes_nothing() {
     let mut c = s.client().await;
     let id = topic_id(&mut c, TOPIC).await;
     assert_eq!(produce(&mut c, 3, TOPIC, 0, batch(&[("k", "before")], 1, None)).await, (0, 0));
-    // Issue 11: with the count of 2^31 - 1, and with a believable count.
+    // With the count of 2^31 - 1, and with a believable count.
     let huge = gzip_garbage(i32::MAX);
     assert_eq!(huge.len(), 150);
     for v in [3i16, 9, 10] {

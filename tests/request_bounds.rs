@@ -1,6 +1,7 @@
 //! One request must not cost more than a bounded budget, nor starve others.
 //!
-//! Each test is a scenario measured against an earlier build (issue 11): a
+//! Each test is a scenario measured against an earlier build (docs/benchmarks.md,
+//! "Cost of the hardening"): a
 //! small frame that fanned out to a huge amount of memory or work. The tests
 //! assert behaviour only: what is answered (Kafka's answer where Kafka
 //! answers), what is refused (a closed connection, never a response with a

@@ -253,7 +253,7 @@ fn data_plane(svc: &Services) -> Result<&Arc<crate::topics::DataPlane>, RouteErr
 /// its largest await point, and each request's future is moved a few times
 /// before it settles on the heap: with the data plane and admin APIs
 /// inline, those moves were a measurable share of a Heartbeat's cost
-/// (issue 18).
+/// (docs/benchmarks.md, "Hot path against the framing limit").
 async fn route(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut BytesMut) -> Result<bool, RouteError> {
     let v = ctx.version();
     let guard = Guard::new(&svc.authorizer, ctx);

@@ -28,7 +28,8 @@ const CACHED_KEYS: usize = 128;
 
 /// The handles per API key and version. The metrics macros build a labelled
 /// key and look it up in the recorder's registry on every call, which cost
-/// the hot path measurably (issue 18); a handle updates the same series
+/// the hot path measurably (docs/benchmarks.md, "Hot path against the
+/// framing limit"); a handle updates the same series
 /// directly. Filled only once the daemon's recorder is installed, so that
 /// a handle is never bound to the no-op recorder that precedes it.
 static HANDLES: [[OnceLock<RequestMetrics>; VERSION_LABELS.len()]; CACHED_KEYS] =

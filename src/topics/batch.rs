@@ -494,8 +494,8 @@ pub(crate) mod test_batches {
         wrap(&compress(codec, &records(values)), values.len() as i32, 1_000, None, codec as i16)
     }
 
-    /// The batch of issue 11: a gzip flag, 89 random bytes, a valid CRC and
-    /// a record count of 2^31 - 1 (150 bytes).
+    /// The hostile batch docs/operations.md describes: a gzip flag, 89 random
+    /// bytes, a valid CRC and a record count of 2^31 - 1 (150 bytes).
     pub fn gzip_garbage() -> Vec<u8> {
         let mut x: u32 = 0x9e37_79b9;
         let payload: Vec<u8> = (0..89)
