@@ -5,7 +5,7 @@
 use tokio::sync::oneshot;
 
 use super::clock::ManualClock;
-use super::core::{CoreConfig, CountingIds, Request, Response, ShardCore};
+use super::core::{CoreConfig, CountingIds, FetchOffsets, Request, Response, ShardCore};
 use super::fake_log::FakeLog;
 use super::messages::*;
 use super::shard_log::ShardLog;
@@ -112,7 +112,7 @@ fn commit(group: &str, offset: i64) -> Request {
 }
 
 fn fetch(group: &str) -> Request {
-    Request::Fetch {
+    Request::Fetch(FetchOffsets {
         group: OffsetFetchGroup {
             group_id: group.into(),
             member_id: None,
@@ -120,7 +120,7 @@ fn fetch(group: &str) -> Request {
             topics: Some(vec![FetchTopic { name: "t".into(), partitions: vec![0] }]),
         },
         require_stable: false,
-    }
+    })
 }
 
 fn heartbeat(group: &str) -> Request {
