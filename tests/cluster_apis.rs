@@ -14,7 +14,7 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest, MetadataResponse, TopicName,
 };
-use kcoord::protocol::versions;
+use kcoord::server::apis;
 
 fn topic_names(r: &MetadataResponse) -> Vec<String> {
     r.topics.iter().map(|t| t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default()).collect()
@@ -31,7 +31,7 @@ async fn every_api_versions_version_lists_exactly_what_we_serve() {
         let r = c.send(&req, v).await;
         assert_eq!(r.error_code, 0, "v{v}");
         let got: Vec<(i16, i16, i16)> = r.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)).collect();
-        let want: Vec<(i16, i16, i16)> = versions::supported().iter().map(|s| (s.key, s.min, s.max)).collect();
+        let want: Vec<(i16, i16, i16)> = apis::supported().iter().map(|s| (s.key, s.min, s.max)).collect();
         assert_eq!(got, want, "v{v}");
     }
 }
@@ -49,7 +49,7 @@ async fn unsupported_api_versions_version_gets_error_35_in_v0_layout() {
     assert_eq!(&resp[..4], &42i32.to_be_bytes(), "correlation id, header v0");
     assert_eq!(&resp[4..6], &35i16.to_be_bytes(), "UNSUPPORTED_VERSION");
     let n = i32::from_be_bytes([resp[6], resp[7], resp[8], resp[9]]) as usize;
-    assert_eq!(n, versions::supported().len());
+    assert_eq!(n, apis::supported().len());
     assert_eq!(resp.len(), 10 + 6 * n, "v0 body: no throttle time, no tagged fields");
     // The connection stays usable for the downgraded request.
     let r = c.send(&ApiVersionsRequest::default(), 0).await;
@@ -237,7 +237,8 @@ async fn an_unknown_api_closes_only_that_connection() {
     assert_eq!(r.error_code, 0);
 }
 
-/// `docs/protocol-support.md` must list exactly what a running daemon
+/// `docs/protocol-support.md` must list exactly what the registry serves
+/// (`server::apis`), under the registry's names, and what a running daemon
 /// advertises in ApiVersions.
 #[tokio::test]
 async fn protocol_support_doc_matches_the_advertised_versions() {
@@ -254,15 +255,20 @@ async fn protocol_support_doc_matches_the_advertised_versions() {
                     key,
                     min.trim().trim_start_matches('v').parse::<i16>().unwrap(),
                     max.trim().trim_start_matches('v').parse::<i16>().unwrap(),
+                    cells[1].to_string(),
                 ));
             }
         }
     }
+    rows.sort();
+    let registry: Vec<(i16, i16, i16, String)> =
+        apis::supported().iter().map(|s| (s.key, s.min, s.max, s.name.to_string())).collect();
+    assert_eq!(rows, registry, "docs/protocol-support.md is out of date");
     let s = TestServer::start().await;
     let advertised = s.client().await.send(&ApiVersionsRequest::default(), 0).await;
     let mut want: Vec<(i16, i16, i16)> =
         advertised.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)).collect();
     want.sort();
-    rows.sort();
-    assert_eq!(rows, want, "docs/protocol-support.md is out of date");
+    let rows: Vec<(i16, i16, i16)> = rows.into_iter().map(|(k, min, max, _)| (k, min, max)).collect();
+    assert_eq!(rows, want, "docs/protocol-support.md differs from the advertised versions");
 }

@@ -21,7 +21,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use common::*;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
-use kcoord::protocol::versions;
+use kcoord::server::apis;
 
 #[global_allocator]
 static ALLOC: kcoord::alloc_guard::GuardedAllocator = kcoord::alloc_guard::GuardedAllocator;
@@ -247,7 +247,7 @@ const COVERED: &[i16] =
     &[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 29, 30, 31, 36, 37, 42, 47, 68, 69];
 
 fn frame(key: i16, version: i16, body: &[u8]) -> Vec<u8> {
-    let support = versions::lookup(key).unwrap();
+    let support = apis::lookup(key).unwrap();
     let mut f = BytesMut::new();
     f.put_i16(key);
     f.put_i16(version);
@@ -319,14 +319,36 @@ async fn blast(s: &TestServer, frames: &[Vec<u8>]) {
 
 #[test]
 fn the_suite_covers_every_advertised_api() {
-    let advertised: Vec<i16> = versions::supported().iter().map(|s| s.key).collect();
+    let advertised: Vec<i16> = apis::supported().iter().map(|s| s.key).collect();
     assert_eq!(COVERED, advertised.as_slice(), "add the new API to sample_body");
+}
+
+/// Every advertised version of every API has a handler: a valid request is
+/// answered (JoinGroup and SyncGroup may instead wait for their rebalance),
+/// never refused by closing the connection.
+#[tokio::test]
+async fn every_advertised_version_is_served() {
+    let s = TestServer::start().await;
+    for support in apis::supported() {
+        for v in support.min..=support.max {
+            let body = sample_body(support.key, v).expect("sample body");
+            let mut c = s.client().await;
+            c.send_raw(&frame(support.key, v, &body)).await.unwrap();
+            let parks = support.key == 11 || support.key == 14;
+            match tokio::time::timeout(std::time::Duration::from_secs(if parks { 1 } else { 30 }), c.read_frame()).await
+            {
+                Ok(Ok(_)) => {}
+                Err(_) if parks => {}
+                other => panic!("{} v{v} was not answered: {other:?}", support.name),
+            }
+        }
+    }
 }
 
 #[tokio::test]
 async fn huge_declared_lengths_in_every_api_do_not_kill_the_daemon() {
     let s = TestServer::start().await;
-    for support in versions::supported() {
+    for support in apis::supported() {
         let mut frames = Vec::new();
         for v in support.min..=support.max {
             let body = sample_body(support.key, v).expect("sample body");
@@ -399,10 +421,10 @@ async fn random_frames_do_not_kill_the_daemon() {
         seed ^= seed << 17;
         seed
     };
-    let apis = versions::supported();
+    let table = apis::supported();
     let mut frames = Vec::new();
     for _ in 0..3000 {
-        let a = &apis[(next() % apis.len() as u64) as usize];
+        let a = &table[(next() % table.len() as u64) as usize];
         let v = a.min + (next() % (a.max - a.min + 1) as u64) as i16;
         let len = (next() % 64) as usize;
         let body: Vec<u8> = (0..len).map(|_| next() as u8).collect();

@@ -104,7 +104,7 @@ mod tests {
     const MS: i32 = 0x0102_0304;
 
     fn check<T: Encodable + Default>(key: i16, make: impl Fn(i32) -> T) {
-        let s = api::SUPPORTED.iter().chain(crate::sidecar::versions::DELEGATED).find(|s| s.key == key).unwrap();
+        let s = crate::server::apis::registered(key).unwrap().support;
         for v in s.min..=s.max {
             let mut zero = BytesMut::new();
             make(0).encode(&mut zero, v).unwrap();

@@ -348,7 +348,7 @@ impl SaslSession {
     /// ILLEGAL_SASL_STATE, where the API has a top-level error code;
     /// before it, no answer.
     fn unexpected(&self, prefix: &header::RequestPrefix) -> Reply {
-        let name = crate::protocol::versions::api_name(prefix.api_key);
+        let name = crate::server::apis::api_name(prefix.api_key);
         let (during, response) = match &self.phase {
             Phase::Tokens { mechanism, .. } => {
                 metrics::counter!("kcoord_authentications_total", "mechanism" => mechanism.clone(), "result" => "failure")
@@ -364,7 +364,7 @@ impl SaslSession {
 /// The request's error answer with ILLEGAL_SASL_STATE, if its API and
 /// version have one.
 fn illegal_state_answer(prefix: &header::RequestPrefix) -> Option<Bytes> {
-    let support = crate::protocol::versions::lookup(prefix.api_key).filter(|s| s.supports(prefix.api_version))?;
+    let support = crate::server::apis::lookup(prefix.api_key).filter(|s| s.supports(prefix.api_version))?;
     let v = prefix.api_version;
     let mut out = crate::server::dispatch::start_response(prefix.correlation_id, support.flexible_response_header(v));
     crate::protocol::error_answer::encode(prefix.api_key, v, ErrorCode::ILLEGAL_SASL_STATE, &mut out)?.ok()?;

@@ -190,10 +190,8 @@ impl<'a> Guard<'a> {
             if let Err(error) = self.group(Operation::Describe, &g.group_id) {
                 // kcoord's layout of a group error: the requested partitions
                 // listed, so that v1 (no group-level error) carries it.
-                let request = crate::coordinator::core::Request::Fetch { group: g, require_stable: req.require_stable };
-                if let crate::coordinator::core::Response::Fetch(answer) = request.error_response(error) {
-                    slots.push(FetchSlot::Denied(answer));
-                }
+                let request = crate::coordinator::core::FetchOffsets { group: g, require_stable: req.require_stable };
+                slots.push(FetchSlot::Denied(request.error_result(error)));
                 continue;
             }
             let denied = match g.topics.take() {

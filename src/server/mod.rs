@@ -2,6 +2,7 @@
 //! sockets and frames, nothing about groups.
 
 pub mod acl_admin;
+pub mod apis;
 pub mod authorize;
 pub mod connection;
 pub mod dispatch;

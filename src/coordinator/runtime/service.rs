@@ -19,7 +19,11 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::coordinator::state::consumer::describable::Describable;
 use crate::coordinator::state::consumer::target::TopicImage;
-use crate::coordinator::state::core::{CoreConfig, ImportOutcome, Request, Response};
+use crate::coordinator::state::core::{
+    Answer, CommitAnswer, CoreConfig, DeleteGroup, DeleteTopicOffsets, DescribeGroup, Details, FetchAnswer,
+    FetchOffsets, Handover, Import, ImportOutcome, OffsetDeleteAnswer, ShardCall, Stats, Summaries, TxnCommit,
+    WithTopics,
+};
 use crate::coordinator::state::messages::*;
 use crate::coordinator::state::offsets;
 use crate::error_code::ErrorCode;
@@ -172,31 +176,44 @@ impl Coordinator {
         self.shards.get(i).and_then(Option::as_ref)
     }
 
-    /// Sends `req` to `shard`; a shard another node owns answers
-    /// NOT_COORDINATOR, as Kafka's broker does for a partition it does not lead.
-    async fn call_shard(shard: Option<&ShardHandle>, req: Request) -> Result<Response> {
+    /// Sends `call` to `shard` and returns its answer; a shard another
+    /// node owns answers NOT_COORDINATOR, as Kafka's broker does for a
+    /// partition it does not lead.
+    ///
+    /// The answer travels back as a [`Response`](crate::coordinator::state::core::Response) (one channel type for every
+    /// call) and is turned back into the call's answer here, the one place
+    /// that does. It cannot be of another kind: the shard answers a request
+    /// only through a `ReplyTo` made from the request itself, and its error
+    /// answers (loading, failed, stopping) come from the call's own
+    /// `ShardCall::error`. A mismatch would be a bug in that machinery; it
+    /// is logged and the request's connection closed, never answered wrongly.
+    async fn call_shard<C: ShardCall>(shard: Option<&ShardHandle>, call: C) -> Result<C::Reply> {
         let Some(shard) = shard else {
-            return Ok(req.error_response(ErrorCode::NOT_COORDINATOR));
+            return Ok(call.error(ErrorCode::NOT_COORDINATOR));
         };
         let (tx, rx) = oneshot::channel();
-        shard.tx.send(ShardMsg::Request { req, reply: tx }).await.map_err(|_| Unavailable)?;
-        rx.await.map_err(|_| Unavailable)
+        shard.tx.send(ShardMsg::Request { req: call.into(), reply: tx }).await.map_err(|_| Unavailable)?;
+        let response = rx.await.map_err(|_| Unavailable)?;
+        C::Reply::from_response(response).ok_or_else(|| {
+            tracing::error!("a shard answered with the wrong response type");
+            Unavailable
+        })
     }
 
-    /// Sends a request about one group to its shard, after the checks Kafka
-    /// makes before the shard and the sidecar's import for the requests
-    /// that read or create the group's offsets.
-    async fn call(&self, group_id: &str, req: Request) -> Result<Response> {
-        if let Some(answer) = crate::coordinator::state::prechecks::answer(&req, &self.core) {
+    /// Sends a call about one group to its shard, after the checks Kafka
+    /// makes before the shard and the sidecar's import for the calls that
+    /// read or create the group's offsets.
+    async fn call<C: ShardCall>(&self, group_id: &str, call: C) -> Result<C::Reply> {
+        if let Some(answer) = call.precheck(&self.core) {
             return Ok(answer);
         }
         let shard = self.shard_of(group_id);
-        if let (Some(hooks), Some(_), true) = (&self.hooks, shard, reads_or_creates_offsets(req.unwrapped())) {
+        if let (Some(hooks), Some(_), true) = (&self.hooks, shard, C::IMPORTS_FIRST) {
             if let Err(error) = hooks.before_first_use(self, group_id).await {
-                return Ok(req.error_response(error));
+                return Ok(call.error(error));
             }
         }
-        Self::call_shard(shard, req).await
+        Self::call_shard(shard, call).await
     }
 
     /// Sidecar mode: the offsets of delegated group `group_id` that kcoord
@@ -205,29 +222,20 @@ impl Coordinator {
         &self,
         group_id: &str,
     ) -> Result<std::result::Result<Option<Vec<CommitTopic>>, ErrorCode>> {
-        let req = Request::Handover { group_id: group_id.to_string(), done: false };
-        match Self::call_shard(self.shard_of(group_id), req).await? {
-            Response::Handover(r) => Ok(r),
-            other => Err(unexpected(other)),
-        }
+        let req = Handover { group_id: group_id.to_string(), done: false };
+        Self::call_shard(self.shard_of(group_id), req).await
     }
 
     /// Sidecar mode: records that the upstream has delegated group
     /// `group_id`'s offsets, which kcoord then drops.
     pub async fn offsets_handed_over(&self, group_id: &str) -> Result<std::result::Result<(), ErrorCode>> {
-        let req = Request::Handover { group_id: group_id.to_string(), done: true };
-        match Self::call_shard(self.shard_of(group_id), req).await? {
-            Response::Handover(r) => Ok(r.map(|_| ())),
-            other => Err(unexpected(other)),
-        }
+        let req = Handover { group_id: group_id.to_string(), done: true };
+        Ok(Self::call_shard(self.shard_of(group_id), req).await?.map(|_| ()))
     }
 
-    /// Sidecar import: see [`Request::Import`].
+    /// Sidecar import: see [`Import`].
     pub async fn import(&self, req: OffsetCommitRequest) -> Result<std::result::Result<ImportOutcome, ErrorCode>> {
-        match Self::call_shard(self.shard_of(&req.group_id), Request::Import(req)).await? {
-            Response::Import(r) => Ok(r),
-            other => Err(unexpected(other)),
-        }
+        Self::call_shard(self.shard_of(&req.group_id), Import(req)).await
     }
 
     /// JoinGroup; `describable` is what the requester may DESCRIBE, which
@@ -235,27 +243,18 @@ impl Coordinator {
     /// consumer group (online migration).
     pub async fn join_group(&self, req: JoinGroupRequest, describable: Describable) -> Result<JoinGroupResponse> {
         let g = req.group_id.clone();
-        match self.call(&g, self.with_topics(Request::Join(req), describable)).await? {
-            Response::Join(r) => Ok(r),
-            other => Err(unexpected(other)),
-        }
+        self.call(&g, self.with_topics(req, describable)).await
     }
 
     pub async fn sync_group(&self, req: SyncGroupRequest) -> Result<SyncGroupResponse> {
         let g = req.group_id.clone();
         // A SyncGroup resolves no regular expression.
-        match self.call(&g, self.with_topics(Request::Sync(req), Describable::all())).await? {
-            Response::Sync(r) => Ok(r),
-            other => Err(unexpected(other)),
-        }
+        self.call(&g, self.with_topics(req, Describable::all())).await
     }
 
     pub async fn heartbeat(&self, req: HeartbeatRequest) -> Result<HeartbeatResponse> {
         let g = req.group_id.clone();
-        match self.call(&g, Request::Heartbeat(req)).await? {
-            Response::Heartbeat(r) => Ok(r),
-            other => Err(unexpected(other)),
-        }
+        self.call(&g, req).await
     }
 
     /// KIP-848 ConsumerGroupHeartbeat, with the catalog's topics as the
@@ -276,10 +275,7 @@ impl Coordinator {
         }
         req.topics = self.topic_image();
         let g = req.group_id.clone();
-        match self.call(&g, Request::ConsumerHeartbeat(Box::new(req))).await? {
-            Response::ConsumerHeartbeat(r) => Ok(r),
-            other => Err(unexpected(other)),
-        }
+        self.call(&g, req).await
     }
 
     /// KIP-848 ConsumerGroupDescribe: each group from its shard, in request
@@ -291,16 +287,9 @@ impl Coordinator {
         let topics = self.topic_image();
         let calls = group_ids.into_iter().map(|group_id| {
             let shard = self.shard_of(&group_id);
-            let r = Request::ConsumerDescribe(crate::coordinator::consumer::messages::ConsumerDescribeRequest {
-                group_id,
-                topics: topics.clone(),
-            });
-            async move {
-                match Self::call_shard(shard, r).await? {
-                    Response::ConsumerDescribe(d) => Ok(d),
-                    other => Err(unexpected(other)),
-                }
-            }
+            let r =
+                crate::coordinator::consumer::messages::ConsumerDescribeRequest { group_id, topics: topics.clone() };
+            Self::call_shard(shard, r)
         });
         fan_out(calls).await
     }
@@ -308,8 +297,8 @@ impl Coordinator {
     /// A classic request with the catalog's topics: if its group is a
     /// consumer group (online migration), its member's subscription and
     /// assignment name topics that the group knows by id.
-    fn with_topics(&self, req: Request, describable: Describable) -> Request {
-        Request::WithTopics { topics: self.topic_image(), describable, inner: Box::new(req) }
+    fn with_topics<C: ShardCall>(&self, inner: C, describable: Describable) -> WithTopics<C> {
+        WithTopics { topics: self.topic_image(), describable, inner }
     }
 
     /// The catalog's topics as the core's topic metadata, rebuilt only
@@ -331,10 +320,7 @@ impl Coordinator {
 
     pub async fn leave_group(&self, req: LeaveGroupRequest) -> Result<LeaveGroupResponse> {
         let g = req.group_id.clone();
-        match self.call(&g, Request::Leave(req)).await? {
-            Response::Leave(r) => Ok(r),
-            other => Err(unexpected(other)),
-        }
+        self.call(&g, req).await
     }
 
     /// Partitions of `topics` that the catalog does not know.
@@ -408,9 +394,12 @@ impl Coordinator {
         // Sidecar mode needs the request again: to write it through or to send it upstream.
         let kept = self.hooks.as_ref().map(|h| (h, req.clone()));
         let g = req.group_id.clone();
-        let shard_req = if txn.is_some() { Request::TxnCommit(req) } else { Request::Commit(req) };
-        match (self.call(&g, shard_req).await?, kept) {
-            (Response::Commit(response), Some((hooks, mut req))) => {
+        let answer = match txn {
+            Some(_) => CommitAnswer::Delegated(self.call(&g, TxnCommit(req)).await?),
+            None => self.call(&g, req).await?,
+        };
+        match (answer, kept) {
+            (CommitAnswer::Written(response), Some((hooks, mut req))) => {
                 // Only what the answer acknowledges is written through.
                 let acknowledged: HashSet<(&str, i32)> = response
                     .topics
@@ -428,12 +417,13 @@ impl Coordinator {
                 }
                 Ok(response)
             }
-            (Response::Commit(response), None) => Ok(response),
-            (Response::Delegated(Ok(admitted)), Some((hooks, req))) => {
+            (CommitAnswer::Written(response), None) => Ok(response),
+            (CommitAnswer::Delegated(Ok(admitted)), Some((hooks, req))) => {
                 Ok(hooks.delegated_commit(self, req, txn, admitted.hand_over_first).await)
             }
-            (Response::Delegated(Err(error)), Some((_, req))) => Ok(offsets::commit_error_response(&req, error)),
-            (other, _) => Err(unexpected(other)),
+            (CommitAnswer::Delegated(Err(error)), Some((_, req))) => Ok(offsets::commit_error_response(&req, error)),
+            // Only a sidecar's shard delegates (it alone has hooks).
+            (CommitAnswer::Delegated(_), None) => Err(not_delegating()),
         }
     }
 
@@ -449,18 +439,15 @@ impl Coordinator {
             let g = group.group_id.clone();
             // Sidecar mode may need the request again, to ask the upstream.
             let kept = self.hooks.as_ref().map(|h| (h, group.clone()));
-            match (self.call(&g, Request::Fetch { group, require_stable }).await?, kept) {
-                (Response::Fetch(r), _) => Ok(r),
-                (Response::Delegated(Ok(admitted)), Some((hooks, group))) => {
+            match (self.call(&g, FetchOffsets { group, require_stable }).await?, kept) {
+                (FetchAnswer::Read(r), _) => Ok(r),
+                (FetchAnswer::Delegated(Ok(admitted)), Some((hooks, group))) => {
                     Ok(hooks.delegated_fetch(self, group, require_stable, admitted.hand_over_first).await)
                 }
-                (Response::Delegated(Err(error)), Some((_, group))) => {
-                    match (Request::Fetch { group, require_stable }).error_response(error) {
-                        Response::Fetch(r) => Ok(r),
-                        other => Err(unexpected(other)),
-                    }
+                (FetchAnswer::Delegated(Err(error)), Some((_, group))) => {
+                    Ok(FetchOffsets { group, require_stable }.error_result(error))
                 }
-                (other, _) => Err(unexpected(other)),
+                (FetchAnswer::Delegated(_), None) => Err(not_delegating()),
             }
         });
         let groups = fan_out(calls).await?;
@@ -482,14 +469,14 @@ impl Coordinator {
         }
         req.topics.retain(|t| !t.partitions.is_empty());
         let g = req.group_id.clone();
-        let (resp, delegated) = match (self.call(&g, Request::OffsetDelete(req)).await?, &self.hooks) {
-            (Response::OffsetDelete(r), _) => (r, false),
-            (Response::DelegatedDelete(admitted, checked), Some(hooks)) => {
+        let (resp, delegated) = match (self.call(&g, req).await?, &self.hooks) {
+            (OffsetDeleteAnswer::Deleted(r), _) => (r, false),
+            (OffsetDeleteAnswer::Delegated(admitted, checked), Some(hooks)) => {
                 let delete =
                     DelegatedDelete { group_id: g.clone(), checked, hand_over_first: admitted.hand_over_first };
                 (hooks.delegated_offset_delete(self, delete).await, true)
             }
-            (other, _) => return Err(unexpected(other)),
+            (OffsetDeleteAnswer::Delegated(..), None) => return Err(not_delegating()),
         };
         if !resp.error.is_none() {
             return Ok(resp);
@@ -532,13 +519,8 @@ impl Coordinator {
         let (version, include_authorized_operations) = (req.version, req.include_authorized_operations);
         let calls = distinct.into_iter().map(|group_id| {
             let shard = self.shard_of(&group_id);
-            let r = Request::Describe { group_id, version, include_authorized_operations };
-            async move {
-                match Self::call_shard(shard, r).await? {
-                    Response::Describe(d) => Ok(Arc::new(d)),
-                    other => Err(unexpected(other)),
-                }
-            }
+            let r = DescribeGroup { group_id, version, include_authorized_operations };
+            async move { Ok(Arc::new(Self::call_shard(shard, r).await?)) }
         });
         let described: Vec<Arc<DescribedGroup>> = fan_out(calls).await?;
         Ok(order.into_iter().filter_map(|i| described.get(i).cloned()).collect())
@@ -549,7 +531,7 @@ impl Coordinator {
     /// in Kafka: a partial list would look like groups had disappeared.
     /// (The admin CLI retries such answers, as Kafka's AdminClient does.)
     pub async fn list_groups(&self, req: ListGroupsRequest) -> Result<ListGroupsResponse> {
-        let calls = self.local_shards().map(|s| Self::call_shard(Some(s), Request::List(req.clone())));
+        let calls = self.local_shards().map(|s| Self::call_shard(Some(s), req.clone()));
         let mut error = ErrorCode::NONE;
         let mut groups = Vec::new();
         for r in join_all(calls).await {
@@ -557,14 +539,13 @@ impl Coordinator {
                 // A shard that is not the coordinator (failed) has no
                 // groups to add and is skipped, as Kafka skips a partition
                 // it does not lead.
-                Response::List(l) if l.error == ErrorCode::NOT_COORDINATOR => {}
-                Response::List(l) => {
+                l if l.error == ErrorCode::NOT_COORDINATOR => {}
+                l => {
                     if !l.error.is_none() && error.is_none() {
                         error = l.error;
                     }
                     groups.extend(l.groups);
                 }
-                other => return Err(unexpected(other)),
             }
         }
         if !error.is_none() {
@@ -587,10 +568,8 @@ impl Coordinator {
         let calls = distinct.into_iter().map(|group_id| {
             let shard = self.shard_of(&group_id);
             async move {
-                match Self::call_shard(shard, Request::Delete { group_id: group_id.clone() }).await? {
-                    Response::Delete(e) => Ok((group_id, e)),
-                    other => Err(unexpected(other)),
-                }
+                let e = Self::call_shard(shard, DeleteGroup { group_id: group_id.clone() }).await?;
+                Ok((group_id, e))
             }
         });
         let results = fan_out(calls).await?;
@@ -605,15 +584,13 @@ impl Coordinator {
     /// Tombstones every group's committed offsets for a deleted topic, on
     /// every shard. Returns the first error, if any.
     pub async fn delete_topic_offsets(&self, topic: &str) -> Result<ErrorCode> {
-        let calls = self
-            .local_shards()
-            .map(|s| Self::call_shard(Some(s), Request::DeleteTopicOffsets { topic: topic.to_string() }));
+        let calls =
+            self.local_shards().map(|s| Self::call_shard(Some(s), DeleteTopicOffsets { topic: topic.to_string() }));
         let mut error = ErrorCode::NONE;
         for r in join_all(calls).await {
-            match r? {
-                Response::Delete(e) if !e.is_none() && error.is_none() => error = e,
-                Response::Delete(_) => {}
-                other => return Err(unexpected(other)),
+            let e = r?;
+            if !e.is_none() && error.is_none() {
+                error = e;
             }
         }
         Ok(error)
@@ -621,21 +598,15 @@ impl Coordinator {
 
     /// One group in full (None if unknown).
     pub async fn group_details(&self, group_id: &str) -> Result<Option<Box<GroupDetails>>> {
-        match self.call(group_id, Request::Details { group_id: group_id.to_string() }).await? {
-            Response::Details(d) => Ok(d),
-            other => Err(unexpected(other)),
-        }
+        self.call(group_id, Details { group_id: group_id.to_string() }).await
     }
 
     /// Every group in brief, sorted by id.
     pub async fn group_summaries(&self) -> Result<Vec<GroupSummary>> {
-        let calls = self.local_shards().map(|s| Self::call_shard(Some(s), Request::Summaries));
+        let calls = self.local_shards().map(|s| Self::call_shard(Some(s), Summaries));
         let mut out = Vec::new();
         for r in join_all(calls).await {
-            match r? {
-                Response::Summaries(v) => out.extend(v),
-                other => return Err(unexpected(other)),
-            }
+            out.extend(r?);
         }
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         Ok(out)
@@ -645,14 +616,11 @@ impl Coordinator {
     pub async fn shard_stats(&self) -> Result<Vec<(u32, ShardStats, usize)>> {
         let calls = self.local_shards().map(|s| async move {
             let depth = s.tx.max_capacity() - s.tx.capacity();
-            (s.id, Self::call_shard(Some(s), Request::Stats).await, depth)
+            (s.id, Self::call_shard(Some(s), Stats).await, depth)
         });
         let mut out = Vec::new();
         for (id, r, depth) in join_all(calls).await {
-            match r? {
-                Response::Stats(st) => out.push((id, st, depth)),
-                other => return Err(unexpected(other)),
-            }
+            out.push((id, r?, depth));
         }
         Ok(out)
     }
@@ -681,21 +649,11 @@ async fn fan_out<T, F: Future<Output = Result<T>>>(calls: impl Iterator<Item = F
     futures_util::stream::iter(calls).buffered(FAN_OUT).try_collect().await
 }
 
-/// Requests that create a group or read or write its offsets: in sidecar
-/// mode the group's offsets are imported from the upstream before the first.
-fn reads_or_creates_offsets(req: &Request) -> bool {
-    matches!(
-        req,
-        Request::Join(_)
-            | Request::ConsumerHeartbeat(_)
-            | Request::Commit(_)
-            | Request::Fetch { .. }
-            | Request::TxnCommit(_)
-    )
-}
-
-fn unexpected(r: Response) -> Unavailable {
-    tracing::error!(response = ?r, "shard answered with the wrong response type");
+/// A shard delegated a group's offsets on a node without sidecar hooks:
+/// only a sidecar's shards hold delegated groups, so this is a bug; the
+/// request's connection is closed rather than answered wrongly.
+fn not_delegating() -> Unavailable {
+    tracing::error!("a shard answered for a delegated group outside sidecar mode");
     Unavailable
 }
 
@@ -746,6 +704,7 @@ fn merge_errors(order: &[(String, Vec<i32>)], answered: &[TopicErrors], unknown:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coordinator::core::Response;
     use tokio::sync::mpsc;
 
     /// A shard that answers every ListGroups with `error` and one group.

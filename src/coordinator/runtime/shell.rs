@@ -32,8 +32,7 @@ use tokio::sync::oneshot;
 use super::clock::Clock;
 use super::shard_log::{LogSink, ShardLog};
 use crate::config::FsyncPolicy;
-use crate::coordinator::state::core::{Reply, ReplyToken, Request, Response, ShardCore};
-use crate::coordinator::state::messages::HeartbeatResponse;
+use crate::coordinator::state::core::{Reply, ReplyToken, Request, Response, ShardCall, ShardCore};
 use crate::error_code::ErrorCode;
 
 /// What the shard's fsyncs made durable: the log's synced end, or the error
@@ -113,7 +112,7 @@ pub struct ShardShell<L: ShardLog, C> {
 /// Kafka answers heartbeats "blindly" while loading.
 pub fn loading_response(req: &Request) -> Response {
     match req {
-        Request::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse { error: ErrorCode::NONE }),
+        Request::Heartbeat(r) => r.error(ErrorCode::NONE).into(),
         other => other.error_response(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS),
     }
 }

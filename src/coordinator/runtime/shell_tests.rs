@@ -9,7 +9,7 @@ use super::fake_log::FakeLog;
 use super::shard_log::ShardLog;
 use super::shell::{Effect, ShardShell, ShellSettings, COMPACTION_RETRY_MAX};
 use crate::config::FsyncPolicy;
-use crate::coordinator::state::core::{CoreConfig, CountingIds, Request, Response, ShardCore};
+use crate::coordinator::state::core::{CoreConfig, CountingIds, FetchOffsets, Request, Response, ShardCore};
 use crate::coordinator::state::messages::*;
 use crate::coordinator::state::testkit::{join, test_config, T0};
 use crate::error_code::ErrorCode;
@@ -112,7 +112,7 @@ fn commit(group: &str, offset: i64) -> Request {
 }
 
 fn fetch(group: &str) -> Request {
-    Request::Fetch {
+    Request::Fetch(FetchOffsets {
         group: OffsetFetchGroup {
             group_id: group.into(),
             member_id: None,
@@ -120,7 +120,7 @@ fn fetch(group: &str) -> Request {
             topics: Some(vec![FetchTopic { name: "t".into(), partitions: vec![0] }]),
         },
         require_stable: false,
-    }
+    })
 }
 
 fn heartbeat(group: &str) -> Request {

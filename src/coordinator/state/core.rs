@@ -27,68 +27,44 @@ use super::store::{RecordSink, Store};
 use super::timers::{DeadlineQueue, Pop, Slot, TimerKey};
 use crate::config::Config;
 use crate::error_code::ErrorCode;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// Identifies where a response must be delivered.
 pub type ReplyToken = u64;
 
-/// A request to a shard.
+/// A request to a shard. Each variant carries one kind of call
+/// ([`ShardCall`]), which fixes the one kind of answer it gets.
 #[derive(Debug, Clone)]
 pub enum Request {
     Join(JoinGroupRequest),
     Sync(SyncGroupRequest),
     Heartbeat(HeartbeatRequest),
     Leave(LeaveGroupRequest),
+    /// Answered [`CommitAnswer`].
     Commit(OffsetCommitRequest),
-    Fetch {
-        group: OffsetFetchGroup,
-        require_stable: bool,
-    },
+    /// Answered [`FetchAnswer`].
+    Fetch(FetchOffsets),
+    /// Answered [`OffsetDeleteAnswer`].
     OffsetDelete(OffsetDeleteRequest),
-    Describe {
-        group_id: String,
-        version: i16,
-        include_authorized_operations: bool,
-    },
+    Describe(DescribeGroup),
     List(ListGroupsRequest),
-    Delete {
-        group_id: String,
-    },
-    /// A topic was deleted: tombstone every group's offsets for it.
-    DeleteTopicOffsets {
-        topic: String,
-    },
-    /// Observability: one group in full.
-    Details {
-        group_id: String,
-    },
-    /// Observability: every group in brief.
-    Summaries,
-    /// Observability: counts for metrics.
-    Stats,
-    /// Sidecar mode: offsets committed on the upstream cluster, written as
-    /// a simple commit only if this shard has never seen the group (no group
-    /// and no offsets); otherwise nothing is written. With no topics it
-    /// only asks whether the group is known.
-    Import(OffsetCommitRequest),
-    /// Sidecar mode: a TxnOffsetCommit to admit (its group, member,
-    /// generation and partitions); admitting it makes the group delegated
-    /// (`delegation`). Answered [`Response::Delegated`].
-    TxnCommit(OffsetCommitRequest),
-    /// Sidecar mode: the offsets of a delegated group still to be handed
-    /// over to the upstream (`done: false`), or the record that they were
-    /// (`done: true`). Answered [`Response::Handover`].
-    Handover {
-        group_id: String,
-        done: bool,
-    },
+    Delete(DeleteGroup),
+    DeleteTopicOffsets(DeleteTopicOffsets),
+    Details(Details),
+    Summaries(Summaries),
+    Stats(Stats),
+    Import(Import),
+    TxnCommit(TxnCommit),
+    Handover(Handover),
     /// KIP-848 ConsumerGroupHeartbeat (boxed: it is the largest request).
     ConsumerHeartbeat(Box<ConsumerHeartbeatRequest>),
     /// KIP-848 ConsumerGroupDescribe of one group.
     ConsumerDescribe(ConsumerDescribeRequest),
     /// A request with the topic metadata of the moment (standalone mode
     /// wraps JoinGroup and SyncGroup in it): a classic member of a consumer
-    /// group names topics, the consumer group knows topic ids.
+    /// group names topics, the consumer group knows topic ids. Answered as
+    /// the inner request ([`WithTopics`]).
     WithTopics {
         topics: Arc<TopicImage>,
         /// What the requester may DESCRIBE (a classic JoinGroup into a
@@ -96,6 +72,155 @@ pub enum Request {
         describable: Describable,
         inner: Box<Request>,
     },
+}
+
+/// OffsetFetch of one group.
+#[derive(Debug, Clone)]
+pub struct FetchOffsets {
+    pub group: OffsetFetchGroup,
+    pub require_stable: bool,
+}
+
+/// DescribeGroups of one classic group.
+#[derive(Debug, Clone)]
+pub struct DescribeGroup {
+    pub group_id: String,
+    pub version: i16,
+    pub include_authorized_operations: bool,
+}
+
+/// DeleteGroups of one group.
+#[derive(Debug, Clone)]
+pub struct DeleteGroup {
+    pub group_id: String,
+}
+
+/// A topic was deleted: tombstone every group's offsets for it.
+#[derive(Debug, Clone)]
+pub struct DeleteTopicOffsets {
+    pub topic: String,
+}
+
+/// Observability: one group in full.
+#[derive(Debug, Clone)]
+pub struct Details {
+    pub group_id: String,
+}
+
+/// Observability: every group in brief.
+#[derive(Debug, Clone, Copy)]
+pub struct Summaries;
+
+/// Observability: counts for metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct Stats;
+
+/// Sidecar mode: offsets committed on the upstream cluster, written as a
+/// simple commit only if this shard has never seen the group (no group and
+/// no offsets); otherwise nothing is written. With no topics it only asks
+/// whether the group is known.
+#[derive(Debug, Clone)]
+pub struct Import(pub OffsetCommitRequest);
+
+/// Sidecar mode: a TxnOffsetCommit to admit (its group, member, generation
+/// and partitions); admitting it makes the group delegated (`delegation`).
+#[derive(Debug, Clone)]
+pub struct TxnCommit(pub OffsetCommitRequest);
+
+/// Sidecar mode: the offsets of a delegated group still to be handed over
+/// to the upstream (`done: false`), or the record that they were
+/// (`done: true`).
+#[derive(Debug, Clone)]
+pub struct Handover {
+    pub group_id: String,
+    pub done: bool,
+}
+
+/// A call wrapped with the topic metadata of the moment
+/// ([`Request::WithTopics`]); answered as `inner`.
+#[derive(Debug, Clone)]
+pub struct WithTopics<C> {
+    pub topics: Arc<TopicImage>,
+    pub describable: Describable,
+    pub inner: C,
+}
+
+/// One kind of request to a shard and the one kind of answer it gets.
+///
+/// The core answers a request only through a [`ReplyTo`] made from the
+/// request itself ([`ReplyTo::of`]), and the shell's and service's error
+/// answers come from [`ShardCall::error`]: an answer of the wrong kind for
+/// a request does not compile.
+pub trait ShardCall: Into<Request> {
+    type Reply: Answer;
+    /// The answer Kafka gives when the shard cannot serve at all (loading,
+    /// shutting down, owned by another node): what Kafka's
+    /// `handleOperationException` builds, with nothing of the request
+    /// echoed (a JoinGroup's member id is empty).
+    fn error(&self, error: ErrorCode) -> Self::Reply;
+    /// The answer Kafka gives without looking at the group, if any
+    /// (`prechecks`).
+    fn precheck(&self, _cfg: &CoreConfig) -> Option<Self::Reply> {
+        None
+    }
+    /// Sidecar mode: the group's offsets are imported from the upstream
+    /// before the first request that creates the group or reads or writes
+    /// its offsets.
+    const IMPORTS_FIRST: bool = false;
+}
+
+/// One kind of shard answer, as it travels back in a [`Response`].
+pub trait Answer: Into<Response> + Sized {
+    /// The answer back out of its [`Response`]; `None` for a response of
+    /// another kind.
+    fn from_response(response: Response) -> Option<Self>;
+}
+
+/// Where the answer to one request goes, typed by the kind of answer the
+/// request gets.
+pub struct ReplyTo<T> {
+    token: ReplyToken,
+    answer: PhantomData<fn(T)>,
+}
+
+impl<T> ReplyTo<T> {
+    /// The address for the answer to `call`, received under `token`.
+    pub fn of<C: ShardCall<Reply = T>>(_call: &C, token: ReplyToken) -> Self {
+        ReplyTo { token, answer: PhantomData }
+    }
+
+    pub fn token(&self) -> ReplyToken {
+        self.token
+    }
+}
+
+impl<T: Into<Response>> ReplyTo<T> {
+    /// The reply carrying `answer`.
+    pub fn answer(self, answer: T) -> Reply {
+        Reply { token: self.token, response: answer.into(), sealed: Sealed }
+    }
+}
+
+impl<T> Clone for ReplyTo<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for ReplyTo<T> {}
+
+impl<T> PartialEq for ReplyTo<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.token == other.token
+    }
+}
+
+impl<T> Eq for ReplyTo<T> {}
+
+impl<T> std::fmt::Debug for ReplyTo<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ReplyTo({})", self.token)
+    }
 }
 
 impl Request {
@@ -114,59 +239,51 @@ impl Request {
             Request::Sync(r) => &r.group_id,
             Request::Heartbeat(r) => &r.group_id,
             Request::Leave(r) => &r.group_id,
-            Request::Commit(r) | Request::Import(r) | Request::TxnCommit(r) => &r.group_id,
-            Request::Handover { group_id, .. } => group_id,
-            Request::Fetch { group, .. } => &group.group_id,
+            Request::Commit(r) | Request::Import(Import(r)) | Request::TxnCommit(TxnCommit(r)) => &r.group_id,
+            Request::Handover(r) => &r.group_id,
+            Request::Fetch(r) => &r.group.group_id,
             Request::OffsetDelete(r) => &r.group_id,
-            Request::Describe { group_id, .. } => group_id,
-            Request::Delete { group_id } => group_id,
-            Request::Details { group_id } => group_id,
+            Request::Describe(r) => &r.group_id,
+            Request::Delete(r) => &r.group_id,
+            Request::Details(r) => &r.group_id,
             Request::ConsumerHeartbeat(r) => &r.group_id,
             Request::ConsumerDescribe(r) => &r.group_id,
             Request::WithTopics { inner, .. } => return inner.group_id(),
-            Request::List(_) | Request::DeleteTopicOffsets { .. } | Request::Summaries | Request::Stats => return None,
+            Request::List(_) | Request::DeleteTopicOffsets(_) | Request::Summaries(_) | Request::Stats(_) => {
+                return None
+            }
         })
     }
 
-    /// The error answer Kafka gives when the shard cannot serve at all
-    /// (loading, shutting down, owned by another node): what Kafka's
-    /// `handleOperationException` builds, with nothing of the request
-    /// echoed (a JoinGroup's member id is empty).
+    /// [`ShardCall::error`] of the call inside, as it travels.
     pub fn error_response(&self, error: ErrorCode) -> Response {
         match self {
-            Request::Join(_) => Response::Join(JoinGroupResponse::error(error, "")),
-            Request::Sync(_) => Response::Sync(SyncGroupResponse::error(error)),
-            Request::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse { error }),
-            Request::Leave(_) => Response::Leave(LeaveGroupResponse { error, members: vec![] }),
-            Request::Commit(r) => Response::Commit(offsets::commit_error_response(r, error)),
-            Request::Import(_) => Response::Import(Err(error)),
-            Request::TxnCommit(_) => Response::Delegated(Err(error)),
-            Request::Handover { .. } => Response::Handover(Err(error)),
-            // The group error with no topics, as Kafka 4.x answers: a v0-1
-            // answer, which has no group-level error, then carries none.
-            Request::Fetch { group, .. } => {
-                Response::Fetch(OffsetFetchGroupResult { group_id: group.group_id.clone(), error, topics: vec![] })
-            }
-            Request::OffsetDelete(_) => Response::OffsetDelete(OffsetDeleteResponse { error, topics: vec![] }),
-            Request::Describe { group_id, .. } => Response::Describe(DescribedGroup::bare(group_id, error, "")),
-            Request::List(_) => Response::List(ListGroupsResponse { error, groups: vec![] }),
-            Request::Delete { .. } | Request::DeleteTopicOffsets { .. } => Response::Delete(error),
-            Request::Details { .. } => Response::Details(None),
-            Request::Summaries => Response::Summaries(Vec::new()),
-            Request::Stats => Response::Stats(ShardStats::default()),
-            Request::ConsumerDescribe(r) => {
-                Response::ConsumerDescribe(DescribedConsumerGroup::error(&r.group_id, error, None))
-            }
+            Request::Join(r) => r.error(error).into(),
+            Request::Sync(r) => r.error(error).into(),
+            Request::Heartbeat(r) => r.error(error).into(),
+            Request::Leave(r) => r.error(error).into(),
+            Request::Commit(r) => r.error(error).into(),
+            Request::Fetch(r) => r.error(error).into(),
+            Request::OffsetDelete(r) => r.error(error).into(),
+            Request::Describe(r) => r.error(error).into(),
+            Request::List(r) => r.error(error).into(),
+            Request::Delete(r) => r.error(error).into(),
+            Request::DeleteTopicOffsets(r) => r.error(error).into(),
+            Request::Details(r) => r.error(error).into(),
+            Request::Summaries(r) => r.error(error).into(),
+            Request::Stats(r) => r.error(error).into(),
+            Request::Import(r) => r.error(error).into(),
+            Request::TxnCommit(r) => r.error(error).into(),
+            Request::Handover(r) => r.error(error).into(),
+            Request::ConsumerHeartbeat(r) => r.error(error).into(),
+            Request::ConsumerDescribe(r) => r.error(error).into(),
             Request::WithTopics { inner, .. } => inner.error_response(error),
-            Request::ConsumerHeartbeat(_) => Response::ConsumerHeartbeat(ConsumerHeartbeatResponse {
-                error_message: None,
-                ..ConsumerHeartbeatResponse::error(error, "")
-            }),
         }
     }
 }
 
-/// A shard's answer.
+/// A shard's answer, as it travels from the shard to the caller. Each kind
+/// of call's answer ([`ShardCall::Reply`]) converts into it and back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
     Join(JoinGroupResponse),
@@ -196,7 +313,347 @@ pub enum Response {
     ConsumerDescribe(DescribedConsumerGroup),
 }
 
-/// What an [`Request::Import`] found.
+/// The answer to an OffsetCommit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitAnswer {
+    /// Committed (or refused) here.
+    Written(OffsetCommitResponse),
+    /// The group's offsets are delegated: admitted for the upstream, or refused.
+    Delegated(Result<Admitted, ErrorCode>),
+}
+
+/// The answer to an OffsetFetch of one group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchAnswer {
+    /// Read here.
+    Read(OffsetFetchGroupResult),
+    /// The group's offsets are delegated: admitted for the upstream, or refused.
+    Delegated(Result<Admitted, ErrorCode>),
+}
+
+/// The answer to an OffsetDelete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OffsetDeleteAnswer {
+    /// Deleted (or refused) here.
+    Deleted(OffsetDeleteResponse),
+    /// The group's offsets are delegated: kcoord's check of the request;
+    /// the partitions answered NONE are deleted upstream (unless it
+    /// carries a group error).
+    Delegated(Admitted, OffsetDeleteResponse),
+}
+
+/// Answers that travel as one [`Response`] variant each.
+macro_rules! answers {
+    ($($variant:ident($answer:ty)),* $(,)?) => {$(
+        impl From<$answer> for Response {
+            fn from(answer: $answer) -> Self {
+                Response::$variant(answer)
+            }
+        }
+
+        impl Answer for $answer {
+            fn from_response(response: Response) -> Option<Self> {
+                match response {
+                    Response::$variant(answer) => Some(answer),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+answers! {
+    Join(JoinGroupResponse),
+    Sync(SyncGroupResponse),
+    Heartbeat(HeartbeatResponse),
+    Leave(LeaveGroupResponse),
+    Describe(DescribedGroup),
+    List(ListGroupsResponse),
+    Delete(ErrorCode),
+    Details(Option<Box<GroupDetails>>),
+    Summaries(Vec<GroupSummary>),
+    Stats(ShardStats),
+    Import(Result<ImportOutcome, ErrorCode>),
+    Delegated(Result<Admitted, ErrorCode>),
+    Handover(Result<Option<Vec<CommitTopic>>, ErrorCode>),
+    ConsumerHeartbeat(ConsumerHeartbeatResponse),
+    ConsumerDescribe(DescribedConsumerGroup),
+}
+
+impl From<CommitAnswer> for Response {
+    fn from(answer: CommitAnswer) -> Self {
+        match answer {
+            CommitAnswer::Written(r) => Response::Commit(r),
+            CommitAnswer::Delegated(r) => Response::Delegated(r),
+        }
+    }
+}
+
+impl Answer for CommitAnswer {
+    fn from_response(response: Response) -> Option<Self> {
+        match response {
+            Response::Commit(r) => Some(CommitAnswer::Written(r)),
+            Response::Delegated(r) => Some(CommitAnswer::Delegated(r)),
+            _ => None,
+        }
+    }
+}
+
+impl From<FetchAnswer> for Response {
+    fn from(answer: FetchAnswer) -> Self {
+        match answer {
+            FetchAnswer::Read(r) => Response::Fetch(r),
+            FetchAnswer::Delegated(r) => Response::Delegated(r),
+        }
+    }
+}
+
+impl Answer for FetchAnswer {
+    fn from_response(response: Response) -> Option<Self> {
+        match response {
+            Response::Fetch(r) => Some(FetchAnswer::Read(r)),
+            Response::Delegated(r) => Some(FetchAnswer::Delegated(r)),
+            _ => None,
+        }
+    }
+}
+
+impl From<OffsetDeleteAnswer> for Response {
+    fn from(answer: OffsetDeleteAnswer) -> Self {
+        match answer {
+            OffsetDeleteAnswer::Deleted(r) => Response::OffsetDelete(r),
+            OffsetDeleteAnswer::Delegated(a, r) => Response::DelegatedDelete(a, r),
+        }
+    }
+}
+
+impl Answer for OffsetDeleteAnswer {
+    fn from_response(response: Response) -> Option<Self> {
+        match response {
+            Response::OffsetDelete(r) => Some(OffsetDeleteAnswer::Deleted(r)),
+            Response::DelegatedDelete(a, r) => Some(OffsetDeleteAnswer::Delegated(a, r)),
+            _ => None,
+        }
+    }
+}
+
+/// Calls whose payload is the variant's own: `impl From<payload> for Request`.
+macro_rules! calls {
+    ($($variant:ident($call:ty)),* $(,)?) => {$(
+        impl From<$call> for Request {
+            fn from(call: $call) -> Self {
+                Request::$variant(call)
+            }
+        }
+    )*};
+}
+
+calls! {
+    Join(JoinGroupRequest),
+    Sync(SyncGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    Leave(LeaveGroupRequest),
+    Commit(OffsetCommitRequest),
+    Fetch(FetchOffsets),
+    OffsetDelete(OffsetDeleteRequest),
+    Describe(DescribeGroup),
+    List(ListGroupsRequest),
+    Delete(DeleteGroup),
+    DeleteTopicOffsets(DeleteTopicOffsets),
+    Details(Details),
+    Summaries(Summaries),
+    Stats(Stats),
+    Import(Import),
+    TxnCommit(TxnCommit),
+    Handover(Handover),
+    ConsumerDescribe(ConsumerDescribeRequest),
+}
+
+impl From<ConsumerHeartbeatRequest> for Request {
+    fn from(call: ConsumerHeartbeatRequest) -> Self {
+        Request::ConsumerHeartbeat(Box::new(call))
+    }
+}
+
+impl<C: ShardCall> From<WithTopics<C>> for Request {
+    fn from(call: WithTopics<C>) -> Self {
+        Request::WithTopics { topics: call.topics, describable: call.describable, inner: Box::new(call.inner.into()) }
+    }
+}
+
+impl ShardCall for JoinGroupRequest {
+    type Reply = JoinGroupResponse;
+    const IMPORTS_FIRST: bool = true;
+    fn error(&self, error: ErrorCode) -> JoinGroupResponse {
+        JoinGroupResponse::error(error, "")
+    }
+    fn precheck(&self, cfg: &CoreConfig) -> Option<JoinGroupResponse> {
+        super::prechecks::join(self, cfg)
+    }
+}
+
+impl ShardCall for SyncGroupRequest {
+    type Reply = SyncGroupResponse;
+    fn error(&self, error: ErrorCode) -> SyncGroupResponse {
+        SyncGroupResponse::error(error)
+    }
+    fn precheck(&self, _cfg: &CoreConfig) -> Option<SyncGroupResponse> {
+        super::prechecks::sync(self)
+    }
+}
+
+impl ShardCall for HeartbeatRequest {
+    type Reply = HeartbeatResponse;
+    fn error(&self, error: ErrorCode) -> HeartbeatResponse {
+        HeartbeatResponse { error }
+    }
+    fn precheck(&self, _cfg: &CoreConfig) -> Option<HeartbeatResponse> {
+        super::prechecks::heartbeat(self)
+    }
+}
+
+impl ShardCall for LeaveGroupRequest {
+    type Reply = LeaveGroupResponse;
+    fn error(&self, error: ErrorCode) -> LeaveGroupResponse {
+        LeaveGroupResponse { error, members: vec![] }
+    }
+    fn precheck(&self, _cfg: &CoreConfig) -> Option<LeaveGroupResponse> {
+        super::prechecks::leave(self)
+    }
+}
+
+impl ShardCall for OffsetCommitRequest {
+    type Reply = CommitAnswer;
+    const IMPORTS_FIRST: bool = true;
+    fn error(&self, error: ErrorCode) -> CommitAnswer {
+        CommitAnswer::Written(offsets::commit_error_response(self, error))
+    }
+}
+
+impl FetchOffsets {
+    /// The group error with no topics, as Kafka 4.x answers: a v0-1
+    /// answer, which has no group-level error, then carries none.
+    pub fn error_result(&self, error: ErrorCode) -> OffsetFetchGroupResult {
+        OffsetFetchGroupResult { group_id: self.group.group_id.clone(), error, topics: vec![] }
+    }
+}
+
+impl ShardCall for FetchOffsets {
+    type Reply = FetchAnswer;
+    const IMPORTS_FIRST: bool = true;
+    fn error(&self, error: ErrorCode) -> FetchAnswer {
+        FetchAnswer::Read(self.error_result(error))
+    }
+}
+
+impl ShardCall for OffsetDeleteRequest {
+    type Reply = OffsetDeleteAnswer;
+    fn error(&self, error: ErrorCode) -> OffsetDeleteAnswer {
+        OffsetDeleteAnswer::Deleted(OffsetDeleteResponse { error, topics: vec![] })
+    }
+    fn precheck(&self, _cfg: &CoreConfig) -> Option<OffsetDeleteAnswer> {
+        super::prechecks::offset_delete(self).map(OffsetDeleteAnswer::Deleted)
+    }
+}
+
+impl ShardCall for DescribeGroup {
+    type Reply = DescribedGroup;
+    fn error(&self, error: ErrorCode) -> DescribedGroup {
+        DescribedGroup::bare(&self.group_id, error, "")
+    }
+}
+
+impl ShardCall for ListGroupsRequest {
+    type Reply = ListGroupsResponse;
+    fn error(&self, error: ErrorCode) -> ListGroupsResponse {
+        ListGroupsResponse { error, groups: vec![] }
+    }
+}
+
+impl ShardCall for DeleteGroup {
+    type Reply = ErrorCode;
+    fn error(&self, error: ErrorCode) -> ErrorCode {
+        error
+    }
+}
+
+impl ShardCall for DeleteTopicOffsets {
+    type Reply = ErrorCode;
+    fn error(&self, error: ErrorCode) -> ErrorCode {
+        error
+    }
+}
+
+impl ShardCall for Details {
+    type Reply = Option<Box<GroupDetails>>;
+    fn error(&self, _error: ErrorCode) -> Option<Box<GroupDetails>> {
+        None
+    }
+}
+
+impl ShardCall for Summaries {
+    type Reply = Vec<GroupSummary>;
+    fn error(&self, _error: ErrorCode) -> Vec<GroupSummary> {
+        Vec::new()
+    }
+}
+
+impl ShardCall for Stats {
+    type Reply = ShardStats;
+    fn error(&self, _error: ErrorCode) -> ShardStats {
+        ShardStats::default()
+    }
+}
+
+impl ShardCall for Import {
+    type Reply = Result<ImportOutcome, ErrorCode>;
+    fn error(&self, error: ErrorCode) -> Self::Reply {
+        Err(error)
+    }
+}
+
+impl ShardCall for TxnCommit {
+    type Reply = Result<Admitted, ErrorCode>;
+    const IMPORTS_FIRST: bool = true;
+    fn error(&self, error: ErrorCode) -> Self::Reply {
+        Err(error)
+    }
+}
+
+impl ShardCall for Handover {
+    type Reply = Result<Option<Vec<CommitTopic>>, ErrorCode>;
+    fn error(&self, error: ErrorCode) -> Self::Reply {
+        Err(error)
+    }
+}
+
+impl ShardCall for ConsumerHeartbeatRequest {
+    type Reply = ConsumerHeartbeatResponse;
+    const IMPORTS_FIRST: bool = true;
+    fn error(&self, error: ErrorCode) -> ConsumerHeartbeatResponse {
+        ConsumerHeartbeatResponse { error_message: None, ..ConsumerHeartbeatResponse::error(error, "") }
+    }
+}
+
+impl ShardCall for ConsumerDescribeRequest {
+    type Reply = DescribedConsumerGroup;
+    fn error(&self, error: ErrorCode) -> DescribedConsumerGroup {
+        DescribedConsumerGroup::error(&self.group_id, error, None)
+    }
+}
+
+impl<C: ShardCall> ShardCall for WithTopics<C> {
+    type Reply = C::Reply;
+    const IMPORTS_FIRST: bool = C::IMPORTS_FIRST;
+    fn error(&self, error: ErrorCode) -> C::Reply {
+        self.inner.error(error)
+    }
+    fn precheck(&self, cfg: &CoreConfig) -> Option<C::Reply> {
+        self.inner.precheck(cfg)
+    }
+}
+
+/// What an [`Import`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImportOutcome {
     /// The shard already has the group: kcoord is its source of truth.
@@ -205,12 +662,19 @@ pub enum ImportOutcome {
     Imported(usize),
 }
 
-/// A response addressed to a waiting request.
+/// A response addressed to a waiting request. Only this module makes one:
+/// through a [`ReplyTo`], or from a request's own error and precheck
+/// answers ([`Request::error_response`], `prechecks::answer`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     pub token: ReplyToken,
     pub response: Response,
+    sealed: Sealed,
 }
+
+/// Keeps [`Reply`] from being made outside this module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sealed;
 
 /// Source of the random part of member ids (a UUID in production, a
 /// counter in deterministic tests).
@@ -319,8 +783,9 @@ pub struct Cx<'a> {
 }
 
 impl Cx<'_> {
-    pub fn reply(&mut self, token: ReplyToken, response: Response) {
-        self.out.push(Reply { token, response });
+    /// Answers a request, with the kind of answer it gets.
+    pub fn reply<T: Into<Response>>(&mut self, to: ReplyTo<T>, answer: T) {
+        self.out.push(to.answer(answer));
     }
 
     /// Writes records and, only if the write succeeded, replays them into the
@@ -374,9 +839,10 @@ mod classic_to_consumer {
         let empty = g.members.is_empty();
         match req {
             Request::Join(r) => {
+                let to = ReplyTo::of(&r, token);
                 if !empty {
                     let resp = classic_member::join(rt, &r, cx);
-                    cx.reply(token, Response::Join(resp));
+                    cx.reply(to, resp);
                 } else {
                     let tombstones = super::super::consumer::group::tombstones(g);
                     match cx.append(tombstones) {
@@ -391,21 +857,21 @@ mod classic_to_consumer {
                             }
                             return Some(Request::Join(r));
                         }
-                        Err(e) => cx.reply(token, Response::Join(JoinGroupResponse::error(e, r.member_id))),
+                        Err(e) => cx.reply(to, JoinGroupResponse::error(e, r.member_id)),
                     }
                 }
             }
             Request::Sync(r) => {
                 let resp = classic_member::sync(rt, &r, cx);
-                cx.reply(token, Response::Sync(resp));
+                cx.reply(ReplyTo::of(&r, token), resp);
             }
             Request::Heartbeat(r) => {
                 let resp = classic_member::heartbeat(rt, &r, cx);
-                cx.reply(token, Response::Heartbeat(resp));
+                cx.reply(ReplyTo::of(&r, token), resp);
             }
             Request::Leave(r) => {
                 let resp = classic_member::leave(rt, &r, cx);
-                cx.reply(token, Response::Leave(resp));
+                cx.reply(ReplyTo::of(&r, token), resp);
             }
             other => return Some(other),
         }
@@ -593,8 +1059,8 @@ impl ShardCore {
             req => req,
         };
         let (groups, consumer, mut cx) = self.split_all(now, sink, out);
-        if let Some(resp) = super::prechecks::answer(&req, cx.cfg) {
-            return cx.reply(token, resp);
+        if let Some(response) = super::prechecks::answer(&req, cx.cfg) {
+            return cx.out.push(Reply { token, response, sealed: Sealed });
         }
         if let Some(req) = classic_to_consumer::route(groups, consumer, req, token, &mut cx) {
             self.handle_own(req, token, now, sink, out);
@@ -635,135 +1101,141 @@ impl ShardCore {
         sink: &mut dyn RecordSink,
         out: &mut Vec<Reply>,
     ) {
-        if let Some(response) = self.observed(&req) {
-            out.push(Reply { token, response });
-            return;
-        }
+        let req = match req {
+            Request::Details(r) => return out.push(ReplyTo::of(&r, token).answer(self.details(&r.group_id))),
+            Request::Summaries(r) => return out.push(ReplyTo::of(&r, token).answer(self.summaries())),
+            req => req,
+        };
         let (groups, consumer, mut cx) = self.split_all(now, sink, out);
         match req {
             Request::ConsumerDescribe(r) => {
                 let resp = super::consumer::describe::describe(cx.store, groups, &consumer.assigners, &r);
-                cx.reply(token, Response::ConsumerDescribe(resp));
+                cx.reply(ReplyTo::of(&r, token), resp);
             }
             Request::ConsumerHeartbeat(r) => {
+                let to = ReplyTo::of(&*r, token);
                 let resp = consumer_heartbeat::heartbeat(groups, consumer, *r, &mut cx);
-                cx.reply(token, Response::ConsumerHeartbeat(resp));
+                cx.reply(to, resp);
             }
-            Request::Join(r) => classic::join::join_group(groups, r, token, &mut cx),
-            Request::Sync(r) => classic::sync::sync_group(groups, r, token, &mut cx),
+            Request::Join(r) => {
+                let to = ReplyTo::of(&r, token);
+                classic::join::join_group(groups, r, to, &mut cx)
+            }
+            Request::Sync(r) => {
+                let to = ReplyTo::of(&r, token);
+                classic::sync::sync_group(groups, r, to, &mut cx)
+            }
             Request::Heartbeat(r) => {
                 let resp = classic::heartbeat::heartbeat(groups, &r, &mut cx);
-                cx.reply(token, Response::Heartbeat(resp));
+                cx.reply(ReplyTo::of(&r, token), resp);
             }
             Request::Leave(r) => {
                 let resp = classic::leave::leave_group(groups, &r, &mut cx);
-                cx.reply(token, Response::Leave(resp));
+                cx.reply(ReplyTo::of(&r, token), resp);
             }
             Request::Commit(r) => {
                 let resp = match cx.store.delegation(&r.group_id) {
-                    Some(_) => Response::Delegated(delegation::admit_commit(groups, &r, &mut cx)),
-                    None => Response::Commit(offsets::commit(groups, &r, &mut cx)),
+                    Some(_) => CommitAnswer::Delegated(delegation::admit_commit(groups, &r, &mut cx)),
+                    None => CommitAnswer::Written(offsets::commit(groups, &r, &mut cx)),
                 };
-                cx.reply(token, resp);
+                cx.reply(ReplyTo::of(&r, token), resp);
             }
-            Request::Fetch { group, require_stable: _ } => {
-                let resp = match cx.store.delegation(&group.group_id) {
-                    Some(_) => Response::Delegated(delegation::admit_fetch(&group, &cx)),
-                    None => Response::Fetch(offsets::fetch(groups, &group, &cx)),
+            Request::Fetch(r) => {
+                let resp = match cx.store.delegation(&r.group.group_id) {
+                    Some(_) => FetchAnswer::Delegated(delegation::admit_fetch(&r.group, &cx)),
+                    None => FetchAnswer::Read(offsets::fetch(groups, &r.group, &cx)),
                 };
-                cx.reply(token, resp);
+                cx.reply(ReplyTo::of(&r, token), resp);
             }
             Request::TxnCommit(r) => {
-                let resp = delegation::admit_transactional(groups, &r, &mut cx);
-                cx.reply(token, Response::Delegated(resp));
+                let resp = delegation::admit_transactional(groups, &r.0, &mut cx);
+                cx.reply(ReplyTo::of(&r, token), resp);
             }
-            Request::Handover { group_id, done } => {
-                let resp = if done {
-                    match delegation::handed_over(&group_id, &mut cx) {
+            Request::Handover(r) => {
+                let resp = if r.done {
+                    match delegation::handed_over(&r.group_id, &mut cx) {
                         ErrorCode::NONE => Ok(None),
                         e => Err(e),
                     }
                 } else {
-                    Ok(delegation::offsets_to_hand_over(&group_id, &cx))
+                    Ok(delegation::offsets_to_hand_over(&r.group_id, &cx))
                 };
-                cx.reply(token, Response::Handover(resp));
+                cx.reply(ReplyTo::of(&r, token), resp);
             }
             Request::OffsetDelete(r) => {
                 let resp = match cx.store.delegation(&r.group_id) {
                     Some(_) => {
                         let (admitted, checked) = delegation::admit_delete(groups, &r, &cx);
-                        Response::DelegatedDelete(admitted, checked)
+                        OffsetDeleteAnswer::Delegated(admitted, checked)
                     }
-                    None => Response::OffsetDelete(offsets::delete_offsets(groups, &r, &mut cx)),
+                    None => OffsetDeleteAnswer::Deleted(offsets::delete_offsets(groups, &r, &mut cx)),
                 };
-                cx.reply(token, resp);
+                cx.reply(ReplyTo::of(&r, token), resp);
             }
-            Request::Describe { group_id, version, include_authorized_operations } => {
-                let resp = classic::describe::describe(groups, &group_id, version, include_authorized_operations);
-                cx.reply(token, Response::Describe(resp));
+            Request::Describe(r) => {
+                let resp = classic::describe::describe(groups, &r.group_id, r.version, r.include_authorized_operations);
+                cx.reply(ReplyTo::of(&r, token), resp);
             }
             Request::List(r) => {
-                let mut groups = classic::describe::list(groups, &r);
-                groups.extend(super::consumer::describe::list(cx.store, &r));
-                groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
-                cx.reply(token, Response::List(ListGroupsResponse { error: ErrorCode::NONE, groups }));
+                let mut listed = classic::describe::list(groups, &r);
+                listed.extend(super::consumer::describe::list(cx.store, &r));
+                listed.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+                cx.reply(ReplyTo::of(&r, token), ListGroupsResponse { error: ErrorCode::NONE, groups: listed });
             }
-            Request::Delete { group_id } => {
-                let err = offsets::delete_group(groups, &group_id, &mut cx);
-                cx.reply(token, Response::Delete(err));
+            Request::Delete(r) => {
+                let err = offsets::delete_group(groups, &r.group_id, &mut cx);
+                cx.reply(ReplyTo::of(&r, token), err);
             }
-            Request::DeleteTopicOffsets { topic } => {
-                let err = offsets::delete_topic_offsets(&topic, &mut cx);
-                cx.reply(token, Response::Delete(err));
+            Request::DeleteTopicOffsets(r) => {
+                let err = offsets::delete_topic_offsets(&r.topic, &mut cx);
+                cx.reply(ReplyTo::of(&r, token), err);
             }
-            Request::Details { .. } | Request::Summaries => {
-                // Served by `observed` before the split; never reached.
-                cx.reply(token, req.error_response(ErrorCode::UNKNOWN_SERVER_ERROR));
-            }
-            Request::Stats => {
+            // Served before the split; never reached.
+            Request::Details(r) => cx.reply(ReplyTo::of(&r, token), r.error(ErrorCode::UNKNOWN_SERVER_ERROR)),
+            Request::Summaries(r) => cx.reply(ReplyTo::of(&r, token), r.error(ErrorCode::UNKNOWN_SERVER_ERROR)),
+            Request::Stats(r) => {
                 let s = classic::describe::stats(groups, cx.store);
-                cx.reply(token, Response::Stats(s));
+                cx.reply(ReplyTo::of(&r, token), s);
             }
             Request::Import(r) => {
-                let resp = offsets::import(groups, &r, &mut cx);
-                cx.reply(token, Response::Import(resp));
+                let resp = offsets::import(groups, &r.0, &mut cx);
+                cx.reply(ReplyTo::of(&r, token), resp);
             }
             Request::WithTopics { inner, .. } => {
                 // Unwrapped by `handle`; a nested one carries nothing more.
-                cx.reply(token, inner.error_response(ErrorCode::INVALID_REQUEST));
+                let response = inner.error_response(ErrorCode::INVALID_REQUEST);
+                cx.out.push(Reply { token, response, sealed: Sealed });
             }
         }
     }
 
-    /// The observability views (`/v1/groups`): classic groups and consumer
-    /// groups with their histories. `None` for any other request.
-    fn observed(&self, req: &Request) -> Option<Response> {
+    /// Observability (`/v1/groups`): one group in full, classic or consumer
+    /// with its history.
+    fn details(&self, group_id: &str) -> Option<Box<GroupDetails>> {
         let consumer = &self.consumer;
-        Some(match req {
-            Request::Details { group_id } => {
-                let d = classic::describe::details(&self.groups, &self.store, group_id).or_else(|| {
-                    let session = self.cfg.consumer.session_timeout_ms;
-                    let (assigners, topics) = (&consumer.assigners, &consumer.topics);
-                    let mut d = super::consumer::describe::details(&self.store, assigners, topics, session, group_id)?;
-                    if let Some(c) = d.consumer.as_mut() {
-                        c.rebalances = self.consumer_history.entries(group_id);
-                    }
-                    Some(d)
-                });
-                Response::Details(d.map(Box::new))
+        let d = classic::describe::details(&self.groups, &self.store, group_id).or_else(|| {
+            let session = self.cfg.consumer.session_timeout_ms;
+            let (assigners, topics) = (&consumer.assigners, &consumer.topics);
+            let mut d = super::consumer::describe::details(&self.store, assigners, topics, session, group_id)?;
+            if let Some(c) = d.consumer.as_mut() {
+                c.rebalances = self.consumer_history.entries(group_id);
             }
-            Request::Summaries => {
-                let mut s = classic::describe::summaries(&self.groups);
-                let history = &self.consumer_history;
-                s.extend(super::consumer::describe::summaries(&self.store, &consumer.assigners).map(|mut g| {
-                    g.last_rebalance_cause = history.last_cause(&g.group_id).map(str::to_string);
-                    g.rebalance_starts_ms = history.starts(&g.group_id);
-                    g
-                }));
-                Response::Summaries(s)
-            }
-            _ => return None,
-        })
+            Some(d)
+        });
+        d.map(Box::new)
+    }
+
+    /// Observability (`/v1/groups`): every group in brief.
+    fn summaries(&self) -> Vec<GroupSummary> {
+        let consumer = &self.consumer;
+        let mut s = classic::describe::summaries(&self.groups);
+        let history = &self.consumer_history;
+        s.extend(super::consumer::describe::summaries(&self.store, &consumer.assigners).map(|mut g| {
+            g.last_rebalance_cause = history.last_cause(&g.group_id).map(str::to_string);
+            g.rebalance_starts_ms = history.starts(&g.group_id);
+            g
+        }));
+        s
     }
 
     /// The earliest pending deadline (possibly of a stale entry).
@@ -861,5 +1333,59 @@ impl ShardCore {
             *m.entry(g.state).or_insert(0) += 1;
         }
         m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call's error answer, sent through the shard's channel as a
+    /// [`Response`], comes back out as the call's own answer.
+    fn error_answer_round_trips<C: ShardCall + Clone>(call: C)
+    where
+        C::Reply: PartialEq + std::fmt::Debug,
+    {
+        let error = ErrorCode::COORDINATOR_LOAD_IN_PROGRESS;
+        let request: Request = call.clone().into();
+        assert_eq!(C::Reply::from_response(request.error_response(error)), Some(call.error(error)));
+    }
+
+    #[test]
+    fn every_calls_error_answer_is_of_its_own_kind() {
+        let group = || "g".to_string();
+        error_answer_round_trips(HeartbeatRequest {
+            group_id: group(),
+            generation_id: 1,
+            member_id: "m".into(),
+            group_instance_id: None,
+        });
+        error_answer_round_trips(LeaveGroupRequest { group_id: group(), members: vec![] });
+        error_answer_round_trips(OffsetDeleteRequest { group_id: group(), topics: vec![] });
+        error_answer_round_trips(FetchOffsets {
+            group: OffsetFetchGroup { group_id: group(), member_id: None, member_epoch: -1, topics: None },
+            require_stable: false,
+        });
+        error_answer_round_trips(DescribeGroup { group_id: group(), version: 5, include_authorized_operations: false });
+        error_answer_round_trips(ListGroupsRequest { states_filter: vec![], types_filter: vec![] });
+        error_answer_round_trips(DeleteGroup { group_id: group() });
+        error_answer_round_trips(DeleteTopicOffsets { topic: "t".into() });
+        error_answer_round_trips(Details { group_id: group() });
+        error_answer_round_trips(Summaries);
+        error_answer_round_trips(Stats);
+        error_answer_round_trips(Handover { group_id: group(), done: false });
+    }
+
+    #[test]
+    fn an_answer_of_another_kind_does_not_convert() {
+        let heartbeat = Response::Heartbeat(HeartbeatResponse { error: ErrorCode::NONE });
+        assert_eq!(CommitAnswer::from_response(heartbeat.clone()), None);
+        assert_eq!(LeaveGroupResponse::from_response(heartbeat), None);
+        let delegated = Response::Delegated(Err(ErrorCode::NOT_COORDINATOR));
+        assert_eq!(
+            FetchAnswer::from_response(delegated.clone()),
+            Some(FetchAnswer::Delegated(Err(ErrorCode::NOT_COORDINATOR)))
+        );
+        assert_eq!(OffsetDeleteAnswer::from_response(delegated), None);
     }
 }

@@ -3,7 +3,7 @@
 //! validation, the group then stays delegated across restarts, and its
 //! offsets are handed over once.
 
-use super::core::{CountingIds, Request, Response, ShardCore};
+use super::core::{CountingIds, DeleteGroup, FetchOffsets, Handover, Import, Request, Response, ShardCore, TxnCommit};
 use super::delegation::Admitted;
 use super::messages::*;
 use super::records::DelegationValue;
@@ -26,7 +26,7 @@ fn commit_request(group: &str, member: &str, generation: i32, instance: Option<&
 }
 
 fn txn_commit(h: &mut Harness, req: OffsetCommitRequest) -> Result<Admitted, ErrorCode> {
-    let t = h.send(Request::TxnCommit(req));
+    let t = h.send(Request::TxnCommit(TxnCommit(req)));
     match h.take(t) {
         Some(Response::Delegated(r)) => r,
         other => panic!("{other:?}"),
@@ -43,7 +43,7 @@ fn stable_group(h: &mut Harness) -> (String, i32) {
 }
 
 fn handover(h: &mut Harness, group: &str, done: bool) -> Result<Option<Vec<CommitTopic>>, ErrorCode> {
-    let t = h.send(Request::Handover { group_id: group.into(), done });
+    let t = h.send(Request::Handover(Handover { group_id: group.into(), done }));
     match h.take(t) {
         Some(Response::Handover(r)) => r,
         other => panic!("{other:?}"),
@@ -173,9 +173,10 @@ fn deleting_a_delegated_group_ends_its_delegation_and_it_is_never_imported() {
     handover(&mut h, "g", true).unwrap();
     // After a restart the group has nothing here but its delegation.
     let mut h2 = Harness::with_core(rebuild(&h));
-    let t = h2.send(Request::Import(OffsetCommitRequest { topics: vec![], ..commit_request("g", "", -1, None) }));
+    let t =
+        h2.send(Request::Import(Import(OffsetCommitRequest { topics: vec![], ..commit_request("g", "", -1, None) })));
     assert!(matches!(h2.take(t), Some(Response::Import(Ok(super::core::ImportOutcome::AlreadyKnown)))));
-    let t = h2.send(Request::Delete { group_id: "g".into() });
+    let t = h2.send(Request::Delete(DeleteGroup { group_id: "g".into() }));
     assert_eq!(h2.take(t), Some(Response::Delete(ErrorCode::NONE)));
     assert_eq!(h2.core.store().delegation("g"), None);
     assert_eq!(h2.fetch("g", "t", 0).offset, -1, "kcoord serves the group's offsets again");
@@ -221,10 +222,10 @@ fn offset_deletes_of_a_delegated_group_are_checked_against_kcoords_members_and_g
 
 impl Harness {
     fn fetch_delegated(&mut self, group: &str) -> Result<Admitted, ErrorCode> {
-        let t = self.send(Request::Fetch {
+        let t = self.send(Request::Fetch(FetchOffsets {
             group: OffsetFetchGroup { group_id: group.into(), member_id: None, member_epoch: -1, topics: None },
             require_stable: true,
-        });
+        }));
         match self.take(t) {
             Some(Response::Delegated(r)) => r,
             other => panic!("{other:?}"),

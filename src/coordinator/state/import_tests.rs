@@ -1,7 +1,7 @@
 //! The sidecar's import (`Request::Import`): the upstream's offsets are
 //! written only for a group this shard has never seen.
 
-use super::core::{ImportOutcome, Request, Response};
+use super::core::{DeleteGroup, Import, ImportOutcome, Request, Response};
 use super::messages::*;
 use super::testkit::Harness;
 use crate::error_code::ErrorCode;
@@ -23,7 +23,7 @@ fn import(h: &mut Harness, group: &str, offsets: &[(i32, i64)]) -> Result<Import
                 .collect(),
         }]
     };
-    let t = h.send(Request::Import(OffsetCommitRequest {
+    let t = h.send(Request::Import(Import(OffsetCommitRequest {
         version: 8,
         group_id: group.into(),
         generation_id: -1,
@@ -31,7 +31,7 @@ fn import(h: &mut Harness, group: &str, offsets: &[(i32, i64)]) -> Result<Import
         group_instance_id: None,
         retention_time_ms: -1,
         topics,
-    }));
+    })));
     match h.take(t) {
         Some(Response::Import(r)) => r,
         other => panic!("{other:?}"),
@@ -70,7 +70,7 @@ fn a_group_that_only_joined_here_is_not_imported() {
 fn a_group_deleted_here_is_not_brought_back_by_an_import() {
     let mut h = Harness::new();
     assert_eq!(h.commit("g", "", -1, "t", 0, 5), ErrorCode::NONE);
-    let t = h.send(Request::Delete { group_id: "g".into() });
+    let t = h.send(Request::Delete(DeleteGroup { group_id: "g".into() }));
     assert_eq!(h.take(t), Some(Response::Delete(ErrorCode::NONE)));
     assert_eq!(import(&mut h, "g", &[(0, 5)]), Ok(ImportOutcome::AlreadyKnown));
     assert_eq!(h.fetch("g", "t", 0).offset, -1);

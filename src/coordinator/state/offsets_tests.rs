@@ -3,7 +3,7 @@
 //! deletion, expiry, failed writes, and topic deletion.
 
 use crate::coordinator::classic::tests::stable_group;
-use crate::coordinator::core::{Request, Response};
+use crate::coordinator::core::{DeleteGroup, DeleteTopicOffsets, Request, Response};
 use crate::coordinator::messages::*;
 use crate::coordinator::testkit::*;
 use crate::error_code::ErrorCode;
@@ -160,14 +160,14 @@ fn offset_delete_and_group_delete_follow_group_state() {
     assert_eq!(h.fetch("g", "other", 0).offset, -1);
     assert_eq!(h.fetch("g", "t", 0).offset, 1);
     // DeleteGroups: non-empty refused; once empty, offsets and group are gone.
-    let t = h.send(Request::Delete { group_id: "g".into() });
+    let t = h.send(Request::Delete(DeleteGroup { group_id: "g".into() }));
     assert_eq!(h.take(t), Some(Response::Delete(ErrorCode::NON_EMPTY_GROUP)));
     h.leave("g", &[(&ids[0], None)]);
-    let t = h.send(Request::Delete { group_id: "g".into() });
+    let t = h.send(Request::Delete(DeleteGroup { group_id: "g".into() }));
     assert_eq!(h.take(t), Some(Response::Delete(ErrorCode::NONE)));
     assert!(h.core.group("g").is_none());
     assert_eq!(h.fetch("g", "t", 0).offset, -1);
-    let t = h.send(Request::Delete { group_id: "g".into() });
+    let t = h.send(Request::Delete(DeleteGroup { group_id: "g".into() }));
     assert_eq!(h.take(t), Some(Response::Delete(ErrorCode::GROUP_ID_NOT_FOUND)));
 }
 
@@ -239,7 +239,7 @@ fn deleting_a_topic_tombstones_its_offsets_in_every_group() {
     h.commit("a", "", -1, "gone", 0, 1);
     h.commit("a", "", -1, "kept", 0, 2);
     h.commit("b", "", -1, "gone", 3, 4);
-    let t = h.send(Request::DeleteTopicOffsets { topic: "gone".into() });
+    let t = h.send(Request::DeleteTopicOffsets(DeleteTopicOffsets { topic: "gone".into() }));
     assert_eq!(h.take(t), Some(Response::Delete(ErrorCode::NONE)));
     assert_eq!(h.fetch("a", "gone", 0).offset, -1);
     assert_eq!(h.fetch("b", "gone", 3).offset, -1);

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 
-use super::core::{CountingIds, Request, Response, ShardCore};
+use super::core::{CountingIds, DeleteGroup, DeleteTopicOffsets, Request, Response, ShardCore};
 use super::messages::*;
 use super::testkit::{join, test_config, Harness};
 use crate::coordinator::classic::group::GroupState;
@@ -397,7 +397,7 @@ impl Sim {
                     }),
                 );
             }
-            Op::DeleteGroup { group } => self.send(0, Request::Delete { group_id: format!("g{group}") }),
+            Op::DeleteGroup { group } => self.send(0, Request::Delete(DeleteGroup { group_id: format!("g{group}") })),
             Op::DeleteOffsets { group, partition } => self.send(
                 0,
                 Request::OffsetDelete(OffsetDeleteRequest {
@@ -405,7 +405,7 @@ impl Sim {
                     topics: vec![FetchTopic { name: "t".into(), partitions: vec![partition] }],
                 }),
             ),
-            Op::DeleteTopic => self.send(0, Request::DeleteTopicOffsets { topic: "other".into() }),
+            Op::DeleteTopic => self.send(0, Request::DeleteTopicOffsets(DeleteTopicOffsets { topic: "other".into() })),
             Op::Advance { ms } => self.h.advance(ms),
             Op::ToggleTopic => self.with_xy = !self.with_xy,
             Op::CJoin { slot, static_member, both_topics, shared, regex } => {

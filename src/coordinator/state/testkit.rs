@@ -5,7 +5,9 @@
 
 use bytes::Bytes;
 
-use super::core::{CoreConfig, CountingIds, Reply, ReplyToken, Request, Response, ShardCore};
+use super::core::{
+    CoreConfig, CountingIds, DescribeGroup, FetchOffsets, Reply, ReplyToken, Request, Response, ShardCore,
+};
 use super::messages::*;
 use super::records;
 use super::store::MemorySink;
@@ -211,7 +213,7 @@ impl Harness {
     }
 
     pub fn fetch(&mut self, group: &str, topic: &str, partition: i32) -> FetchedPartition {
-        let t = self.send(Request::Fetch {
+        let t = self.send(Request::Fetch(FetchOffsets {
             group: OffsetFetchGroup {
                 group_id: group.into(),
                 member_id: None,
@@ -219,7 +221,7 @@ impl Harness {
                 topics: Some(vec![FetchTopic { name: topic.into(), partitions: vec![partition] }]),
             },
             require_stable: false,
-        });
+        }));
         match self.take(t) {
             Some(Response::Fetch(r)) => r.topics[0].partitions[0].clone(),
             other => panic!("{other:?}"),
@@ -227,8 +229,11 @@ impl Harness {
     }
 
     pub fn describe(&mut self, group: &str) -> DescribedGroup {
-        let t =
-            self.send(Request::Describe { group_id: group.into(), version: 5, include_authorized_operations: false });
+        let t = self.send(Request::Describe(DescribeGroup {
+            group_id: group.into(),
+            version: 5,
+            include_authorized_operations: false,
+        }));
         match self.take(t) {
             Some(Response::Describe(d)) => d,
             other => panic!("{other:?}"),

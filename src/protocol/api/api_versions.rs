@@ -5,15 +5,13 @@
 //! librdkafka v3; any other body makes them give up). The response header is
 //! always v0.
 
-use std::sync::{Arc, OnceLock};
-
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
 use crate::error_code::ErrorCode;
 use crate::protocol::codec::{self, DecodeError, EncodeError};
-use crate::protocol::versions::{self, ApiSupport};
+use crate::protocol::versions::ApiSupport;
 
 pub const SUPPORT: ApiSupport = ApiSupport::new(18, "ApiVersions", 0, 4, Some(3));
 
@@ -28,12 +26,6 @@ pub fn valid_software_field(s: &str) -> bool {
         [only] => edge(*only),
         [first, middle @ .., last] => edge(*first) && edge(*last) && middle.iter().all(|&c| inner(c)),
     }
-}
-
-/// The standalone daemon's table, as (key, min, max).
-pub fn own_table() -> Arc<Vec<(i16, i16, i16)>> {
-    static TABLE: OnceLock<Arc<Vec<(i16, i16, i16)>>> = OnceLock::new();
-    TABLE.get_or_init(|| Arc::new(versions::supported().iter().map(|s| (s.key, s.min, s.max)).collect())).clone()
 }
 
 fn wire(table: &[(i16, i16, i16)]) -> Vec<ApiVersion> {
@@ -99,11 +91,12 @@ mod tests {
     #[test]
     fn fallback_body_is_v0_layout() {
         let mut out = BytesMut::new();
-        unsupported_version(&mut out, &own_table()).unwrap();
+        let table = [(12, 0, 4), (18, 0, 4), (68, 0, 1)];
+        unsupported_version(&mut out, &table).unwrap();
         // int16 error, int32 count, then 6 bytes per API.
         assert_eq!(&out[..2], &[0, 35]);
         let n = i32::from_be_bytes([out[2], out[3], out[4], out[5]]) as usize;
-        assert_eq!(n, versions::supported().len());
+        assert_eq!(n, table.len());
         assert_eq!(out.len(), 2 + 4 + 6 * n);
     }
 }

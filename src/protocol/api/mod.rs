@@ -1,6 +1,10 @@
 //! One module per Kafka API: its advertised versions and the conversion
 //! between kafka-protocol's wire structs and kcoord's own request/response
 //! types. Per-version differences live here, in one place per API.
+//!
+//! What is served is not decided here: an API is served (and advertised)
+//! once its handler is registered in `server::apis`, which names its
+//! module's `SUPPORT`.
 
 pub mod api_versions;
 pub mod consumer_group_describe;
@@ -30,37 +34,3 @@ pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
-
-use super::versions::ApiSupport;
-
-/// Every API we serve, in key order. Adding an API means adding its module
-/// here *and* a dispatch arm (a test checks every entry is dispatched).
-pub const SUPPORTED: &[ApiSupport] = &[
-    produce::SUPPORT,
-    fetch::SUPPORT,
-    list_offsets::SUPPORT,
-    metadata::SUPPORT,
-    offset_commit::SUPPORT,
-    offset_fetch::SUPPORT,
-    find_coordinator::SUPPORT,
-    join_group::SUPPORT,
-    heartbeat::SUPPORT,
-    leave_group::SUPPORT,
-    sync_group::SUPPORT,
-    describe_groups::SUPPORT,
-    list_groups::SUPPORT,
-    sasl_handshake::SUPPORT,
-    api_versions::SUPPORT,
-    create_topics::SUPPORT,
-    delete_topics::SUPPORT,
-    init_producer_id::SUPPORT,
-    describe_acls::SUPPORT,
-    create_acls::SUPPORT,
-    delete_acls::SUPPORT,
-    sasl_authenticate::SUPPORT,
-    create_partitions::SUPPORT,
-    delete_groups::SUPPORT,
-    offset_delete::SUPPORT,
-    consumer_group_heartbeat::SUPPORT,
-    consumer_group_describe::SUPPORT,
-];

@@ -114,13 +114,13 @@ pub fn encode(resp: &m::OffsetFetchResponse, version: i16, out: &mut BytesMut) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coordinator::core::{Request, Response};
+    use crate::coordinator::core::{FetchOffsets, Request, Response};
     use crate::ErrorCode;
     use kafka_protocol::protocol::Decodable;
 
     #[test]
     fn while_the_group_loads_v1_answers_no_partitions_and_v2_the_group_error_as_kafka_4() {
-        let req = Request::Fetch {
+        let req = Request::Fetch(FetchOffsets {
             group: m::OffsetFetchGroup {
                 group_id: "g".into(),
                 member_id: None,
@@ -128,7 +128,7 @@ mod tests {
                 topics: Some(vec![m::FetchTopic { name: "t".into(), partitions: vec![0, 1] }]),
             },
             require_stable: false,
-        };
+        });
         let Response::Fetch(group) = req.error_response(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS) else { panic!() };
         let answer = |version| {
             let mut out = BytesMut::new();

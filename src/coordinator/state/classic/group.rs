@@ -8,8 +8,9 @@ use std::collections::{HashMap, HashSet};
 use bytes::Bytes;
 use indexmap::IndexMap;
 
-use crate::coordinator::core::ReplyToken;
+use crate::coordinator::core::ReplyTo;
 use crate::coordinator::messages::{JoinGroupMember, Protocol};
+use crate::coordinator::messages::{JoinGroupResponse, SyncGroupResponse};
 use crate::coordinator::records::{GroupValue, MemberValue};
 use crate::coordinator::timers::Slot;
 
@@ -55,7 +56,7 @@ pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 /// (the answer to a static member's rejoin depends on it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParkedJoin {
-    pub token: ReplyToken,
+    pub token: ReplyTo<JoinGroupResponse>,
     pub version: i16,
 }
 
@@ -71,7 +72,7 @@ pub struct Member {
     pub protocols: Vec<Protocol>,
     pub assignment: Bytes,
     pub awaiting_join: Option<ParkedJoin>,
-    pub awaiting_sync: Option<ReplyToken>,
+    pub awaiting_sync: Option<ReplyTo<SyncGroupResponse>>,
     /// Joined but not yet through a completed join phase: may expire while parked.
     pub is_new: bool,
     pub heartbeat: Slot,

@@ -11,19 +11,19 @@ use super::rebalance::{
     self, complete_join_future, maybe_complete_join_phase, maybe_prepare_rebalance_or_complete_join,
 };
 use super::validate_existing_member;
-use crate::coordinator::core::{CoreConfig, Cx, ReplyToken, Response};
+use crate::coordinator::core::{CoreConfig, Cx, ReplyTo};
 use crate::coordinator::messages::{JoinGroupRequest, JoinGroupResponse, SyncGroupResponse};
 use crate::coordinator::records::Record;
 use crate::coordinator::timers::Slot;
 use crate::error_code::ErrorCode;
 
-fn reply(cx: &mut Cx, token: ReplyToken, response: JoinGroupResponse) {
-    cx.reply(token, Response::Join(response));
+fn reply(cx: &mut Cx, token: ReplyTo<JoinGroupResponse>, response: JoinGroupResponse) {
+    cx.reply(token, response);
 }
 
 /// Serves a JoinGroup that passed [`precheck`]: group creation, then the
 /// new-member or existing-member path.
-pub fn join_group(groups: &mut Groups, req: JoinGroupRequest, token: ReplyToken, cx: &mut Cx) {
+pub fn join_group(groups: &mut Groups, req: JoinGroupRequest, token: ReplyTo<JoinGroupResponse>, cx: &mut Cx) {
     let is_unknown = req.member_id.is_empty();
     let created = !groups.contains_key(&req.group_id);
     if created {
@@ -144,7 +144,7 @@ pub fn new_member_id(prefix: &str, uuid: &str) -> String {
     format!("{}-{}", &prefix[..end], uuid)
 }
 
-fn join_new_member(g: &mut ClassicGroup, req: JoinGroupRequest, token: ReplyToken, cx: &mut Cx) {
+fn join_new_member(g: &mut ClassicGroup, req: JoinGroupRequest, token: ReplyTo<JoinGroupResponse>, cx: &mut Cx) {
     if g.is(GroupState::Dead) {
         return reply(cx, token, JoinGroupResponse::error(ErrorCode::COORDINATOR_NOT_AVAILABLE, ""));
     }
@@ -167,7 +167,7 @@ fn join_new_member(g: &mut ClassicGroup, req: JoinGroupRequest, token: ReplyToke
     }
 }
 
-fn join_existing_member(g: &mut ClassicGroup, req: JoinGroupRequest, token: ReplyToken, cx: &mut Cx) {
+fn join_existing_member(g: &mut ClassicGroup, req: JoinGroupRequest, token: ReplyTo<JoinGroupResponse>, cx: &mut Cx) {
     let member_id = req.member_id.clone();
     if g.is(GroupState::Dead) {
         return reply(cx, token, JoinGroupResponse::error(ErrorCode::COORDINATOR_NOT_AVAILABLE, member_id));
@@ -234,7 +234,7 @@ fn add_member_then_rebalance_or_complete_join(
     g: &mut ClassicGroup,
     req: JoinGroupRequest,
     member_id: String,
-    token: ReplyToken,
+    token: ReplyTo<JoinGroupResponse>,
     cx: &mut Cx,
 ) {
     let cause = Cause::MemberJoined {
@@ -272,7 +272,7 @@ fn add_member_then_rebalance_or_complete_join(
 fn update_member_then_rebalance_or_complete_join(
     g: &mut ClassicGroup,
     req: JoinGroupRequest,
-    token: ReplyToken,
+    token: ReplyTo<JoinGroupResponse>,
     cx: &mut Cx,
     cause: Cause,
 ) {
@@ -302,7 +302,7 @@ fn update_static_member(
     instance: &str,
     old_id: String,
     new_id: String,
-    token: ReplyToken,
+    token: ReplyTo<JoinGroupResponse>,
     cx: &mut Cx,
 ) {
     let leader_before = g.leader_id.clone();

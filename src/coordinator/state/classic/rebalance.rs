@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::group::{ClassicGroup, GroupState, InitialDelay};
 use super::history::{Cause, Outcome, Rebalance};
-use crate::coordinator::core::{Cx, Reply, Response};
+use crate::coordinator::core::{Cx, Reply};
 use crate::coordinator::messages::{JoinGroupResponse, SyncGroupResponse};
 use crate::coordinator::records::Record;
 use crate::coordinator::timers::{Pop, TimerKey};
@@ -53,7 +53,7 @@ fn schedule_join_timer(g: &mut ClassicGroup, delay_ms: i32, initial: Option<Init
 pub fn complete_join_future(g: &mut ClassicGroup, member_id: &str, response: JoinGroupResponse, cx: &mut Cx) -> bool {
     match g.take_parked_join(member_id) {
         Some(p) => {
-            cx.reply(p.token, Response::Join(response));
+            cx.reply(p.token, response);
             true
         }
         None => false,
@@ -64,7 +64,7 @@ pub fn complete_join_future(g: &mut ClassicGroup, member_id: &str, response: Joi
 pub fn complete_sync_future(g: &mut ClassicGroup, member_id: &str, response: SyncGroupResponse, cx: &mut Cx) -> bool {
     match g.members.get_mut(member_id).and_then(|m| m.awaiting_sync.take()) {
         Some(token) => {
-            cx.reply(token, Response::Sync(response));
+            cx.reply(token, response);
             true
         }
         None => false,
@@ -262,12 +262,12 @@ pub fn propagate_assignment(g: &mut ClassicGroup, error: ErrorCode, cx: &mut Cx)
             }
             cx.reply(
                 token,
-                Response::Sync(SyncGroupResponse {
+                SyncGroupResponse {
                     error,
                     protocol_type: protocol_type.clone(),
                     protocol_name: protocol_name.clone(),
                     assignment: m.assignment.clone(),
-                }),
+                },
             );
             reschedule_heartbeat(g, &id, cx);
         }
@@ -421,16 +421,10 @@ pub fn unload(g: &mut ClassicGroup, now: i64, out: &mut Vec<Reply>) {
     g.transition_to(GroupState::Dead, now);
     for m in g.members.values_mut() {
         if let Some(p) = m.awaiting_join.take() {
-            out.push(Reply {
-                token: p.token,
-                response: Response::Join(JoinGroupResponse::error(ErrorCode::NOT_COORDINATOR, m.member_id.clone())),
-            });
+            out.push(p.token.answer(JoinGroupResponse::error(ErrorCode::NOT_COORDINATOR, m.member_id.clone())));
         }
         if let Some(t) = m.awaiting_sync.take() {
-            out.push(Reply {
-                token: t,
-                response: Response::Sync(SyncGroupResponse::error(ErrorCode::NOT_COORDINATOR)),
-            });
+            out.push(t.answer(SyncGroupResponse::error(ErrorCode::NOT_COORDINATOR)));
         }
     }
     g.num_awaiting_join = 0;

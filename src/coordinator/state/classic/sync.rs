@@ -10,13 +10,13 @@ use super::group::{ClassicGroup, GroupState};
 use super::history::{Cause, Outcome};
 use super::rebalance::{self, remove_pending_sync_member};
 use super::validate_existing_member;
-use crate::coordinator::core::{Cx, ReplyToken, Response};
+use crate::coordinator::core::{Cx, ReplyTo};
 use crate::coordinator::messages::{SyncGroupRequest, SyncGroupResponse};
 use crate::coordinator::records::Record;
 use crate::error_code::ErrorCode;
 
-fn reply(cx: &mut Cx, token: ReplyToken, error: ErrorCode) {
-    cx.reply(token, Response::Sync(SyncGroupResponse::error(error)));
+fn reply(cx: &mut Cx, token: ReplyTo<SyncGroupResponse>, error: ErrorCode) {
+    cx.reply(token, SyncGroupResponse::error(error));
 }
 
 /// Both values known and different.
@@ -52,7 +52,7 @@ pub fn precheck(req: &SyncGroupRequest) -> Option<ErrorCode> {
     None
 }
 
-pub fn sync_group(groups: &mut Groups, req: SyncGroupRequest, token: ReplyToken, cx: &mut Cx) {
+pub fn sync_group(groups: &mut Groups, req: SyncGroupRequest, token: ReplyTo<SyncGroupResponse>, cx: &mut Cx) {
     let Some(g) = groups.get_mut(&req.group_id) else {
         return reply(cx, token, ErrorCode::UNKNOWN_MEMBER_ID);
     };
@@ -83,12 +83,12 @@ pub fn sync_group(groups: &mut Groups, req: SyncGroupRequest, token: ReplyToken,
             let assignment = g.members.get(&member_id).map(|m| m.assignment.clone()).unwrap_or_default();
             cx.reply(
                 token,
-                Response::Sync(SyncGroupResponse {
+                SyncGroupResponse {
                     error: ErrorCode::NONE,
                     protocol_type: g.protocol_type.clone(),
                     protocol_name: g.protocol_name.clone(),
                     assignment,
-                }),
+                },
             );
         }
         GroupState::Empty => reply(cx, token, ErrorCode::UNKNOWN_MEMBER_ID),

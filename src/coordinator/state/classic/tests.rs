@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use crate::coordinator::core::{Request, Response};
+use crate::coordinator::core::{DescribeGroup, Request, Response};
 use crate::coordinator::messages::*;
 use crate::coordinator::records::{GroupValue, MemberValue, Record, RecordValue, StoredRecord};
 use crate::coordinator::testkit::*;
@@ -831,7 +831,11 @@ fn describe_shows_members_with_metadata_only_when_stable() {
     // Unknown groups: Dead below v6, GROUP_ID_NOT_FOUND from v6.
     let d = h.describe("nope");
     assert_eq!((d.error, d.state.as_str()), (ErrorCode::NONE, "Dead"));
-    let t = h.send(Request::Describe { group_id: "nope".into(), version: 6, include_authorized_operations: false });
+    let t = h.send(Request::Describe(DescribeGroup {
+        group_id: "nope".into(),
+        version: 6,
+        include_authorized_operations: false,
+    }));
     match h.take(t) {
         Some(Response::Describe(d)) => assert_eq!(d.error, ErrorCode::GROUP_ID_NOT_FOUND),
         other => panic!("{other:?}"),

@@ -194,7 +194,7 @@ impl Trigger {
             ),
             Request::Sync(r) => (&r.group_id, Trigger::ClassicOther { member_id: r.member_id.clone() }),
             Request::Heartbeat(r) => (&r.group_id, Trigger::ClassicOther { member_id: r.member_id.clone() }),
-            Request::Delete { group_id } => (group_id, Trigger::Other),
+            Request::Delete(r) => (&r.group_id, Trigger::Other),
             _ => return None,
         })
     }

@@ -12,7 +12,7 @@ use super::messages::ConsumerHeartbeatRequest;
 use super::records::Assignment;
 use super::target::TopicImage;
 use super::tests::ok;
-use crate::coordinator::core::{Request, Response};
+use crate::coordinator::core::{Details, Request, Response, Summaries};
 use crate::coordinator::testkit::{test_config, Harness, T0};
 
 const FOO: Uuid = Uuid::from_bytes([1; 16]);
@@ -173,12 +173,12 @@ fn the_history_keeps_only_the_configured_number_of_epochs() {
 fn the_group_view_shows_the_history_and_the_summary_names_the_last_cause() {
     let mut h = Harness::new();
     ok(&mut h, joining("m1", &["foo"], 6));
-    let t = h.send(Request::Details { group_id: "grp".into() });
+    let t = h.send(Request::Details(Details { group_id: "grp".into() }));
     let Some(Response::Details(Some(d))) = h.take(t) else { panic!("details of grp") };
     let c = d.consumer.expect("a consumer group");
     assert_eq!(c.rebalances, history(&h));
     assert_eq!(c.rebalances.len(), 1);
-    let t = h.send(Request::Summaries);
+    let t = h.send(Request::Summaries(Summaries));
     let Some(Response::Summaries(s)) = h.take(t) else { panic!("summaries") };
     let g = s.iter().find(|g| g.group_id == "grp").expect("grp listed");
     assert_eq!(g.last_rebalance_cause.as_deref(), Some("member_joined"));

@@ -11,7 +11,7 @@ use super::group::{ConsumerGroup, ConsumerGroupState, MemberState};
 use super::messages::{ConsumerHeartbeatRequest, ConsumerHeartbeatResponse};
 use super::records::Assignment;
 use super::target::TopicImage;
-use crate::coordinator::core::{CountingIds, Request, Response, ShardCore};
+use crate::coordinator::core::{CountingIds, DeleteGroup, FetchOffsets, Request, Response, ShardCore};
 use crate::coordinator::records::{self, RecordKey};
 use crate::coordinator::testkit::{join, test_config, Harness};
 use crate::error_code::ErrorCode;
@@ -538,7 +538,7 @@ fn offsets_are_committed_and_fetched_with_the_member_epoch() {
     assert!(h.core.group("grp").is_none(), "no classic group appears");
 
     let fetch = |h: &mut Harness, member: Option<&str>, epoch: i32| {
-        let t = h.send(Request::Fetch {
+        let t = h.send(Request::Fetch(FetchOffsets {
             group: crate::coordinator::messages::OffsetFetchGroup {
                 group_id: "grp".into(),
                 member_id: member.map(str::to_string),
@@ -546,7 +546,7 @@ fn offsets_are_committed_and_fetched_with_the_member_epoch() {
                 topics: None,
             },
             require_stable: false,
-        });
+        }));
         match h.take(t) {
             Some(Response::Fetch(r)) => r,
             other => panic!("{other:?}"),
@@ -594,7 +594,7 @@ fn an_empty_consumer_group_can_be_deleted_with_its_offsets() {
     let mut h = Harness::new();
     ok(&mut h, joining("m1", &["foo"]));
     let delete = |h: &mut Harness| {
-        let t = h.send(Request::Delete { group_id: "grp".into() });
+        let t = h.send(Request::Delete(DeleteGroup { group_id: "grp".into() }));
         match h.take(t) {
             Some(Response::Delete(e)) => e,
             other => panic!("{other:?}"),

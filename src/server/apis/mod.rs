@@ -1,0 +1,325 @@
+//! The registry of served APIs: one module per API, one line per API in
+//! [`REGISTRY`].
+//!
+//! An API's module holds everything the server knows about it: the versions
+//! it serves (its protocol module's [`ApiSupport`]), the service that
+//! answers it ([`Owner`]), and [`Api::serve`]: decode with the protocol
+//! module, authorize, ask the owner, build the error answer where the
+//! owner is not asked, observe, encode. The dispatcher
+//! (`server::dispatch`) finds the entry by key; the advertised ApiVersions
+//! table ([`supported`]) and `docs/protocol-support.md`'s check are built
+//! from the same entries, so an API is advertised exactly when it is served.
+//!
+//! To add an API: its wire module under `protocol::api`, a module here
+//! implementing [`Api`], and its line in [`REGISTRY`] (in key order).
+
+mod api_versions;
+mod consumer_group_describe;
+mod consumer_group_heartbeat;
+mod create_acls;
+mod create_partitions;
+mod create_topics;
+mod delete_acls;
+mod delete_groups;
+mod delete_topics;
+mod describe_acls;
+mod describe_groups;
+mod fetch;
+mod find_coordinator;
+mod heartbeat;
+mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
+mod list_offsets;
+mod metadata;
+mod offset_commit;
+mod offset_delete;
+mod offset_fetch;
+mod produce;
+mod sasl_authenticate;
+mod sasl_handshake;
+mod sync_group;
+mod txn_offset_commit;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+
+use bytes::{Bytes, BytesMut};
+
+use super::dispatch::{RequestContext, RouteError};
+use super::Services;
+use crate::protocol::versions::ApiSupport;
+
+/// Where an API's requests go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// The group coordinator (`coordinator::Coordinator`).
+    Coordinator,
+    /// The cluster view: brokers, coordinators, advertised versions.
+    Cluster,
+    /// Standalone mode's data plane (`topics::DataPlane`); in sidecar mode
+    /// the upstream serves these and they never reach the dispatcher.
+    Topics,
+    /// The authorizer's ACLs.
+    Acls,
+    /// The connection itself (SASL outside an exchange).
+    Connection,
+}
+
+/// The outcome of serving one request: whether a response body was
+/// written (Produce with acks=0 writes none).
+pub type Served = Result<bool, RouteError>;
+
+/// One Kafka API as the server serves it.
+pub trait Api: 'static {
+    /// The versions served, from the API's protocol module.
+    const SUPPORT: ApiSupport;
+    /// Where its requests go.
+    const OWNER: Owner;
+    /// Served only in sidecar mode (TxnOffsetCommit, admitted by kcoord
+    /// and delegated upstream); such an API is not in the standalone table.
+    const SIDECAR_ONLY: bool = false;
+
+    /// Decodes `body` at the request's version, serves it and encodes the
+    /// answer into `out`.
+    fn serve(
+        svc: &Services,
+        ctx: &RequestContext,
+        body: &mut Bytes,
+        out: &mut BytesMut,
+    ) -> impl Future<Output = Served> + Send;
+}
+
+/// A handler whose future is boxed, so that its size does not weigh on
+/// every other request's future.
+pub type BoxedServe = for<'a> fn(
+    &'a Services,
+    &'a RequestContext,
+    &'a mut Bytes,
+    &'a mut BytesMut,
+) -> Pin<Box<dyn Future<Output = Served> + Send + 'a>>;
+
+/// How the dispatcher runs an API.
+#[derive(Clone, Copy)]
+pub enum Serve {
+    /// Inside the request's own future, without an allocation: the group
+    /// APIs clients send all the time. An async function's future is as
+    /// large as its largest await point, and each request's future is moved
+    /// a few times before it settles on the heap: with the data plane and
+    /// admin APIs inline, those moves were a measurable share of a
+    /// Heartbeat's cost (docs/benchmarks.md, "Hot path against the framing limit").
+    Inline(Hot),
+    /// Behind one allocation: every other API.
+    Boxed(BoxedServe),
+}
+
+/// The APIs served inline (see [`Serve::Inline`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hot {
+    Heartbeat,
+    OffsetCommit,
+    OffsetFetch,
+}
+
+impl Hot {
+    /// Runs the API; only these three futures are part of every request's.
+    pub async fn serve(self, svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut BytesMut) -> Served {
+        match self {
+            Hot::Heartbeat => heartbeat::Heartbeat::serve(svc, ctx, body, out).await,
+            Hot::OffsetCommit => offset_commit::OffsetCommit::serve(svc, ctx, body, out).await,
+            Hot::OffsetFetch => offset_fetch::OffsetFetch::serve(svc, ctx, body, out).await,
+        }
+    }
+}
+
+/// One line of the registry.
+#[derive(Clone, Copy)]
+pub struct Registered {
+    pub support: ApiSupport,
+    pub owner: Owner,
+    pub sidecar_only: bool,
+    pub serve: Serve,
+}
+
+impl std::fmt::Debug for Registered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registered")
+            .field("support", &self.support)
+            .field("owner", &self.owner)
+            .field("sidecar_only", &self.sidecar_only)
+            .finish_non_exhaustive()
+    }
+}
+
+fn serve_boxed<'a, A: Api>(
+    svc: &'a Services,
+    ctx: &'a RequestContext,
+    body: &'a mut Bytes,
+    out: &'a mut BytesMut,
+) -> Pin<Box<dyn Future<Output = Served> + Send + 'a>> {
+    Box::pin(A::serve(svc, ctx, body, out))
+}
+
+/// The registry line of an API whose future is boxed.
+const fn boxed<A: Api>() -> Registered {
+    Registered {
+        support: A::SUPPORT,
+        owner: A::OWNER,
+        sidecar_only: A::SIDECAR_ONLY,
+        serve: Serve::Boxed(serve_boxed::<A>),
+    }
+}
+
+/// The registry line of a hot API, served inline as `hot`.
+const fn inline<A: Api>(hot: Hot) -> Registered {
+    Registered { support: A::SUPPORT, owner: A::OWNER, sidecar_only: A::SIDECAR_ONLY, serve: Serve::Inline(hot) }
+}
+
+/// Every API kcoord serves, in key order: one line each.
+pub static REGISTRY: &[Registered] = &[
+    boxed::<produce::Produce>(),
+    boxed::<fetch::Fetch>(),
+    boxed::<list_offsets::ListOffsets>(),
+    boxed::<metadata::Metadata>(),
+    inline::<offset_commit::OffsetCommit>(Hot::OffsetCommit),
+    inline::<offset_fetch::OffsetFetch>(Hot::OffsetFetch),
+    boxed::<find_coordinator::FindCoordinator>(),
+    boxed::<join_group::JoinGroup>(),
+    inline::<heartbeat::Heartbeat>(Hot::Heartbeat),
+    boxed::<leave_group::LeaveGroup>(),
+    boxed::<sync_group::SyncGroup>(),
+    boxed::<describe_groups::DescribeGroups>(),
+    boxed::<list_groups::ListGroups>(),
+    boxed::<sasl_handshake::SaslHandshake>(),
+    boxed::<api_versions::ApiVersions>(),
+    boxed::<create_topics::CreateTopics>(),
+    boxed::<delete_topics::DeleteTopics>(),
+    boxed::<init_producer_id::InitProducerId>(),
+    boxed::<txn_offset_commit::TxnOffsetCommit>(),
+    boxed::<describe_acls::DescribeAcls>(),
+    boxed::<create_acls::CreateAcls>(),
+    boxed::<delete_acls::DeleteAcls>(),
+    boxed::<sasl_authenticate::SaslAuthenticate>(),
+    boxed::<create_partitions::CreatePartitions>(),
+    boxed::<delete_groups::DeleteGroups>(),
+    boxed::<offset_delete::OffsetDelete>(),
+    boxed::<consumer_group_heartbeat::ConsumerGroupHeartbeat>(),
+    boxed::<consumer_group_describe::ConsumerGroupDescribe>(),
+];
+
+/// The registry line for `key`, sidecar-only APIs included.
+pub fn registered(key: i16) -> Option<&'static Registered> {
+    REGISTRY.iter().find(|r| r.support.key == key)
+}
+
+/// The APIs standalone kcoord serves and advertises, in key order.
+pub fn supported() -> &'static [ApiSupport] {
+    static TABLE: OnceLock<Vec<ApiSupport>> = OnceLock::new();
+    TABLE.get_or_init(|| REGISTRY.iter().filter(|r| !r.sidecar_only).map(|r| r.support).collect())
+}
+
+/// The standalone entry for `key`, if kcoord serves it.
+pub fn lookup(key: i16) -> Option<&'static ApiSupport> {
+    supported().iter().find(|s| s.key == key)
+}
+
+/// The standalone ApiVersions table, as (key, min, max).
+pub fn own_table() -> Arc<Vec<(i16, i16, i16)>> {
+    static TABLE: OnceLock<Arc<Vec<(i16, i16, i16)>>> = OnceLock::new();
+    TABLE.get_or_init(|| Arc::new(supported().iter().map(|s| (s.key, s.min, s.max)).collect())).clone()
+}
+
+/// Human-readable name of an API key, for logs.
+pub fn api_name(key: i16) -> String {
+    match registered(key) {
+        Some(r) => r.support.name.to_string(),
+        None => match kafka_protocol::messages::ApiKey::try_from(key) {
+            Ok(k) => format!("{k:?}"),
+            Err(_) => format!("ApiKey({key})"),
+        },
+    }
+}
+
+/// What the API modules share.
+mod prelude {
+    pub(super) use super::{Api, Owner, Served};
+    pub(super) use crate::protocol::versions::ApiSupport;
+    pub(super) use crate::security::acl::Operation::Read;
+    pub(super) use crate::server::authorize::Guard;
+    pub(super) use crate::server::dispatch::{RequestContext, RouteError};
+    pub(super) use crate::server::{observe, Services};
+    pub(super) use bytes::{Bytes, BytesMut};
+
+    /// The standalone data plane; sidecar mode forwards its APIs instead.
+    pub(super) fn data_plane(svc: &Services) -> Result<&std::sync::Arc<crate::topics::DataPlane>, RouteError> {
+        svc.data_plane.as_ref().ok_or_else(|| RouteError::Other("no data plane in sidecar mode".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_is_in_key_order_with_each_key_once() {
+        let keys: Vec<i16> = REGISTRY.iter().map(|r| r.support.key).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(keys, sorted);
+    }
+
+    #[test]
+    fn only_the_hot_group_apis_are_served_inline() {
+        let inline: Vec<&str> =
+            REGISTRY.iter().filter(|r| matches!(r.serve, Serve::Inline(_))).map(|r| r.support.name).collect();
+        assert_eq!(inline, ["OffsetCommit", "OffsetFetch", "Heartbeat"]);
+    }
+
+    #[test]
+    fn the_sidecar_delegates_exactly_the_sidecar_only_apis() {
+        let sidecar_only: Vec<ApiSupport> = REGISTRY.iter().filter(|r| r.sidecar_only).map(|r| r.support).collect();
+        assert_eq!(sidecar_only, crate::sidecar::versions::DELEGATED);
+        assert!(supported().iter().all(|s| !crate::sidecar::versions::DELEGATED.contains(s)));
+    }
+
+    #[test]
+    fn a_sidecar_answers_every_coordinator_api_itself() {
+        for r in REGISTRY.iter().filter(|r| r.owner == Owner::Coordinator) {
+            assert!(crate::sidecar::versions::is_local(r.support.key), "{}", r.support.name);
+        }
+    }
+
+    #[test]
+    fn metadata_max_is_never_10_or_11() {
+        // librdkafka asserts when Metadata tops out at 10 or 11 (topic ids
+        // without the v12 fields it needs).
+        let m = lookup(3).unwrap();
+        assert!(m.max != 10 && m.max != 11);
+    }
+
+    #[test]
+    fn advertised_ranges_fit_the_codec() {
+        use kafka_protocol::messages::ApiKey;
+        for r in REGISTRY {
+            let s = r.support;
+            let k = ApiKey::try_from(s.key).unwrap();
+            let codec = k.valid_versions();
+            assert!(
+                s.min >= codec.min && s.max <= codec.max,
+                "{} {}..{} outside codec {}",
+                s.name,
+                s.min,
+                s.max,
+                codec
+            );
+            // Our flexible boundary must agree with the codec's header choice.
+            for v in s.min..=s.max {
+                let flex_header = k.request_header_version(v) >= 2;
+                assert_eq!(flex_header, s.is_flexible(v), "{} v{}", s.name, v);
+            }
+        }
+    }
+}
