@@ -24,6 +24,7 @@ pub mod sidecar;
 pub mod storage;
 pub mod topic_deletion;
 pub mod topics;
+pub mod wall_clock;
 
 mod daemon;
 

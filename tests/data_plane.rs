@@ -22,10 +22,6 @@ use uuid::Uuid;
 
 const TOPIC: &str = "dp";
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
-}
-
 async fn server(extra: &[&str]) -> TestServer {
     let mut settings = vec!["topics.define=[\"dp:2\"]"];
     settings.extend_from_slice(extra);
@@ -263,7 +259,7 @@ async fn idempotent_retries_are_stored_once_and_sequence_gaps_are_refused() {
     let s = server(&[]).await;
     let mut c = s.client().await;
     let (pid, epoch) = init_producer(&mut c).await;
-    let now = now_ms();
+    let now = kcoord::wall_clock::wall_clock_ms();
     let first = batch(&[("a", "1"), ("b", "2")], now, Some((pid, epoch, 0)));
     assert_eq!(produce(&mut c, 9, TOPIC, 0, first.clone()).await, (0, 0));
     assert_eq!(produce(&mut c, 9, TOPIC, 0, first.clone()).await, (0, 0), "a retry is acknowledged with its offset");
@@ -572,7 +568,7 @@ async fn data_and_producer_state_survive_a_restart() {
     let mut c = s.client().await;
     let (pid, epoch) = init_producer(&mut c).await;
     // Recent timestamps: producers idle for a day (by batch time) are forgotten, as in Kafka.
-    let now = now_ms();
+    let now = kcoord::wall_clock::wall_clock_ms();
     let retry = batch(&[("k1", "v1"), ("k2", "v2")], now, Some((pid, epoch, 0)));
     assert_eq!(produce(&mut c, 9, TOPIC, 0, retry.clone()).await, (0, 0));
     assert_eq!(produce(&mut c, 9, TOPIC, 0, batch(&[("k3", "v3")], now + 10, Some((pid, epoch, 2)))).await, (0, 2));
@@ -629,7 +625,7 @@ async fn retention_deletes_old_segments_and_moves_the_log_start() {
     let s = server(&["topics.segment_bytes=1024", "topics.retention_check_interval_ms=50"]).await;
     let mut c = s.client().await;
     let old = 1_000; // CreateTime in 1970: far beyond any retention.ms below.
-    let now = now_ms();
+    let now = kcoord::wall_clock::wall_clock_ms();
     let payload = "p".repeat(300);
     create_topics(&mut c, 5, vec![new_topic("by-time", 1, 1, &[("retention.ms", "60000")])], false).await;
     create_topics(&mut c, 5, vec![new_topic("by-size", 1, 1, &[("retention.bytes", "2048")])], false).await;

@@ -24,7 +24,7 @@ pub enum AclsCommand {
 /// kafka-acls.sh's options.
 #[derive(clap::Args, Debug, Default)]
 pub struct AclArgs {
-    /// The ACL file ([authorizer] acl_file; by default acls.json in the data
+    /// The ACL file (setting authorizer.acl_file; by default acls.json in the data
     /// directory).
     #[arg(long)]
     pub file: PathBuf,

@@ -126,7 +126,7 @@ async fn route(path: &str, state: &HttpState) -> (u16, &'static str, String) {
         },
         "/v1/groups" | "/v1/groups/" => match state.coordinator().group_summaries().await {
             Ok(groups) => {
-                let now = lag_history::now_ms();
+                let now = crate::wall_clock::wall_clock_ms();
                 json_ok(json!({
                     "now_ms": now,
                     "groups": groups.iter().map(|g| summary_json(g, state.lag_history.as_ref(), now)).collect::<Vec<_>>()
@@ -141,7 +141,7 @@ async fn route(path: &str, state: &HttpState) -> (u16, &'static str, String) {
                     let mut v = group_json(&d, state.log_ends.as_ref());
                     add_lag_samples(&mut v, &id, &state.lag_history);
                     if let Some(o) = v.as_object_mut() {
-                        o.insert("now_ms".into(), json!(lag_history::now_ms()));
+                        o.insert("now_ms".into(), json!(crate::wall_clock::wall_clock_ms()));
                     }
                     json_ok(v)
                 }

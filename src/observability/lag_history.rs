@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -126,11 +126,6 @@ impl LagHistory {
     }
 }
 
-/// Wall-clock milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
 /// Every group's partition lags as the coordinator and the log ends show
 /// them now (groups in id order; partitions whose log end is unknown are
 /// left out). Also what `/metrics` renders as `kcoord_consumer_lag`.
@@ -183,7 +178,7 @@ pub async fn run_sampler(
         tokio::select! {
             _ = ticks.tick() => {
                 let round = current_lags(&services.coordinator, ends.as_ref(), history.limits.groups, usize::MAX).await;
-                history.record_round(now_ms(), round);
+                history.record_round(crate::wall_clock::wall_clock_ms(), round);
             }
             _ = shutdown.changed() => return,
         }

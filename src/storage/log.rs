@@ -440,7 +440,7 @@ impl Log {
     }
 
     /// [`Log::sync`], then records the active segment's base and size in
-    /// [`CLEAN_MARKER`] so that the next [`Replay::TrustClosed`] open can skip
+    /// `CLEAN_MARKER` so that the next [`Replay::TrustClosed`] open can skip
     /// scanning it too: for a clean shutdown (Kafka's clean-shutdown file).
     /// A size that differs at the next open means something was written
     /// after this (or torn by a crash) and the segment is scanned in full.

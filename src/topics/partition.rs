@@ -482,7 +482,7 @@ impl Partition {
     }
 
     /// Bytes of whole batches readable from `offset` (below the high
-    /// watermark), counting no further than `enough`; errors as [`read`].
+    /// watermark), counting no further than `enough`; errors as [`Self::read`].
     pub fn available(&self, offset: i64, enough: usize) -> Result<usize, ErrorCode> {
         let s = self.lock();
         let hw = self.check_offset(&s, offset)?.high_watermark;

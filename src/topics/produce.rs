@@ -158,7 +158,7 @@ impl DataPlane {
             .map_err(|e| ProducedPartition::error(p.index, e.code, Some(e.message)))?;
         *budget -= batch.decompressed;
         let appended = log
-            .append(batch, super::service::wall_clock_ms())
+            .append(batch, crate::wall_clock::wall_clock_ms())
             .map_err(|e| ProducedPartition::error(p.index, e.code, e.message))?;
         Ok((
             ProducedPartition {

@@ -16,7 +16,7 @@
 //! Topic deletion, as Kafka's: the deletion is committed when the catalog
 //! records it (one atomic write; DeleteTopics answers after it), and the
 //! partition directories are removed after: renamed aside with the
-//! [`DELETE_SUFFIX`], then removed. A crash before the catalog write leaves
+//! `DELETE_SUFFIX`, then removed. A crash before the catalog write leaves
 //! the topic fully present, its data untouched; a crash after it finishes
 //! the deletion at the next start, where directories renamed aside and
 //! partition directories no catalog topic owns are removed, so a deleted
@@ -26,7 +26,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::{watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
@@ -41,12 +41,7 @@ use crate::catalog::{Catalog, CatalogError, TopicConfig, TopicCreator, TopicInfo
 use crate::config::{Config, FsyncPolicy};
 use crate::storage::disk::{Disk, FileSystem};
 use crate::storage::{fsutil, FileCache, LogOptions};
-
-/// Wall-clock milliseconds since the epoch (record timestamps and
-/// retention use wall-clock time, as Kafka does).
-pub fn wall_clock_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
+use crate::wall_clock::wall_clock_ms;
 
 /// Fetches that may be parked waiting for data at once; beyond this a Fetch
 /// is answered with what there is (bounded memory and timers).

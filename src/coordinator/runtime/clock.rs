@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 /// Milliseconds since the epoch, never going back.
 pub trait Clock {
@@ -20,7 +20,7 @@ pub trait Clock {
 pub fn coordinator_clock_ms() -> i64 {
     static ANCHOR: OnceLock<(i64, Instant)> = OnceLock::new();
     let (wall, start) = ANCHOR.get_or_init(|| {
-        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+        let wall = crate::wall_clock::wall_clock_ms();
         (wall, Instant::now())
     });
     wall.saturating_add(i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX))
