@@ -592,7 +592,10 @@ async fn a_partition_of_many_segments_reads_back_whole_after_clean_and_unclean_r
     let mut expected = Vec::new();
     for i in 0..20i64 {
         let key = format!("k{i}");
-        assert_eq!(produce(&mut c, 9, TOPIC, 0, batch(&[(&key, &payload)], now_ms(), None)).await, (0, i));
+        assert_eq!(
+            produce(&mut c, 9, TOPIC, 0, batch(&[(&key, &payload)], kcoord::wall_clock::wall_clock_ms(), None)).await,
+            (0, i)
+        );
         expected.push((i, key, payload.clone()));
     }
     drop(c);
@@ -615,7 +618,10 @@ async fn a_partition_of_many_segments_reads_back_whole_after_clean_and_unclean_r
         assert_eq!(got, expected, "clean: {clean}");
         let key = format!("k{}", expected.len());
         let next = expected.len() as i64;
-        assert_eq!(produce(&mut c, 9, TOPIC, 0, batch(&[(&key, &payload)], now_ms(), None)).await, (0, next));
+        assert_eq!(
+            produce(&mut c, 9, TOPIC, 0, batch(&[(&key, &payload)], kcoord::wall_clock::wall_clock_ms(), None)).await,
+            (0, next)
+        );
         expected.push((next, key, payload.clone()));
     }
 }
@@ -683,7 +689,8 @@ async fn time_retention_empties_a_topic_whose_only_segment_is_active_and_produce
     let mut c = s.client().await;
     assert_eq!(list_offset(&mut c, 1, "quiet", 0, -2).await.2, 3, "the log start survives a restart");
     assert_eq!(list_offset(&mut c, 1, "quiet", 0, -1).await.2, 3);
-    let (err, base) = produce(&mut c, 9, "quiet", 0, batch(&[("k", "new")], now_ms(), None)).await;
+    let (err, base) =
+        produce(&mut c, 9, "quiet", 0, batch(&[("k", "new")], kcoord::wall_clock::wall_clock_ms(), None)).await;
     assert_eq!((err, base), (0, 3), "offsets continue at the old log end, never from 0 again");
     let p = fetch(&mut c, 11, "quiet", Uuid::nil(), 0, 3).await;
     assert_eq!(decode_records(p.records.as_ref().unwrap()), vec![(3, "k".to_string(), "new".to_string())]);
@@ -699,7 +706,10 @@ async fn segment_ms_closes_a_segment_so_retention_drops_old_batches_and_keeps_ne
         assert_eq!(produce(&mut c, 9, "rolled", 0, batch(&[("k", "old")], 1_000, None)).await, (0, i));
     }
     // Newer than the first batch by more than segment.ms: it starts a new segment.
-    assert_eq!(produce(&mut c, 9, "rolled", 0, batch(&[("k", "new")], now_ms(), None)).await, (0, 3));
+    assert_eq!(
+        produce(&mut c, 9, "rolled", 0, batch(&[("k", "new")], kcoord::wall_clock::wall_clock_ms(), None)).await,
+        (0, 3)
+    );
     let addr = s.addr;
     eventually("retention deletes the closed segment", || async move {
         let mut c = Client::connect(addr).await;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::apis::{self, Registered, Serve};
+use super::apis::{self, Registered};
 use super::{observe, ListenerInfo, Services};
 use crate::protocol::api::api_versions;
 use crate::protocol::header::{self, RequestHeader};
@@ -232,9 +232,7 @@ fn served(svc: &Services, key: i16) -> Option<&'static Registered> {
     apis::registered(key).filter(|api| !api.sidecar_only || svc.sidecar.is_some())
 }
 
-/// Runs the API; returns whether a response body was written. The hot
-/// group APIs run inside this future, every other API behind one
-/// allocation ([`apis::Serve`]).
+/// Runs the API; returns whether a response body was written.
 async fn route(
     api: &'static Registered,
     svc: &Services,
@@ -242,8 +240,5 @@ async fn route(
     body: &mut Bytes,
     out: &mut BytesMut,
 ) -> Result<bool, RouteError> {
-    match api.serve {
-        Serve::Inline(hot) => hot.serve(svc, ctx, body, out).await,
-        Serve::Boxed(serve) => serve(svc, ctx, body, out).await,
-    }
+    (api.serve)(svc, ctx, body, out).await
 }
