@@ -47,6 +47,11 @@ pub fn start() -> usize {
     live
 }
 
+/// The bytes live now (every thread's).
+pub fn live() -> usize {
+    LIVE.load(Relaxed)
+}
+
 /// The measurement since [`start`] returned `baseline`.
 pub fn read(baseline: usize) -> Reading {
     Reading {

@@ -152,9 +152,11 @@ pub fn frame(data: &[u8]) {
             Duration::from_millis(20),
             dispatch::handle_frame(
                 services,
-                peer,
-                crate::server::ListenerInfo { node_id: 0, index: 0 },
-                crate::security::ANONYMOUS.into(),
+                Arc::new(dispatch::Caller::new(
+                    peer,
+                    crate::server::ListenerInfo { node_id: 0, index: 0 },
+                    crate::security::ANONYMOUS.into(),
+                )),
                 frame,
             ),
         )

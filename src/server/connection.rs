@@ -37,6 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::future::Either;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
@@ -46,7 +47,7 @@ use tokio::sync::{watch, AcquireError, OwnedSemaphorePermit};
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 
-use super::dispatch::{self, Outcome};
+use super::dispatch::{self, Caller, Outcome};
 use super::frame::{Frame, FrameCodec, FrameError, StreamLarge};
 use super::limits::RateLimitedLog;
 use super::{ListenerInfo, Services};
@@ -58,6 +59,10 @@ use crate::sidecar::{Forward, Route, Sidecar};
 type Pending = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 /// A request's outcome and the frame bytes it held.
 type Served = Pin<Box<dyn Future<Output = (Outcome, usize)> + Send>>;
+/// A request in flight: a local request's future is kept inline (its slot
+/// in the ordered queue is the only allocation it needs), anything else
+/// (forwarded, SASL, closing) is boxed.
+type InFlight<L> = Either<L, Served>;
 type Permit = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
 
 /// Per-connection write buffer.
@@ -180,7 +185,8 @@ pub async fn serve_in_memory(
     serve_halves(rd, wr, peer, listener, Auth::new(security), svc, shutdown).await
 }
 
-/// A connection's authentication: its principal so far, and the SASL
+/// A connection's authentication: its principal before SASL (the TLS
+/// client certificate's, or anonymous; the [`Caller`] carries it on), and the SASL
 /// exchange it must complete by `deadline` (SASL listeners).
 struct Auth {
     principal: Arc<str>,
@@ -232,10 +238,11 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
         _ => FrameCodec::new(max_request),
     };
     let mut frames = FramedRead::new(rd, codec);
+    let mut caller = Arc::new(Caller::new(peer, listener, auth.principal.clone()));
     // Coalesces pipelined small responses into few writes; larger responses
     // bypass it. Kept small because every idle connection holds one.
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, wr);
-    let mut inflight: FuturesOrdered<Served> = FuturesOrdered::new();
+    let mut inflight: FuturesOrdered<InFlight<_>> = FuturesOrdered::new();
     let max_inflight = svc.config.server.max_inflight_per_connection as usize;
     // This connection's request bytes in flight, and its limit.
     let mut inflight_bytes = 0usize;
@@ -297,7 +304,7 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                 let Some((frame, _)) = parked.take() else { continue };
                 let Ok(permit) = permit else { return };
                 inflight_bytes += frame.len();
-                inflight.push_back(local(&svc, peer, listener, auth.principal.clone(), frame, permit));
+                inflight.push_back(Either::Left(local(&svc, &caller, frame, permit)));
             }
             frame = frames.next(), if can_read => {
                 match frame {
@@ -315,7 +322,7 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                             None => sent.await,
                         };
                         match sent {
-                            Ok(pending) => inflight.push_back(Box::pin(pending.map(|o| (o, 0)))),
+                            Ok(pending) => inflight.push_back(Either::Right(Box::pin(pending.map(|o| (o, 0))))),
                             Err(e) => {
                                 tracing::info!(%peer, broker = listener.node_id, error = %e, "forwarding a request failed; closing the client connection");
                                 return;
@@ -334,22 +341,22 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                                 }
                                 Admit::Sasl => {
                                     match sasl.handle(frame, Instant::now()).await {
-                                        Reply::Respond(bytes) => inflight.push_back(Box::pin(std::future::ready((Outcome::Respond(bytes), 0)))),
+                                        Reply::Respond(bytes) => inflight.push_back(Either::Right(Box::pin(std::future::ready((Outcome::Respond(bytes), 0))))),
                                         Reply::Fail { response, reason } => {
                                             // Kafka answers a failed authentication only after
                                             // connection.failed.authentication.delay.ms, then closes.
                                             let delay = auth.failure_delay;
-                                            inflight.push_back(Box::pin(async move {
+                                            inflight.push_back(Either::Right(Box::pin(async move {
                                                 tokio::time::sleep(delay).await;
                                                 (response.map_or(Outcome::NoResponse, Outcome::Respond), 0)
-                                            }));
+                                            })));
                                             let close = Outcome::Close(format!("authentication failed: {reason}"));
-                                            inflight.push_back(Box::pin(std::future::ready((close, 0))));
+                                            inflight.push_back(Either::Right(Box::pin(std::future::ready((close, 0)))));
                                             reading = false;
                                         }
                                     }
                                     if let Some(p) = sasl.principal() {
-                                        auth.principal = p;
+                                        caller = Arc::new(caller.authenticated(p));
                                     }
                                     let max = sasl.max_frame().unwrap_or(max_request).min(max_request);
                                     frames.decoder_mut().set_max(max);
@@ -364,7 +371,7 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                                 match svc.request_budget.clone().try_acquire_many_owned(n) {
                                     Ok(permit) => {
                                         inflight_bytes += frame.len();
-                                        inflight.push_back(local(&svc, peer, listener, auth.principal.clone(), frame, permit));
+                                        inflight.push_back(Either::Left(local(&svc, &caller, frame, permit)));
                                     }
                                     Err(tokio::sync::TryAcquireError::NoPermits) => {
                                         tracing::debug!(%peer, bytes = n, "request budget spent; waiting before serving");
@@ -378,7 +385,7 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                                 let Some(sidecar) = svc.sidecar.clone() else { return };
                                 let send = Outgoing { head: &frame, len: frame.len(), rest_from: None };
                                 match forward(&sidecar, &mut link, listener, send, fwd).await {
-                                    Ok(pending) => inflight.push_back(Box::pin(pending.map(|o| (o, 0)))),
+                                    Ok(pending) => inflight.push_back(Either::Right(Box::pin(pending.map(|o| (o, 0))))),
                                     Err(e) => {
                                         // As if the client's broker had gone away.
                                         tracing::info!(%peer, broker = listener.node_id, error = %e, "upstream unreachable; closing the client connection");
@@ -454,19 +461,18 @@ impl Mute {
 /// until it is answered.
 fn local(
     svc: &Arc<Services>,
-    peer: SocketAddr,
-    listener: ListenerInfo,
-    principal: Arc<str>,
+    caller: &Arc<Caller>,
     frame: Bytes,
     permit: OwnedSemaphorePermit,
-) -> Served {
+) -> impl Future<Output = (Outcome, usize)> + Send + 'static {
     let svc = svc.clone();
+    let caller = caller.clone();
     let len = frame.len();
-    Box::pin(async move {
-        let outcome = dispatch::handle_frame(svc, peer, listener, principal, frame).await;
+    async move {
+        let outcome = dispatch::handle_frame(svc, caller, frame).await;
         drop(permit);
         (outcome, len)
-    })
+    }
 }
 
 /// Whether the upstream link must be renewed but still owes answers: the

@@ -35,15 +35,36 @@ pub enum Outcome {
     Throttled(Box<Outcome>, tokio::time::Instant),
 }
 
-/// Who sent a request.
-#[derive(Debug, Clone)]
-pub struct RequestContext {
-    pub header: RequestHeader,
+/// Who sends a connection's requests, worked out once per connection (and
+/// again when SASL authenticates it) rather than for every request.
+#[derive(Debug)]
+pub struct Caller {
     pub peer: SocketAddr,
     pub listener: ListenerInfo,
     /// The authenticated principal (`User:ANONYMOUS` without authentication),
     /// kept for authorization.
     pub principal: Arc<str>,
+    /// The address ACLs match against: Kafka's `InetAddress.getHostAddress()`,
+    /// where an IPv4 client on a dual-stack socket is its IPv4 address.
+    pub host: Box<str>,
+}
+
+impl Caller {
+    pub fn new(peer: SocketAddr, listener: ListenerInfo, principal: Arc<str>) -> Caller {
+        Caller { peer, listener, principal, host: peer.ip().to_canonical().to_string().into() }
+    }
+
+    /// The same connection under a new principal.
+    pub fn authenticated(&self, principal: Arc<str>) -> Caller {
+        Caller { principal, host: self.host.clone(), ..*self }
+    }
+}
+
+/// Who sent a request.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    pub header: RequestHeader,
+    pub caller: Arc<Caller>,
 }
 
 impl RequestContext {
@@ -58,7 +79,7 @@ impl RequestContext {
     /// Kafka's member "client host": Java's `InetAddress.toString()`, i.e.
     /// "/" followed by the address.
     pub fn client_host(&self) -> String {
-        format!("/{}", self.peer.ip())
+        format!("/{}", self.caller.peer.ip())
     }
 }
 
@@ -131,20 +152,14 @@ fn response_limit(svc: &Services) -> usize {
 }
 
 /// Serves one request frame.
-pub async fn handle_frame(
-    svc: Arc<Services>,
-    peer: SocketAddr,
-    listener: ListenerInfo,
-    principal: Arc<str>,
-    mut frame: Bytes,
-) -> Outcome {
+pub async fn handle_frame(svc: Arc<Services>, caller: Arc<Caller>, mut frame: Bytes) -> Outcome {
     let prefix = match header::peek_prefix(&frame) {
         Ok(p) => p,
         Err(e) => return Outcome::Close(e.to_string()),
     };
     if prefix.api_key == api_versions::SUPPORT.key && !api_versions::SUPPORT.supports(prefix.api_version) {
         // KIP-511: answer in the v0 layout so the client can downgrade.
-        let table = match advertised(&svc, listener).await {
+        let table = match advertised(&svc, caller.listener).await {
             Ok(t) => t,
             Err(e) => return Outcome::Close(e),
         };
@@ -182,7 +197,7 @@ pub async fn handle_frame(
             return Outcome::Close(format!("{} request header: {e}", support.name));
         }
     };
-    let ctx = RequestContext { header, peer, listener, principal };
+    let ctx = RequestContext { header, caller };
     let mut out = start_response(prefix.correlation_id, support.flexible_response_header(prefix.api_version));
     let body_at = out.len();
     let limit = response_limit(&svc);

@@ -218,7 +218,13 @@ pub struct Log {
     /// end in garbage, so appending after it would bury good records behind
     /// a frame that recovery rejects.
     poisoned: Option<String>,
+    /// The last append's framing buffer, reused by the next one (up to
+    /// [`KEPT_FRAMING_BYTES`]): most appends are a record or two.
+    framing: Vec<u8>,
 }
+
+/// The largest framing buffer a log keeps between appends.
+const KEPT_FRAMING_BYTES: usize = 64 * 1024;
 
 /// Writes framed bytes at an offset of the active segment; replaced in tests
 /// to inject write failures.
@@ -256,6 +262,7 @@ impl Log {
             synced: recovered.end,
             snapshot: recovered.snapshot.map(|m| SnapshotState { base: m.base, bytes: m.bytes }),
             poisoned: None,
+            framing: Vec::new(),
         })
     }
 
@@ -297,7 +304,9 @@ impl Log {
         let active = active_mut(&mut self.segments)?;
         let file = active.file()?;
         let before = active.bytes;
-        let mut framed = Vec::with_capacity(total);
+        let mut framed = std::mem::take(&mut self.framing);
+        framed.clear();
+        framed.reserve(total);
         let mut locations = Vec::with_capacity(payloads.len());
         let last = first_index + payloads.len() as u64 - 1;
         for (index, payload) in (first_index..).zip(payloads) {
@@ -328,6 +337,9 @@ impl Log {
         active.bytes = before + framed.len() as u64;
         active.modified_ms = millis_since_epoch(SystemTime::now());
         self.end = first_index + payloads.len() as u64;
+        if framed.capacity() <= KEPT_FRAMING_BYTES {
+            self.framing = framed;
+        }
         Ok(locations)
     }
 

@@ -324,7 +324,10 @@ impl Coordinator {
     }
 
     /// Partitions of `topics` that the catalog does not know.
-    fn unknown_partitions<'a>(&self, topics: impl Iterator<Item = (&'a str, &'a [i32])>) -> Vec<(String, i32)> {
+    fn unknown_partitions<'a, P: IntoIterator<Item = &'a i32>>(
+        &self,
+        topics: impl Iterator<Item = (&'a str, P)>,
+    ) -> Vec<(String, i32)> {
         let mut unknown = Vec::new();
         for (name, partitions) in topics {
             let count = self.catalog.partitions(name);
@@ -428,9 +431,7 @@ impl Coordinator {
     }
 
     fn unknown_commit_partitions(&self, req: &OffsetCommitRequest) -> Vec<(String, i32)> {
-        let pairs: Vec<(&str, Vec<i32>)> =
-            req.topics.iter().map(|t| (t.name.as_str(), t.partitions.iter().map(|p| p.partition).collect())).collect();
-        self.unknown_partitions(pairs.iter().map(|(n, p)| (*n, p.as_slice())))
+        self.unknown_partitions(req.topics.iter().map(|t| (t.name.as_str(), t.partitions.iter().map(|p| &p.partition))))
     }
 
     pub async fn offset_fetch(&self, req: OffsetFetchRequest) -> Result<OffsetFetchResponse> {

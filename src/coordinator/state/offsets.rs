@@ -12,6 +12,9 @@ use super::delegation;
 use super::messages::*;
 use super::records::{OffsetValue, Record};
 use crate::error_code::ErrorCode;
+use crate::observability::metrics::HotCounter;
+
+static COMMITTED_PARTITIONS: HotCounter = HotCounter::new("kcoord_committed_partitions_total");
 
 /// Every partition of the request answered with `error`.
 pub fn commit_error_response(req: &OffsetCommitRequest, error: ErrorCode) -> OffsetCommitResponse {
@@ -128,7 +131,7 @@ pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Of
 fn write_commit(groups: &mut Groups, req: &OffsetCommitRequest, created: bool, cx: &mut Cx) -> OffsetCommitResponse {
     let expire_timestamp = (req.retention_time_ms != -1).then(|| cx.now.saturating_add(req.retention_time_ms));
     let max = cx.cfg.metadata_max_bytes.max(0) as usize;
-    let mut records = Vec::new();
+    let mut records = Vec::with_capacity(req.topics.iter().map(|t| t.partitions.len()).sum());
     let mut response = OffsetCommitResponse { topics: Vec::with_capacity(req.topics.len()) };
     for t in &req.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
@@ -164,7 +167,7 @@ fn write_commit(groups: &mut Groups, req: &OffsetCommitRequest, created: bool, c
         }
         return commit_error_response(req, e);
     } else {
-        metrics::counter!("kcoord_committed_partitions_total").increment(committed);
+        COMMITTED_PARTITIONS.increment(committed);
     }
     response
 }

@@ -12,7 +12,7 @@ impl Api for ApiVersions {
     const OWNER: Owner = Owner::Cluster;
 
     async fn serve(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut BytesMut) -> Served {
-        let table = crate::server::dispatch::advertised(svc, ctx.listener).await.map_err(RouteError::Other)?;
+        let table = crate::server::dispatch::advertised(svc, ctx.caller.listener).await.map_err(RouteError::Other)?;
         wire::respond(body, ctx.version(), out, &table)?;
         Ok(true)
     }

@@ -29,7 +29,7 @@ impl Api for FindCoordinator {
         });
         let answers = answers.map(|mut a| {
             if a.error == ErrorCode::NONE {
-                if let Some(ep) = svc.advertised_node(ctx.listener, a.node_id) {
+                if let Some(ep) = svc.advertised_node(ctx.caller.listener, a.node_id) {
                     (a.host, a.port) = ep;
                 }
             }

@@ -17,7 +17,7 @@ impl Api for Metadata {
         let denied = guard.metadata(&mut req, &svc.catalog, svc.config.topics.auto_create);
         let mut resp = svc.cluster.metadata(&req, &svc.catalog, svc.topic_creator.as_ref());
         guard.metadata_answer(&req, &mut resp, denied, v);
-        if let Some(ep) = svc.own_endpoint(ctx.listener) {
+        if let Some(ep) = svc.own_endpoint(ctx.caller.listener) {
             for b in resp.brokers.iter_mut().filter(|b| b.node_id == svc.cluster.node.node_id) {
                 (b.host, b.port) = (ep.host.clone(), i32::from(ep.port));
             }
