@@ -141,7 +141,7 @@ const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The recorder keeps every histogram sample (a request's duration, an
 /// fsync's) in a queue until upkeep folds it into the buckets. A scrape
-/// does that too, but a daemon nobody scrapes would grow by some 20 bytes
+/// does that too, but a daemon nobody scrapes would grow by 16 bytes
 /// per request, gigabytes an hour at full load. A thread of its own (not a
 /// task: the recorder outlives any one runtime, and tests start many)
 /// folds them every [`UPKEEP_INTERVAL`].

@@ -329,12 +329,12 @@ pub fn encode_value(value: &RecordValue, b: &mut BytesMut) -> Result<(), RecordE
     Ok(())
 }
 
-/// Encodes a record as a log payload; fails, writing nothing, for a record
-/// whose strings do not fit Kafka's schema.
 /// Room for a typical record (an offset commit's is about 100 bytes), so
 /// that encoding one does not grow its buffer.
 const RECORD_CAPACITY: usize = 192;
 
+/// Encodes a record as a log payload; fails, writing nothing, for a record
+/// whose strings do not fit Kafka's schema.
 pub fn encode(record: &Record, timestamp: i64) -> Result<Bytes, RecordError> {
     let mut b = BytesMut::with_capacity(RECORD_CAPACITY);
     b.put_u8(0);
