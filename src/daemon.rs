@@ -93,10 +93,16 @@ impl Daemon {
             config.offsets.partitions,
             options.repair,
         )?;
+        let journal = crate::storage::journal::open(
+            &data_dir,
+            config.storage.fsync == crate::config::FsyncPolicy::Always,
+            options.repair,
+        )
+        .map_err(dd_err)?;
         warn_about_allocation_limits();
         let descriptors = crate::descriptors::check_at_startup(&config).map_err(StartError::OpenFileLimit)?;
         if config.sidecar.enabled() {
-            return start_sidecar(config, options, lock, cluster_id, descriptors).await;
+            return start_sidecar(config, options, lock, cluster_id, descriptors, journal).await;
         }
         let catalog = Arc::new(Catalog::open(&data_dir).map_err(dd_err)?);
         for spec in config.defined_topics() {
@@ -143,7 +149,8 @@ impl Daemon {
         )
         .await
         .map_err(|e| StartError::Topic { name: e.topic, message: e.message })?;
-        let coordinator = Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx, &|_| true, None);
+        let coordinator =
+            Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx, &|_| true, None, journal);
         let config = Arc::new(config);
         let services = Arc::new(Services {
             cluster: Cluster::new(node.clone(), config.topics.auto_create, config.topics.default_partitions)
@@ -291,6 +298,7 @@ async fn start_sidecar(
     lock: DirLock,
     own_cluster_id: String,
     descriptors: crate::descriptors::Budget,
+    journal: Option<Arc<crate::storage::Journal>>,
 ) -> Result<RunningDaemon, StartError> {
     let sc = config.sidecar.clone();
     let upstream_security = ClientSecurity::from_config(&sc.upstream_security)
@@ -396,7 +404,8 @@ async fn start_sidecar(
     let mirror = Arc::new(Mirror::new(upstream.clone(), catalog.clone(), MirrorSettings::from_config(&sc)));
     let (fatal_tx, fatal) = mpsc::unbounded_channel();
     let hooks: Arc<dyn GroupHooks> = mirror.clone();
-    let coordinator = Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx, &owns, Some(hooks));
+    let coordinator =
+        Coordinator::start(&config, catalog.clone(), options.repair, fatal_tx, &owns, Some(hooks), journal);
     let first = listeners.first().map(|(_, info, _)| info.node_id).unwrap_or(me);
     let (host, port) = nodes.first().and_then(|n| n.0.get(&first)).cloned().unwrap_or((advertised_host, 0));
     let node = NodeInfo { node_id: first, host, port, cluster_id: view.cluster_id.clone().unwrap_or(own_cluster_id) };

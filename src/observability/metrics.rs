@@ -31,6 +31,8 @@ pub const NAMES: &[&str] = &[
     "kcoord_fsync_batch_records",
     "kcoord_fsync_duration_seconds",
     "kcoord_group_members",
+    "kcoord_journal_bytes_total",
+    "kcoord_journal_checkpoints_total",
     "kcoord_groups",
     "kcoord_log_appended_records_total",
     "kcoord_log_appends_total",
@@ -181,6 +183,11 @@ fn describe() {
     describe_counter!("kcoord_log_appended_records_total", "Records written to the coordinator logs");
     describe_histogram!("kcoord_fsync_duration_seconds", Unit::Seconds, "fdatasync latency of the coordinator logs");
     describe_histogram!("kcoord_fsync_batch_records", "Records made durable by one fsync (group commit)");
+    describe_counter!("kcoord_journal_bytes_total", "Bytes written to the node's journal (storage.fsync = always)");
+    describe_counter!(
+        "kcoord_journal_checkpoints_total",
+        "Full journal files checkpointed: the shards' own files fsynced, the journal file deleted"
+    );
     describe_counter!(
         "kcoord_shard_failures_total",
         "Coordinator shards that failed beyond repair (load: a corrupt log; fsync: a failed fsync); the daemon stops"

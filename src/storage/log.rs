@@ -12,6 +12,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -19,6 +20,7 @@ use super::disk::{self, remove_if_present, Disk, DiskFile, FileHandle, OpenMode}
 use super::error::LogError;
 use super::frame::{check_payload_len, encode_frame_of_write};
 use super::handles::{FileCache, FileRef};
+use super::journal::JournalWrite;
 use super::manifest::{self, Manifest};
 use super::recovery::recover;
 use super::segment::{frame_bytes, millis_since_epoch, Segment};
@@ -41,12 +43,16 @@ pub struct LogOptions {
     /// in tests (see `disk` and `simdisk`). A `files` cache must open its
     /// files on the same one.
     pub fs: Disk,
+    /// Whether the log's appends are made durable by the node's journal
+    /// ([`Log::journal_write`], see `journal`) rather than by fsyncs of its
+    /// own segment ([`Log::sync_job`]).
+    pub journaled: bool,
 }
 
 impl LogOptions {
     /// Options with every segment file held open, on the real file system.
     pub fn new(segment_bytes: u64, repair: bool) -> LogOptions {
-        LogOptions { segment_bytes, repair, files: None, fs: disk::os() }
+        LogOptions { segment_bytes, repair, files: None, fs: disk::os(), journaled: false }
     }
 }
 
@@ -209,7 +215,19 @@ pub struct Log {
     /// Sorted by base, contiguous, never empty; the last one is active.
     segments: Vec<Segment>,
     end: u64,
+    /// Records below this index are in the log's own files, fsynced.
     synced: u64,
+    /// Records below this index are durable in the node's journal.
+    journaled: u64,
+    /// What this log appended since it last handed bytes to the journal
+    /// (journaled logs only), not yet written to the segment.
+    pending: Option<Pending>,
+    /// The end the journal's checkpoints fsynced in the log's own files.
+    own_synced: Arc<AtomicU64>,
+    /// The directory, shared with journal writes.
+    shared_dir: Arc<Path>,
+    /// The recovery point the manifest records.
+    recovery_point: u64,
     /// The active segment's size when the manifest last recorded the
     /// durable end (the recovery point): see [`Log::mark_synced`].
     recovery_point_bytes: u64,
@@ -221,6 +239,17 @@ pub struct Log {
     /// The last append's framing buffer, reused by the next one (up to
     /// [`KEPT_FRAMING_BYTES`]): most appends are a record or two.
     framing: Vec<u8>,
+}
+
+/// A journaled log's appends since it last handed bytes to the journal:
+/// contiguous in the active segment, and not written to it yet (one write
+/// per batch instead of one per append; see `flush_pending`).
+#[derive(Debug)]
+struct Pending {
+    segment_base: u64,
+    position: u64,
+    bytes: Vec<u8>,
+    records: u64,
 }
 
 /// The largest framing buffer a log keeps between appends.
@@ -260,6 +289,11 @@ impl Log {
             segments: recovered.segments,
             end: recovered.end,
             synced: recovered.end,
+            journaled: recovered.end,
+            pending: None,
+            own_synced: Arc::new(AtomicU64::new(recovered.end)),
+            shared_dir: Arc::from(dir),
+            recovery_point: recovered.end,
             snapshot: recovered.snapshot.map(|m| SnapshotState { base: m.base, bytes: m.bytes }),
             poisoned: None,
             framing: Vec::new(),
@@ -269,6 +303,11 @@ impl Log {
     /// The file system this log lives on.
     pub fn disk(&self) -> &Disk {
         &self.options.fs
+    }
+
+    /// Whether the node's journal makes this log's appends durable.
+    pub fn is_journaled(&self) -> bool {
+        self.options.journaled
     }
 
     /// The directory this log lives in.
@@ -321,7 +360,10 @@ impl Log {
             // together or drops them together.
             encode_frame_of_write(&mut framed, payload, index != last)?;
         }
-        if let Err(err) = write(&*file, &framed, before) {
+        // A journaled log writes a batch's appends with one write when it
+        // hands them to the journal (`flush_pending`).
+        let written = if self.options.journaled { Ok(()) } else { write(&*file, &framed, before) };
+        if let Err(err) = written {
             // Cut off whatever part of the batch reached the file, durably, so
             // that a failed batch can never reappear after a crash.
             let undo = file.set_len(before).and_then(|()| file.sync_data());
@@ -337,6 +379,19 @@ impl Log {
         active.bytes = before + framed.len() as u64;
         active.modified_ms = millis_since_epoch(SystemTime::now());
         self.end = first_index + payloads.len() as u64;
+        if self.options.journaled {
+            match &mut self.pending {
+                Some(p) if p.segment_base == active.base && p.position + p.bytes.len() as u64 == before => {
+                    p.bytes.extend_from_slice(&framed);
+                    p.records += payloads.len() as u64;
+                }
+                pending => {
+                    let records = payloads.len() as u64;
+                    *pending =
+                        Some(Pending { segment_base: active.base, position: before, bytes: framed.clone(), records })
+                }
+            }
+        }
         if framed.capacity() <= KEPT_FRAMING_BYTES {
             self.framing = framed;
         }
@@ -356,11 +411,14 @@ impl Log {
     /// damaged (found by the simulated-disk tests: a compaction's roll whose
     /// directory fsync failed, followed by more appends).
     fn roll(&mut self) -> io::Result<()> {
+        self.flush_pending()?;
         let closed = self.active()?.file()?.sync_data().and_then(|()| self.options.fs.sync_dir(&self.dir));
         if let Err(e) = closed {
             return Err(self.poison(e.kind(), format!("fsyncing the segment closed by a roll failed ({e})")));
         }
         self.synced = self.end;
+        // The closed segment is durable on its own now.
+        self.pending = None;
         let segment = Segment::create(&*self.options.fs, &self.dir, self.end, self.options.files.as_ref())?;
         if let Err(e) = self.options.fs.sync_dir(&self.dir) {
             let reason = format!("fsyncing the directory after creating {} failed ({e})", segment.path.display());
@@ -380,6 +438,7 @@ impl Log {
     fn record_manifest_with(&mut self, first: usize, snapshot: Option<u64>) -> io::Result<()> {
         let segments = self.segments.get(first..).unwrap_or_default().iter().map(|s| s.base).collect();
         manifest::write(&*self.options.fs, &self.dir, &Manifest::new(snapshot, segments, self.synced))?;
+        self.recovery_point = self.synced;
         self.recovery_point_bytes = self.segments.last().map_or(0, |s| s.bytes);
         Ok(())
     }
@@ -413,9 +472,10 @@ impl Log {
         self.segments.first().map_or(self.end, |s| s.base)
     }
 
-    /// Every record with an index below this is known to be durable.
+    /// Every record with an index below this is known to be durable: in the
+    /// log's own files or, for a journaled log, in the journal.
     pub fn synced(&self) -> u64 {
-        self.synced
+        self.synced.max(self.journaled)
     }
 
     /// A job that fsyncs everything appended so far, or None if nothing is
@@ -425,8 +485,36 @@ impl Log {
         if self.synced >= self.end {
             return None;
         }
+        self.own_sync_job()
+    }
+
+    fn own_sync_job(&self) -> Option<SyncJob> {
         let active = self.segments.last()?;
         Some(SyncJob { file: active.handle.clone(), open: active.file().ok(), end: self.end })
+    }
+
+    /// For a journaled log: the bytes appended since the last call, to hand
+    /// to the node's journal, or None if everything is durable already. The
+    /// answer to [`Journal::submit`](super::Journal::submit) goes to
+    /// [`Log::mark_synced`] as for an fsync.
+    pub fn journal_write(&mut self) -> Option<JournalWrite> {
+        if self.synced() >= self.end {
+            self.pending = None;
+            return None;
+        }
+        self.flush_pending().ok()?;
+        let own = self.own_sync_job()?;
+        let pending = self.pending.take()?;
+        Some(JournalWrite {
+            dir: Arc::clone(&self.shared_dir),
+            segment_base: pending.segment_base,
+            position: pending.position,
+            bytes: pending.bytes,
+            records: pending.records,
+            end: self.end,
+            own,
+            own_synced: Arc::clone(&self.own_synced),
+        })
     }
 
     /// Records that a [`SyncJob`] succeeded. Jobs may finish out of order, so
@@ -441,10 +529,18 @@ impl Log {
     /// fsyncs) per stride, on the caller's thread, as a roll does. If that
     /// write fails, the log is poisoned like a failed roll.
     pub fn mark_synced(&mut self, end: u64) {
-        self.synced = self.synced.max(end.min(self.end));
+        if self.options.journaled {
+            // Durable in the journal; the recovery point moves only with
+            // what the journal's checkpoints fsynced in the log's own files.
+            self.journaled = self.journaled.max(end.min(self.end));
+            self.synced = self.synced.max(self.own_synced.load(Ordering::Acquire).min(self.end));
+        } else {
+            self.synced = self.synced.max(end.min(self.end));
+        }
         let active = self.segments.last().map_or(0, |s| s.bytes);
         let stride = self.options.segment_bytes / RECOVERY_POINT_STRIDE;
-        if self.poisoned.is_none() && active.saturating_sub(self.recovery_point_bytes) >= stride.max(1) {
+        let moved = self.synced > self.recovery_point;
+        if self.poisoned.is_none() && moved && active.saturating_sub(self.recovery_point_bytes) >= stride.max(1) {
             if let Err(e) = self.record_manifest(0) {
                 let _ = self.poison(e.kind(), format!("recording the recovery point in the manifest failed ({e})"));
             }
@@ -484,8 +580,10 @@ impl Log {
 
     /// fsyncs everything appended so far, on the calling thread.
     pub fn sync(&mut self) -> io::Result<()> {
+        self.flush_pending()?;
         self.active()?.file()?.sync_data()?;
         self.synced = self.end;
+        self.pending = None;
         Ok(())
     }
 
@@ -604,6 +702,29 @@ impl Log {
         fs.sync_dir(&self.dir)?;
         self.snapshot = Some(SnapshotState { base: done.base, bytes: done.bytes });
         Ok(())
+    }
+
+    /// A journaled log's appends reach its active segment here, with one
+    /// write for all of them (the page cache; the journal makes them
+    /// durable). The records already count as appended (the shard has
+    /// applied them), so a failed write cannot be undone: it poisons the log
+    /// and the shard stops, and recovery finds them only if the journal
+    /// made them durable.
+    fn flush_pending(&mut self) -> io::Result<()> {
+        let Some(pending) = &self.pending else { return Ok(()) };
+        let written = self.segments.last().ok_or_else(no_active_segment).and_then(|active| {
+            if active.base != pending.segment_base {
+                return Err(io::Error::other("appended bytes of a closed segment were never written"));
+            }
+            active.file()?.write_all_at(&pending.bytes, pending.position)
+        });
+        match written {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.pending = None;
+                Err(self.poison(e.kind(), format!("writing appended records to {} failed ({e})", self.dir.display())))
+            }
+        }
     }
 
     fn active(&self) -> io::Result<&Segment> {

@@ -14,12 +14,15 @@
 //! - `handles`: the bounded cache of open segment files partition logs share.
 //! - `sync_scheduler`: the node-wide pool that runs every log's group-commit
 //!   fsyncs.
+//! - `journal`: the node's journal, whose one fdatasync a round makes every
+//!   coordinator shard's appends durable (`storage.fsync = always`).
 
 pub mod disk;
 pub mod error;
 pub mod frame;
 pub mod fsutil;
 pub mod handles;
+pub mod journal;
 pub mod log;
 mod manifest;
 mod recovery;
@@ -30,6 +33,7 @@ pub mod sync_scheduler;
 
 pub use error::LogError;
 pub use handles::FileCache;
+pub use journal::{Journal, JournalWrite};
 pub use log::{Location, Log, LogOptions, Replay, SegmentInfo, SegmentReader, SyncJob, Visitor};
 pub use snapshot::{SnapshotDone, SnapshotPlan};
 pub use sync_scheduler::{Registration, SyncScheduler, SyncTarget, SyncWork};

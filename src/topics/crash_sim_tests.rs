@@ -197,7 +197,8 @@ fn acknowledged_acks_all_produces_survive_simulated_crashes_and_retention() {
         let sim = SimDisk::new(seed);
         sim.set_reorder(false);
         let files = FileCache::on(sim.disk(), 8);
-        let options = LogOptions { segment_bytes: 300, repair: false, files: Some(files), fs: sim.disk() };
+        let options =
+            LogOptions { segment_bytes: 300, repair: false, files: Some(files), fs: sim.disk(), journaled: false };
         PartitionRun { sim, options, model: PartitionModel::default() }.run();
     });
 }

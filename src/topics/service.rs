@@ -329,6 +329,7 @@ fn open_partitions(
         repair: settings.repair,
         files: Some(Arc::clone(&settings.files)),
         fs: settings.files.disk(),
+        journaled: false,
     };
     let segment_ms = info.config.segment_ms.unwrap_or(settings.segment_ms);
     let now = wall_clock_ms();

@@ -122,7 +122,7 @@ impl ShardLog for FakeLog {
         self.synced
     }
 
-    fn sync_job(&self) -> Option<u64> {
+    fn sync_job(&mut self) -> Option<u64> {
         (self.synced < self.end()).then(|| self.end())
     }
 

@@ -18,6 +18,12 @@
 //!   refuses the start unless `--repair` accepts it. A format-1 directory is
 //!   migrated at its first start: its shard directories are completed, its
 //!   logs get manifests of what is found, and the version is raised.
+//! - 3: the data directory may hold `journal/` (`storage::journal`), whose
+//!   entries are acknowledged records not yet fsynced in the shards' own
+//!   files. A build that ignored it would lose them after a crash, so a
+//!   directory of a newer format than this build writes is refused. A
+//!   format-2 directory has no journal: raising the version is all its
+//!   migration does.
 //!
 //! Crash safety: `layout.json` is replaced atomically (written aside,
 //! fsynced, renamed, directory fsynced), after the shard directories it
@@ -39,7 +45,7 @@ use crate::storage::fsutil;
 const FILE: &str = "layout.json";
 
 /// The data directory format this build writes.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 #[derive(Serialize, Deserialize)]
 struct Layout {
@@ -67,6 +73,11 @@ pub enum LayoutError {
          would be lost; restore it from a copy, or start with --repair to accept the loss"
     )]
     MissingShards { dir: String, missing: usize, shards: u32 },
+    #[error(
+        "{dir} is in data directory format {found}, written by a newer kcoord; this build reads formats up to \
+         {supported}: start the newer build (it may hold acknowledged commits this one would not see)"
+    )]
+    Newer { dir: String, found: u32, supported: u32 },
     #[error("{path}: {source}")]
     Io { path: String, source: io::Error },
 }
@@ -100,7 +111,14 @@ pub fn check_or_record_shard_count_on(
     if let Some(recorded) = recorded.filter(|&r| r != configured) {
         return Err(LayoutError::Mismatch { dir: coordinator_dir.display().to_string(), recorded, configured });
     }
-    if version >= FORMAT_VERSION {
+    if version > FORMAT_VERSION {
+        return Err(LayoutError::Newer {
+            dir: coordinator_dir.display().to_string(),
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    if version >= 2 {
         let missing: Vec<u32> = (0..configured).filter(|&i| !fs.is_dir(&shard_dir(coordinator_dir, i))).collect();
         if let Some(&first) = missing.first() {
             let err = LayoutError::MissingShards {
@@ -113,7 +131,16 @@ pub fn check_or_record_shard_count_on(
             }
             tracing::warn!("repair: {err}; starting those shards empty");
         }
-        return sync_entries(fs, coordinator_dir).map_err(io_err);
+        sync_entries(fs, coordinator_dir).map_err(io_err)?;
+        if version == FORMAT_VERSION {
+            return Ok(());
+        }
+        tracing::info!(
+            dir = %coordinator_dir.display(),
+            "data directory format {version}: migrating to format {FORMAT_VERSION} (nothing to convert; \
+             from now on it may hold a journal, and older builds refuse it)"
+        );
+        return record(fs, &path, configured).map_err(io_err);
     }
     // First start (version 0) or a format-1 directory: every shard
     // directory first, then the layout that promises them.
@@ -129,9 +156,14 @@ pub fn check_or_record_shard_count_on(
         fsutil::create_dir_all_durably_on(fs, &shard_dir(coordinator_dir, i)).map_err(io_err)?;
     }
     sync_entries(fs, coordinator_dir).map_err(io_err)?;
-    let layout = Layout { shards: configured, version: FORMAT_VERSION };
-    let bytes = serde_json::to_vec(&layout).map_err(|e| io_err(io::Error::other(e)))?;
-    fsutil::write_atomically_on(fs, &path, &bytes).map_err(io_err)
+    record(fs, &path, configured).map_err(io_err)
+}
+
+/// Writes `layout.json` for `shards` in this build's format, atomically.
+fn record(fs: &dyn FileSystem, path: &Path, shards: u32) -> io::Result<()> {
+    let layout = Layout { shards, version: FORMAT_VERSION };
+    let bytes = serde_json::to_vec(&layout).map_err(io::Error::other)?;
+    fsutil::write_atomically_on(fs, path, &bytes)
 }
 
 /// fsyncs the coordinator directory and its parent, so that `layout.json`
@@ -214,6 +246,21 @@ mod tests {
         let err = check_or_record_shard_count(&coord, 4, false).unwrap_err().to_string();
         assert!(err.contains("shard-0002") && err.contains("--repair"), "{err}");
         check_or_record_shard_count(&coord, 4, true).unwrap();
+    }
+
+    #[test]
+    fn a_format_2_directory_is_raised_to_the_journal_format_and_a_newer_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let coord = dir.path().join("coordinator");
+        check_or_record_shard_count(&coord, 2, false).unwrap();
+        std::fs::write(coord.join(FILE), br#"{"shards":2,"version":2}"#).unwrap();
+        check_or_record_shard_count(&coord, 2, false).unwrap();
+        let layout: Layout = serde_json::from_slice(&std::fs::read(coord.join(FILE)).unwrap()).unwrap();
+        assert_eq!(layout.version, FORMAT_VERSION);
+
+        std::fs::write(coord.join(FILE), format!(r#"{{"shards":2,"version":{}}}"#, FORMAT_VERSION + 1)).unwrap();
+        let err = check_or_record_shard_count(&coord, 2, false).unwrap_err().to_string();
+        assert!(err.contains("newer kcoord") && err.contains(&format!("up to {FORMAT_VERSION}")), "{err}");
     }
 
     #[test]

@@ -118,6 +118,7 @@ impl Coordinator {
         fatal: FatalSender,
         owns: &dyn Fn(u32) -> bool,
         hooks: Option<Arc<dyn GroupHooks>>,
+        journal: Option<Arc<crate::storage::Journal>>,
     ) -> Coordinator {
         // The node's fsync pool, shared with the data plane's partitions
         // (which ask it for fsyncs only once serving, after this).
@@ -139,6 +140,7 @@ impl Coordinator {
                             segment_bytes: config.offsets.segment_bytes,
                             compaction_trigger_bytes: config.offsets.compaction_trigger_bytes,
                             repair,
+                            journal: journal.clone(),
                         },
                         config.offsets.shard_mailbox,
                         permits.clone(),

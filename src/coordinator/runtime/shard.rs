@@ -6,10 +6,12 @@
 //! (loading, group-commit gating, fail-stop, compaction back-off, shutdown
 //! order) are synchronous and tested on their own (`shell`). It does what
 //! the shell asks outside its thread: loads the log on a blocking thread,
-//! offers fsyncs to the node's [`SyncScheduler`] (one fsync covers
-//! everything appended until the scheduler takes it up, so throughput grows
-//! with concurrency: group commit), writes snapshots on a blocking thread,
-//! and reports fatal failures.
+//! hands its appends to the node's [`Journal`] (`fsync = always`: one
+//! fdatasync a round covers every shard) or offers fsyncs to the node's
+//! [`SyncScheduler`] (one fsync covers everything appended until the
+//! scheduler takes it up), so throughput grows with concurrency (group
+//! commit), writes snapshots on a blocking thread, and reports fatal
+//! failures.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -21,11 +23,14 @@ use tokio::task::JoinHandle;
 
 pub use super::clock::coordinator_clock_ms;
 use super::clock::SystemClock;
+use super::shard_log::LogSync;
 use super::shell::{Durable, Effect, ShardShell, ShellSettings};
 use crate::config::FsyncPolicy;
 use crate::coordinator::state::core::{CoreConfig, RandomIds, Request, Response, ShardCore};
 use crate::coordinator::state::records::RecordError;
-use crate::storage::{Log, LogOptions, Registration, SnapshotDone, SyncJob, SyncScheduler, SyncTarget, SyncWork};
+use crate::storage::{
+    Journal, Log, LogOptions, Registration, SnapshotDone, SyncJob, SyncScheduler, SyncTarget, SyncWork,
+};
 
 /// A message to a shard.
 #[allow(clippy::large_enum_variant, reason = "requests are most messages; boxing them would add an allocation to each")]
@@ -52,6 +57,8 @@ pub struct ShardSettings {
     pub segment_bytes: u64,
     pub compaction_trigger_bytes: u64,
     pub repair: bool,
+    /// The node's journal, when it makes appends durable (`fsync = always`).
+    pub journal: Option<Arc<Journal>>,
 }
 
 /// Unrecoverable shard failures (corrupt log, failed fsync) are reported
@@ -106,7 +113,8 @@ fn load(settings: &ShardSettings) -> Result<(ShardCore, Log), String> {
     let started = std::time::Instant::now();
     let mut core = ShardCore::new(settings.core.clone(), Box::new(RandomIds));
     let mut records_loaded: u64 = 0;
-    let options = LogOptions::new(settings.segment_bytes, settings.repair);
+    let mut options = LogOptions::new(settings.segment_bytes, settings.repair);
+    options.journaled = settings.journal.is_some();
     let log = Log::open(&settings.dir, options, &mut |loc, payload| match core.load_payload(payload) {
         Ok(()) => {
             records_loaded += 1;
@@ -197,6 +205,7 @@ struct Adapter {
     fatal: FatalSender,
     /// The shard's log in the node's sync scheduler (once loaded).
     sync: Option<(Arc<ShardSync>, Arc<Registration>)>,
+    journal: Option<Arc<Journal>>,
     compaction: Option<Compaction>,
 }
 
@@ -204,10 +213,15 @@ impl Adapter {
     fn apply(&mut self, shell: &mut ShardShell<Log, SystemClock>) {
         for effect in shell.effects() {
             match effect {
-                Effect::Fsync(job) => {
+                Effect::Fsync(LogSync::Fsync(job)) => {
                     if let Some((sync, registration)) = &self.sync {
                         sync.offer(Some(job));
                         SyncScheduler::global().request(registration);
+                    }
+                }
+                Effect::Fsync(LogSync::Journal(write)) => {
+                    if let (Some((sync, _)), Some(journal)) = (&self.sync, &self.journal) {
+                        journal.submit(write, sync.clone());
                     }
                 }
                 Effect::WithdrawFsync => {
@@ -268,7 +282,7 @@ async fn run(
         },
         SystemClock,
     );
-    let mut adapter = Adapter { fatal, sync: None, compaction: None };
+    let mut adapter = Adapter { fatal, sync: None, journal: settings.journal.clone(), compaction: None };
     let (durable_tx, mut durable) = watch::channel(Ok(0));
     let mut durable_tx = Some(durable_tx);
     let timer = tokio::time::sleep(Duration::from_secs(3600));

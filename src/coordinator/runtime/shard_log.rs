@@ -12,7 +12,7 @@ use bytes::Bytes;
 use crate::coordinator::state::store::RecordSink;
 use crate::error_code::ErrorCode;
 use crate::observability::metrics::HotCounter;
-use crate::storage::{Log, SnapshotDone, SnapshotPlan, SyncJob};
+use crate::storage::{JournalWrite, Log, SnapshotDone, SnapshotPlan, SyncJob};
 
 /// What a finished snapshot covers, for the log line that reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,8 +37,9 @@ pub trait ShardLog {
     fn end(&self) -> u64;
     /// Every record below this index is durable.
     fn synced(&self) -> u64;
-    /// An fsync of everything appended so far, or None if all is durable.
-    fn sync_job(&self) -> Option<Self::SyncJob>;
+    /// What makes everything appended so far durable (an fsync, or bytes
+    /// for the node's journal), or None if all is durable or on its way.
+    fn sync_job(&mut self) -> Option<Self::SyncJob>;
     /// Records that an fsync up to `end` succeeded.
     fn mark_synced(&mut self, end: u64);
     /// fsyncs on the calling thread and records the end (clean shutdown).
@@ -55,8 +56,17 @@ pub trait ShardLog {
     fn finish_snapshot(&mut self, done: Self::SnapshotDone) -> io::Result<Compacted>;
 }
 
+/// How a shard's appends become durable: an fsync of its own active
+/// segment (the node's sync scheduler runs it), or the bytes it appended,
+/// handed to the node's journal (`storage.fsync = always`).
+#[derive(Debug)]
+pub enum LogSync {
+    Fsync(SyncJob),
+    Journal(JournalWrite),
+}
+
 impl ShardLog for Log {
-    type SyncJob = SyncJob;
+    type SyncJob = LogSync;
     type SnapshotPlan = SnapshotPlan;
     type SnapshotDone = SnapshotDone;
 
@@ -72,8 +82,12 @@ impl ShardLog for Log {
         Log::synced(self)
     }
 
-    fn sync_job(&self) -> Option<SyncJob> {
-        Log::sync_job(self)
+    fn sync_job(&mut self) -> Option<LogSync> {
+        if self.is_journaled() {
+            self.journal_write().map(LogSync::Journal)
+        } else {
+            Log::sync_job(self).map(LogSync::Fsync)
+        }
     }
 
     fn mark_synced(&mut self, end: u64) {

@@ -395,6 +395,9 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
         let Phase::Serving(s) = &mut self.phase else { return };
         if self.settings.fsync == FsyncPolicy::Always {
             start_sync(s, &mut self.effects);
+            // Handing appends to the journal writes them (a journaled log),
+            // and a failed write poisons the log.
+            stop_if_poisoned(&self.settings, s, &mut self.effects);
         }
         maybe_compact(&self.settings, s, now, &mut self.effects);
     }

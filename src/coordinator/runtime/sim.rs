@@ -371,8 +371,12 @@ impl<S: SimStorage> World<S> {
         if self.fsyncs.is_empty() {
             return;
         }
-        let i = self.rng.below(self.fsyncs.len() as u64) as usize;
-        let job = self.fsyncs.swap_remove(i);
+        let job = if self.storage.ordered_syncs() {
+            self.fsyncs.remove(0)
+        } else {
+            let i = self.rng.below(self.fsyncs.len() as u64) as usize;
+            self.fsyncs.swap_remove(i)
+        };
         let durable = self.storage.run_sync(job);
         self.note(format!("fsync: {durable:?}"));
         self.shell.on_synced(durable);
@@ -829,6 +833,8 @@ fn run_on<S: SimStorage>(seed: u64, storage: S) -> Result<(Vec<String>, Exercise
 pub enum Variant {
     FakeLog,
     SimDisk,
+    /// The simulated disk with the node's journal in front of the log.
+    Journaled,
 }
 
 impl Variant {
@@ -836,6 +842,7 @@ impl Variant {
         match self {
             Variant::FakeLog => "fake-log",
             Variant::SimDisk => "sim-disk",
+            Variant::Journaled => "journaled",
         }
     }
 }
@@ -848,6 +855,10 @@ pub fn run(variant: Variant, seed: u64) -> Result<(Vec<String>, Exercised), Stri
         Variant::SimDisk => {
             let faults = if seed % 3 == 0 { DISK_FAULTS } else { Faults::NONE };
             run_on(seed, DiskStorage::new(seed, faults, seed % 2 == 1))
+        }
+        Variant::Journaled => {
+            let faults = if seed % 3 == 0 { DISK_FAULTS } else { Faults::NONE };
+            run_on(seed, DiskStorage::journaled(seed, faults, seed % 2 == 1))
         }
     }
 }
@@ -912,8 +923,18 @@ fn seeded_client_swarms_on_the_simulated_disk_lose_no_acknowledged_commit_throug
 }
 
 #[test]
+fn seeded_client_swarms_with_the_journal_lose_no_acknowledged_commit_through_crashes_and_disk_faults() {
+    let (seeds, e) = campaign(Variant::Journaled, 2_000);
+    if seeds >= 2_000 {
+        assert!(e.restarts > 0 && e.fail_stops > 0 && e.acked_commits > 0, "{e:?}");
+        let s = e.storage;
+        assert!(s.dropped_writes > 0 && s.torn_writes > 0 && s.failed_fsyncs > 0 && s.injected_faults > 0, "{s:?}");
+    }
+}
+
+#[test]
 fn the_same_seed_gives_the_same_trace() {
-    for variant in [Variant::FakeLog, Variant::SimDisk] {
+    for variant in [Variant::FakeLog, Variant::SimDisk, Variant::Journaled] {
         for seed in [1, 42, 7_777] {
             let a = run(variant, seed).unwrap().0;
             let b = run(variant, seed).unwrap().0;

@@ -14,11 +14,13 @@ use bytes::Bytes;
 
 use super::clock::ManualClock;
 use super::fake_log::FakeLog;
+use super::shard_log::LogSync;
 use super::shard_log::ShardLog;
 use super::shell::{Durable, ShardShell};
 use crate::coordinator::state::core::{CoreConfig, CountingIds, ShardCore};
+use crate::storage::journal::{recover, JournalFiles};
 use crate::storage::simdisk::{Faults, SimDisk};
-use crate::storage::{Log, LogError, LogOptions, Replay, SnapshotDone, SnapshotPlan};
+use crate::storage::{JournalWrite, Log, LogError, LogOptions, Replay, SnapshotDone, SnapshotPlan};
 
 pub type Shell<L> = ShardShell<L, ManualClock>;
 
@@ -34,6 +36,11 @@ pub trait SimStorage {
     fn crash(&mut self, shell: Shell<Self::Log>);
     /// Runs an fsync the shell asked for.
     fn run_sync(&mut self, job: <Self::Log as ShardLog>::SyncJob) -> Durable;
+    /// Whether fsyncs must run in the order they were asked for (a journal
+    /// writes its entries in order; a log's own fsyncs may finish in any).
+    fn ordered_syncs(&self) -> bool {
+        false
+    }
     /// Writes a snapshot the shell asked for.
     fn write_snapshot(
         &mut self,
@@ -129,6 +136,12 @@ impl SimStorage for FakeStorage {
 
 const DIR: &str = "/data/coordinator/shard-0000";
 
+/// The data directory, where the journal lives.
+const ROOT: &str = "/data";
+
+/// Small journal files, so that checkpoints happen within a run.
+const JOURNAL_FILE_BYTES: u64 = 2_048;
+
 /// Small segments, so that rolls happen within a run.
 const SEGMENT_BYTES: u64 = 4_096;
 
@@ -143,13 +156,47 @@ pub struct DiskStorage {
     /// without disk faults).
     faults: Faults,
     pub fsync_failures: u64,
+    /// The node's journal makes appends durable (`fsync = always`), written
+    /// synchronously when the simulation runs a sync; None until the first
+    /// replay, and after a crash or a journal failure.
+    journaled: bool,
+    journal: Option<JournalFiles>,
 }
 
 impl DiskStorage {
     pub fn new(seed: u64, faults: Faults, reorder: bool) -> DiskStorage {
         let sim = SimDisk::new(seed);
         sim.set_reorder(reorder);
-        DiskStorage { sim, faults, fsync_failures: 0 }
+        DiskStorage { sim, faults, fsync_failures: 0, journaled: false, journal: None }
+    }
+
+    /// The same, with the node's journal in front of the log.
+    pub fn journaled(seed: u64, faults: Faults, reorder: bool) -> DiskStorage {
+        DiskStorage { journaled: true, ..DiskStorage::new(seed, faults, reorder) }
+    }
+
+    /// What the daemon does before the shards open: replay the journal into
+    /// the logs, then start an empty one.
+    fn open_journal(&mut self) -> io::Result<()> {
+        self.journal = None;
+        if !self.journaled {
+            return Ok(());
+        }
+        recover(&*self.sim.disk(), Path::new(ROOT), false)?;
+        self.journal = Some(JournalFiles::create(self.sim.disk(), Path::new(ROOT), JOURNAL_FILE_BYTES)?);
+        Ok(())
+    }
+
+    /// Writes one journal entry, and checkpoints a full file.
+    fn journal_write(&mut self, write: &JournalWrite) -> io::Result<u64> {
+        let journal = self.journal.as_mut().ok_or_else(|| io::Error::other("the journal failed earlier"))?;
+        let written = journal.write(std::iter::once(write)).and_then(|()| journal.next_if_full());
+        match written {
+            Ok(Some(checkpoint)) => checkpoint.run().map(|()| write.end()),
+            Ok(None) => Ok(write.end()),
+            Err(e) => Err(e),
+        }
+        .inspect_err(|_| self.journal = None)
     }
 }
 
@@ -168,7 +215,21 @@ impl SimStorage for DiskStorage {
                 self.sim.set_faults(Faults::NONE);
             }
             let mut core = ShardCore::new(config.clone(), Box::new(CountingIds(ids)));
-            let options = LogOptions { segment_bytes: SEGMENT_BYTES, repair: false, files: None, fs: self.sim.disk() };
+            let options = LogOptions {
+                segment_bytes: SEGMENT_BYTES,
+                repair: false,
+                files: None,
+                fs: self.sim.disk(),
+                journaled: self.journaled,
+            };
+            if let Err(e) = self.open_journal() {
+                if attempt < FAULTY_OPENS {
+                    self.sim.crash();
+                    attempt += 1;
+                    continue;
+                }
+                return Err(format!("the journal does not replay: {e}"));
+            }
             let opened = Log::open_with(Path::new(DIR), options, Replay::Full, &mut |loc, p| {
                 replay_into(&mut core, loc.index, p)
             });
@@ -183,14 +244,23 @@ impl SimStorage for DiskStorage {
 
     fn crash(&mut self, shell: Shell<Log>) {
         drop(shell);
+        self.journal = None;
         self.sim.crash();
     }
 
-    fn run_sync(&mut self, job: crate::storage::SyncJob) -> Durable {
-        job.run().map_err(|e| {
+    fn run_sync(&mut self, job: LogSync) -> Durable {
+        let done = match job {
+            LogSync::Fsync(job) => job.run(),
+            LogSync::Journal(write) => self.journal_write(&write),
+        };
+        done.map_err(|e| {
             self.fsync_failures += 1;
             e.to_string()
         })
+    }
+
+    fn ordered_syncs(&self) -> bool {
+        self.journaled
     }
 
     fn write_snapshot(&mut self, plan: SnapshotPlan, payloads: Vec<Bytes>) -> io::Result<SnapshotDone> {
