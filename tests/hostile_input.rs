@@ -15,6 +15,7 @@
     reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
 )]
 
+#[path = "integration/common/mod.rs"]
 mod common;
 
 use bytes::{BufMut, Bytes, BytesMut};

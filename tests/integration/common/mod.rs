@@ -1,7 +1,7 @@
 //! Test harness: an in-process daemon on an ephemeral 127.0.0.1 port with a
 //! temporary data dir, and a small Kafka client that sends typed requests at
 //! any chosen version (kafka-protocol's client side).
-#![allow(dead_code)]
+#![allow(dead_code)] // also compiled into hostile_input, which uses a part
 
 pub mod consumer;
 

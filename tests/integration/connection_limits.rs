@@ -13,7 +13,7 @@
     reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
 )]
 
-mod common;
+use crate::common;
 
 use std::net::IpAddr;
 

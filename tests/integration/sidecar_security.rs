@@ -12,9 +12,8 @@
     reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
 )]
 
-mod common;
-#[path = "data_plane/support.rs"]
-mod support;
+use crate::common;
+use crate::support;
 
 use std::path::Path;
 

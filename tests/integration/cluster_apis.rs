@@ -7,7 +7,7 @@
     reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
 )]
 
-mod common;
+use crate::common;
 
 use common::*;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;

@@ -11,7 +11,7 @@
     reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
 )]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};

@@ -10,7 +10,7 @@
     reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
 )]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;
