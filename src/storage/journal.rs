@@ -19,7 +19,9 @@
 //! - when a segment closes (a roll already fsyncs it);
 //! - when the journal file fills up: a checkpoint fsyncs the active segment
 //!   of every log that wrote to it, then deletes it;
-//! - at a clean shutdown (each shard's final fsync).
+//! - at a clean shutdown (each shard's final fsync). Once every shard's
+//!   final fsync succeeded, the journal holds nothing its logs lack, and
+//!   [`Journal::retire`] deletes its files: a clean restart replays nothing.
 //!
 //! Recovery ([`recover`]), before any shard opens: every intact entry is
 //! written again at its place (redo; the same bytes, so repeating it is
@@ -122,8 +124,7 @@ pub fn recover(fs: &dyn FileSystem, root: &Path, repair: bool) -> io::Result<Red
     if !fs.is_dir(&dir) {
         return Ok(Redone::default());
     }
-    let mut sequences: Vec<u64> = fs.list(&dir)?.iter().filter_map(|n| n.to_str().and_then(parse_file_name)).collect();
-    sequences.sort_unstable();
+    let sequences = file_sequences(fs, &dir)?;
     let mut redone = Redone::default();
     let mut written: HashMap<PathBuf, FileHandle> = HashMap::new();
     let newest = sequences.last().copied();
@@ -176,11 +177,23 @@ pub fn recover(fs: &dyn FileSystem, root: &Path, repair: bool) -> io::Result<Red
         file.sync_data()?;
     }
     redone.files = written.len() as u64;
-    for &sequence in &sequences {
+    remove_files(fs, &dir, &sequences)?;
+    Ok(redone)
+}
+
+/// Deletes the journal files `sequences` under `dir`, durably.
+fn remove_files(fs: &dyn FileSystem, dir: &Path, sequences: &[u64]) -> io::Result<()> {
+    for &sequence in sequences {
         remove_if_present(fs, &dir.join(file_name(sequence)))?;
     }
-    fs.sync_dir(&dir)?;
-    Ok(redone)
+    fs.sync_dir(dir)
+}
+
+/// The sequence numbers of the journal files under `dir`, oldest first.
+fn file_sequences(fs: &dyn FileSystem, dir: &Path) -> io::Result<Vec<u64>> {
+    let mut sequences: Vec<u64> = fs.list(dir)?.iter().filter_map(|n| n.to_str().and_then(parse_file_name)).collect();
+    sequences.sort_unstable();
+    Ok(sequences)
 }
 
 /// One entry, borrowed from a journal file's content.
@@ -264,6 +277,9 @@ pub fn open(data_dir: &Path, run: bool, repair: bool) -> io::Result<Option<Arc<J
 
 type Submitted = (JournalWrite, Arc<dyn SyncTarget>);
 
+/// Why a retired journal refuses writes.
+const RETIRED: &str = "the journal was retired at shutdown";
+
 struct State {
     queue: Vec<Submitted>,
     /// Why the journal stopped acknowledging, once it did.
@@ -286,7 +302,9 @@ impl Shared {
 /// over and stop.
 pub struct Journal {
     shared: Arc<Shared>,
-    writer: Option<JoinHandle<()>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    fs: Disk,
+    dir: PathBuf,
 }
 
 impl std::fmt::Debug for Journal {
@@ -300,24 +318,63 @@ impl Journal {
     /// leftover file with the first name is emptied). Files are
     /// `file_bytes` long before the writer moves to the next.
     pub fn start(fs: Disk, root: &Path, file_bytes: u64) -> io::Result<Journal> {
-        let files = JournalFiles::create(fs, root, file_bytes)?;
+        let files = JournalFiles::create(Arc::clone(&fs), root, file_bytes)?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State { queue: Vec::new(), failed: None, stopping: false }),
             work: Condvar::new(),
         });
         let writer = Writer { shared: Arc::clone(&shared), files, checkpoint: None };
         let writer = std::thread::Builder::new().name("kcoord-journal".into()).spawn(move || writer.run())?;
-        Ok(Journal { shared, writer: Some(writer) })
+        Ok(Journal { shared, writer: Mutex::new(Some(writer)), fs, dir: root.join(JOURNAL_DIR) })
+    }
+
+    /// At a clean shutdown, once every shard's own final fsync succeeded:
+    /// lets the writer finish, then deletes the journal's files, whose
+    /// every entry is now in its log's own durable files. A journal that
+    /// failed keeps its files for the next start to replay. Anything handed
+    /// over later gets an error.
+    pub fn retire(&self) -> io::Result<()> {
+        self.stop_writer();
+        {
+            let mut state = self.shared.lock();
+            match state.failed.as_deref() {
+                Some(RETIRED) => return Ok(()),
+                Some(reason) => {
+                    return Err(io::Error::other(format!("the journal is kept for the next start: {reason}")))
+                }
+                None => state.failed = Some(RETIRED.into()),
+            }
+        }
+        let sequences = file_sequences(&*self.fs, &self.dir)?;
+        remove_files(&*self.fs, &self.dir, &sequences)
+    }
+
+    /// Lets the writer finish what was handed over, and waits for it (and
+    /// for its running checkpoint).
+    fn stop_writer(&self) {
+        self.shared.lock().stopping = true;
+        self.shared.work.notify_all();
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(writer) = writer {
+            if writer.join().is_err() {
+                self.shared.lock().failed.get_or_insert_with(|| "the journal's writer panicked".into());
+            }
+        }
     }
 
     /// Hands `write` over; `target` learns the end it made durable (or the
     /// journal's failure) once the fdatasync that covers it returned.
     pub fn submit(&self, write: JournalWrite, target: Arc<dyn SyncTarget>) {
         let mut state = self.shared.lock();
-        if let Some(reason) = &state.failed {
-            let err = io::Error::other(reason.clone());
+        let refused = match (&state.failed, state.stopping) {
+            (Some(reason), _) => Some(reason.clone()),
+            // The writer may already be gone: nothing would answer.
+            (None, true) => Some("the journal is stopping".to_string()),
+            (None, false) => None,
+        };
+        if let Some(reason) = refused {
             drop(state);
-            target.synced(Err(err));
+            target.synced(Err(io::Error::other(reason)));
             return;
         }
         state.queue.push((write, target));
@@ -331,11 +388,7 @@ impl Journal {
 
 impl Drop for Journal {
     fn drop(&mut self) {
-        self.shared.lock().stopping = true;
-        self.shared.work.notify_all();
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
+        self.stop_writer();
     }
 }
 

@@ -216,3 +216,50 @@ fn a_journaled_log_writes_a_batch_once_and_a_failed_write_poisons_it() {
     assert!(log.poisoned().is_some_and(|r| r.contains("writing appended records")), "{:?}", log.poisoned());
     assert!(log.append(&[&record(3)]).is_err());
 }
+
+#[test]
+fn a_clean_shutdown_retires_the_journal_and_a_crash_after_it_loses_nothing() {
+    let sim = SimDisk::new(29);
+    sim.set_reorder(false);
+    let (mut log, _) = open(&sim, 1 << 20);
+    let journal = Journal::start(sim.disk(), Path::new(ROOT), 1 << 20).unwrap();
+    let reported = Arc::new(Reported::default());
+    for i in 0..5 {
+        log.append(&[&record(i)]).unwrap();
+        journal.submit(log.journal_write().unwrap(), reported.clone());
+    }
+    assert_eq!(wait_for(&reported, 5).last(), Some(&Ok(5)));
+    // The shard's final fsync, then the daemon retires the journal.
+    log.sync_and_record_end().unwrap();
+    journal.retire().unwrap();
+    assert!(sim.disk().list(&Path::new(ROOT).join(JOURNAL_DIR)).unwrap().is_empty(), "nothing left to replay");
+    log.append(&[&record(5)]).unwrap();
+    journal.submit(log.journal_write().unwrap(), reported.clone());
+    assert!(wait_for(&reported, 6).get(5).is_some_and(|r| r.is_err()), "a retired journal acknowledges nothing");
+    drop((log, journal));
+    sim.crash();
+
+    assert_eq!(recover(&*sim.disk(), Path::new(ROOT), false).unwrap().entries, 0);
+    let (_, seen) = open(&sim, 1 << 20);
+    assert_eq!(seen, (0..5).map(record).collect::<Vec<_>>(), "every acknowledged record is in the log's own files");
+}
+
+#[test]
+fn a_journal_that_failed_is_kept_at_shutdown_for_the_next_start() {
+    let sim = SimDisk::new(31);
+    let (mut log, _) = open(&sim, 1 << 20);
+    let journal = Journal::start(sim.disk(), Path::new(ROOT), 1 << 20).unwrap();
+    let reported = Arc::new(Reported::default());
+    log.append(&[&record(0)]).unwrap();
+    journal.submit(log.journal_write().unwrap(), reported.clone());
+    assert_eq!(wait_for(&reported, 1), vec![Ok(1)]);
+    sim.set_faults(crate::storage::simdisk::Faults { write: 0.0, sync: 1.0, rename: 0.0, sync_dir: 0.0 });
+    log.append(&[&record(1)]).unwrap();
+    journal.submit(log.journal_write().unwrap(), reported.clone());
+    assert!(wait_for(&reported, 2).get(1).is_some_and(|r| r.is_err()));
+    sim.set_faults(crate::storage::simdisk::Faults::NONE);
+
+    let refused = journal.retire().unwrap_err().to_string();
+    assert!(refused.contains("kept for the next start"), "{refused}");
+    assert!(!sim.disk().list(&Path::new(ROOT).join(JOURNAL_DIR)).unwrap().is_empty(), "the files stay");
+}

@@ -45,6 +45,9 @@ pub struct Coordinator {
     topic_image: std::sync::Mutex<Option<(u64, Arc<TopicImage>)>>,
     /// The settings of the checks made before a request reaches its shard.
     core: CoreConfig,
+    /// The node's journal (`storage.fsync = always`), retired at a clean
+    /// shutdown.
+    journal: Option<Arc<crate::storage::Journal>>,
 }
 
 /// What sidecar mode adds around the coordinator: importing a group's
@@ -150,7 +153,7 @@ impl Coordinator {
                 })
             })
             .collect();
-        Coordinator { shards, catalog, progress, hooks, topic_image: Default::default(), core }
+        Coordinator { shards, catalog, progress, hooks, topic_image: Default::default(), core, journal }
     }
 
     fn local_shards(&self) -> impl Iterator<Item = &ShardHandle> {
@@ -633,11 +636,23 @@ impl Coordinator {
     pub async fn shutdown(&self) {
         let waits = self.local_shards().map(|s| async move {
             let (tx, rx) = oneshot::channel();
-            if s.tx.send(ShardMsg::Shutdown { done: tx }).await.is_ok() {
-                let _ = rx.await;
-            }
+            s.tx.send(ShardMsg::Shutdown { done: tx }).await.is_ok() && rx.await.unwrap_or(false)
         });
-        join_all(waits).await;
+        let durable = join_all(waits).await.into_iter().all(|d| d);
+        // Every shard's final fsync put what it wrote in its own files: the
+        // journal has nothing left to replay, and a clean restart reads none
+        // of it. Otherwise it stays for the next start.
+        if let Some(journal) = self.journal.clone() {
+            if !durable {
+                tracing::warn!("a shard did not stop cleanly; the journal is kept for the next start to replay");
+                return;
+            }
+            match tokio::task::spawn_blocking(move || journal.retire()).await {
+                Ok(Ok(())) => tracing::debug!("journal retired"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "the journal was not retired"),
+                Err(e) => tracing::warn!(error = %e, "retiring the journal failed"),
+            }
+        }
     }
 }
 
@@ -751,6 +766,7 @@ mod tests {
             hooks: None,
             topic_image: Default::default(),
             core: CoreConfig::default(),
+            journal: None,
         }
     }
 

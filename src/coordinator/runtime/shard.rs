@@ -35,8 +35,15 @@ use crate::storage::{
 /// A message to a shard.
 #[allow(clippy::large_enum_variant, reason = "requests are most messages; boxing them would add an allocation to each")]
 pub enum ShardMsg {
-    Request { req: Request, reply: oneshot::Sender<Response> },
-    Shutdown { done: oneshot::Sender<()> },
+    Request {
+        req: Request,
+        reply: oneshot::Sender<Response>,
+    },
+    /// `done` learns whether the shard stopped with everything it wrote
+    /// durable in its own log ([`ShardShell::stopped_durably`]).
+    Shutdown {
+        done: oneshot::Sender<bool>,
+    },
 }
 
 /// How to reach a shard.
@@ -290,7 +297,7 @@ async fn run(
     let mut ticker = tokio::time::interval(settings.fsync_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let interval_sync = settings.fsync == FsyncPolicy::Interval;
-    let mut done: Option<oneshot::Sender<()>> = None;
+    let mut done: Option<oneshot::Sender<bool>> = None;
     while !shell.is_stopped() {
         let serving = !shell.is_loading() && adapter.sync.is_some();
         let sleep_for = shell.next_timer_in().unwrap_or(Duration::from_secs(3600));
@@ -376,6 +383,6 @@ async fn run(
         }
     }
     if let Some(done) = done {
-        let _ = done.send(());
+        let _ = done.send(shell.stopped_durably());
     }
 }

@@ -107,6 +107,9 @@ pub struct ShardShell<L: ShardLog, C> {
     clock: C,
     phase: Phase<L>,
     effects: Vec<Effect<L>>,
+    /// Stopped with everything this shard wrote durable in its own log
+    /// files (its final fsync succeeded, or it never served).
+    stopped_durably: bool,
 }
 
 /// Kafka answers heartbeats "blindly" while loading.
@@ -120,7 +123,7 @@ pub fn loading_response(req: &Request) -> Response {
 impl<L: ShardLog, C: Clock> ShardShell<L, C> {
     /// A shard whose log is loading.
     pub fn loading(settings: ShellSettings, clock: C) -> Self {
-        ShardShell { settings, clock, phase: Phase::Loading, effects: Vec::new() }
+        ShardShell { settings, clock, phase: Phase::Loading, effects: Vec::new(), stopped_durably: false }
     }
 
     /// The log loaded into `core` (or could not be read).
@@ -169,6 +172,12 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
     /// Whether shutdown has finished: the adapter can confirm it and end.
     pub fn is_stopped(&self) -> bool {
         matches!(self.phase, Phase::Stopped)
+    }
+
+    /// Stopped, and everything it wrote is durable in its log's own files:
+    /// the node's journal no longer holds anything this shard needs.
+    pub fn stopped_durably(&self) -> bool {
+        self.is_stopped() && self.stopped_durably
     }
 
     /// The work for the adapter that the events so far produced.
@@ -339,6 +348,8 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
             Phase::Serving(s) => s,
             Phase::Stopped => return,
             Phase::Loading | Phase::LoadFailed => {
+                // It never wrote a record.
+                self.stopped_durably = true;
                 self.phase = Phase::Stopped;
                 return;
             }
@@ -371,6 +382,7 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
                     while let Some((_, reply)) = s.waiting.pop_front() {
                         deliver(s, reply);
                     }
+                    self.stopped_durably = true;
                 }
                 Err(e) => tracing::error!(shard = id, error = %e, "final fsync failed"),
             }
