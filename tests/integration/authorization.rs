@@ -2,13 +2,6 @@
 //! user admin, and the error codes and filtered answers Kafka's
 //! StandardAuthorizer gives them. The ACL file is written with the same
 //! code `kcoord acls` runs, and changed while the daemon runs.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 use crate::support;

@@ -2,13 +2,6 @@
 //! errors, clean shutdown on SIGTERM, refusing a corrupt log unless
 //! `--repair`, the `groups` admin commands, and `users` with the
 //! credentials file reloaded by a running daemon.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 use crate::support;

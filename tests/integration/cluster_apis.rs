@@ -1,11 +1,4 @@
 //! Black-box tests of ApiVersions, Metadata and FindCoordinator over TCP.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 

@@ -5,13 +5,6 @@
 //!
 //! Timeouts are short and every wait is bounded by the generous
 //! [`DEADLINE`]; nothing asserts how long anything took.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 

@@ -3,13 +3,6 @@
 //! SIGKILL at random moments several times. After each restart every
 //! acknowledged commit must be fetched back with its metadata, and nothing
 //! that was never sent may appear.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 

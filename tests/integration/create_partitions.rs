@@ -1,12 +1,5 @@
 //! CreatePartitions over TCP: a topic grows in the catalog and the data
 //! plane, durably, with Kafka's (KRaft controller's) errors.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 use crate::support;

@@ -1,13 +1,6 @@
 //! Black-box tests of standalone mode's data plane over TCP: Produce, Fetch,
 //! ListOffsets, InitProducerId, CreateTopics and DeleteTopics at every
 //! advertised version, durability across restarts, and retention.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 use crate::support;

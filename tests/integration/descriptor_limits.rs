@@ -8,13 +8,6 @@
 //! CreateTopics and the per-request bound on Metadata auto-creation.
 //!
 //! Waits are conditions bounded by [`DEADLINE`]; nothing asserts timing.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 use crate::support;

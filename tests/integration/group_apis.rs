@@ -2,13 +2,6 @@
 //! JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 //! OffsetDelete, DescribeGroups, ListGroups and DeleteGroups, their field
 //! layouts and error answers, and what survives a restart.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 

@@ -1,12 +1,5 @@
 //! The metrics and JSON HTTP endpoints against a running daemon: values move
 //! as groups rebalance and commit, and the rebalance history says why.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 use crate::support;

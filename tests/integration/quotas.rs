@@ -4,13 +4,6 @@
 //!
 //! Nothing here asserts an upper bound on time: the muted connection's next
 //! answer can only come *after* the throttle, however slow the machine.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 

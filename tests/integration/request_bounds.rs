@@ -7,13 +7,6 @@
 //! answers), what is refused (a closed connection, never a response with a
 //! length that does not fit), and that another connection is served while
 //! the large request runs. They never assert timings.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 

@@ -2,13 +2,6 @@
 //! SCRAM-SHA-256/512) as a Kafka client sees them: what is answered, what
 //! is refused, and when connections close. Certificates are generated per
 //! test with rcgen; nothing secret is committed.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 

@@ -2,13 +2,6 @@
 //! cluster (a plain broker for this purpose), and sidecars in front of it
 //! serve the groups. Real clients against a multi-broker upstream are in
 //! tests/interop/test_sidecar.py.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 use crate::support;

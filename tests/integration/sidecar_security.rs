@@ -4,13 +4,6 @@
 //! on a SASL_SSL listener with its own users. Clients here are kcoord's own
 //! client ([`kcoord::protocol::client::Connection`]) with Kafka-style
 //! settings. Certificates are generated per test with rcgen.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    reason = "Test support code: a failed unwrap, expect or index is the test's verdict."
-)]
 
 use crate::common;
 use crate::support;

@@ -1,7 +1,7 @@
 //! Helpers for the data-plane tests: building record batches with
 //! kafka-protocol's (uncompressed) encoder and sending typed Produce, Fetch,
 //! ListOffsets and admin requests.
-#![allow(dead_code)] // shared by several test modules and hostile_input, each using a part
+#![allow(dead_code)] // shared by several test modules, each using a part
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
