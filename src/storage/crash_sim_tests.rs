@@ -149,7 +149,14 @@ impl Run {
         // without an earlier one.
         sim.set_reorder(seed % 2 == 1);
         let files = partition.then(|| FileCache::on(sim.disk(), 8));
-        let options = LogOptions { segment_bytes: 240, repair: false, files, fs: sim.disk(), journaled: false };
+        let options = LogOptions {
+            segment_bytes: 240,
+            repair: false,
+            files,
+            fs: sim.disk(),
+            journaled: false,
+            batched_writes: false,
+        };
         let replay = if partition { Replay::TrustClosed { prefix: ID_BYTES } } else { Replay::Full };
         Run { sim, options, replay, compacted: !partition, model: Model::default() }
     }

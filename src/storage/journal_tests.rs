@@ -11,7 +11,7 @@ const ROOT: &str = "/data";
 const LOG_DIR: &str = "/data/coordinator/shard-0000";
 
 fn journaled(sim: &SimDisk, segment_bytes: u64) -> LogOptions {
-    LogOptions { segment_bytes, repair: false, files: None, fs: sim.disk(), journaled: true }
+    LogOptions { segment_bytes, repair: false, files: None, fs: sim.disk(), journaled: true, batched_writes: false }
 }
 
 fn open(sim: &SimDisk, segment_bytes: u64) -> (Log, Vec<Vec<u8>>) {

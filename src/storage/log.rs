@@ -47,12 +47,18 @@ pub struct LogOptions {
     /// ([`Log::journal_write`], see `journal`) rather than by fsyncs of its
     /// own segment ([`Log::sync_job`]).
     pub journaled: bool,
+    /// Whether appends wait in memory until [`Log::write_appended`] writes
+    /// them with one write (a coordinator shard's batch), instead of each
+    /// append writing its own; journaled logs always do. The owner holds
+    /// every answer that depends on them until then, and stops if that
+    /// write fails: the records already count as appended.
+    pub batched_writes: bool,
 }
 
 impl LogOptions {
     /// Options with every segment file held open, on the real file system.
     pub fn new(segment_bytes: u64, repair: bool) -> LogOptions {
-        LogOptions { segment_bytes, repair, files: None, fs: disk::os(), journaled: false }
+        LogOptions { segment_bytes, repair, files: None, fs: disk::os(), journaled: false, batched_writes: false }
     }
 }
 
@@ -220,7 +226,8 @@ pub struct Log {
     /// Records below this index are durable in the node's journal.
     journaled: u64,
     /// What this log appended since it last handed bytes to the journal
-    /// (journaled logs only), not yet written to the segment.
+    /// (journaled logs) or wrote them ([`LogOptions::batched_writes`]), not
+    /// yet written to the segment.
     pending: Option<Pending>,
     /// The end the journal's checkpoints fsynced in the log's own files.
     own_synced: Arc<AtomicU64>,
@@ -241,9 +248,10 @@ pub struct Log {
     framing: Vec<u8>,
 }
 
-/// A journaled log's appends since it last handed bytes to the journal:
-/// contiguous in the active segment, and not written to it yet (one write
-/// per batch instead of one per append; see `flush_pending`).
+/// A journaled or batched log's appends since it last handed bytes to the
+/// journal or wrote them: contiguous in the active segment, and not written
+/// to it yet (one write per batch instead of one per append; see
+/// `flush_pending`).
 #[derive(Debug)]
 struct Pending {
     segment_base: u64,
@@ -361,8 +369,10 @@ impl Log {
             encode_frame_of_write(&mut framed, payload, index != last)?;
         }
         // A journaled log writes a batch's appends with one write when it
-        // hands them to the journal (`flush_pending`).
-        let written = if self.options.journaled { Ok(()) } else { write(&*file, &framed, before) };
+        // hands them to the journal, a batched one when its owner asks
+        // (`flush_pending`).
+        let batched = self.options.journaled || self.options.batched_writes;
+        let written = if batched { Ok(()) } else { write(&*file, &framed, before) };
         if let Err(err) = written {
             // Cut off whatever part of the batch reached the file, durably, so
             // that a failed batch can never reappear after a crash.
@@ -379,7 +389,7 @@ impl Log {
         active.bytes = before + framed.len() as u64;
         active.modified_ms = millis_since_epoch(SystemTime::now());
         self.end = first_index + payloads.len() as u64;
-        if self.options.journaled {
+        if batched {
             match &mut self.pending {
                 Some(p) if p.segment_base == active.base && p.position + p.bytes.len() as u64 == before => {
                     p.bytes.extend_from_slice(&framed);
@@ -491,6 +501,28 @@ impl Log {
     fn own_sync_job(&self) -> Option<SyncJob> {
         let active = self.segments.last()?;
         Some(SyncJob { file: active.handle.clone(), open: active.file().ok(), end: self.end })
+    }
+
+    /// For a log with [`LogOptions::batched_writes`]: writes what was
+    /// appended since the last call, with one write. A failed write poisons
+    /// the log (the records already count as appended).
+    pub fn write_appended(&mut self) -> io::Result<()> {
+        if self.options.journaled {
+            // Its bytes reach the segment when they go to the journal.
+            return Ok(());
+        }
+        self.flush_pending()?;
+        self.pending = None;
+        Ok(())
+    }
+
+    /// Records below this index are in the segment files (the page cache
+    /// at least): all of them but a batched log's appends not written yet.
+    pub fn written(&self) -> u64 {
+        match &self.pending {
+            Some(p) if !self.options.journaled => self.end - p.records,
+            _ => self.end,
+        }
     }
 
     /// For a journaled log: the bytes appended since the last call, to hand

@@ -4,7 +4,7 @@
 use std::io;
 
 use super::frame::encode_frame;
-use super::log::{Location, Log};
+use super::log::{Location, Log, LogOptions};
 use super::test_util::*;
 
 /// Bytes of one `record(i)` frame: 8 header + 11 payload.
@@ -307,4 +307,33 @@ fn logs_sharing_a_small_file_cache_work_with_their_files_closed_in_between() {
         assert_eq!(payloads(&seen), (0..10).map(record).collect::<Vec<_>>());
         assert_eq!(log.end(), 10);
     }
+}
+
+#[test]
+fn a_batched_log_writes_its_appends_with_one_write_when_asked_and_a_failed_write_poisons_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let batched = || LogOptions { batched_writes: true, ..options(1 << 20) };
+    let (mut log, _) = open(tmp.path(), batched());
+    let segment = tmp.path().join(super::segment::segment_file_name(0));
+    log.append(&[&record(0)]).unwrap();
+    log.append(&[&record(1), &record(2)]).unwrap();
+    assert_eq!(std::fs::metadata(&segment).unwrap().len(), 0, "appends wait for the batch's write");
+    assert_eq!((log.end(), log.written()), (3, 0));
+
+    log.write_appended().unwrap();
+    assert_eq!(std::fs::metadata(&segment).unwrap().len(), 3 * FRAME);
+    assert_eq!(log.written(), 3);
+    log.write_appended().unwrap();
+    assert_eq!(std::fs::metadata(&segment).unwrap().len(), 3 * FRAME, "nothing written twice");
+
+    log.append(&[&record(3)]).unwrap();
+    log.make_active_read_only().unwrap();
+    assert!(log.write_appended().is_err());
+    assert!(log.poisoned().is_some_and(|r| r.contains("writing appended records")), "{:?}", log.poisoned());
+    assert!(log.append(&[&record(4)]).is_err(), "a poisoned log refuses appends");
+    drop(log);
+
+    let (log, seen) = open(tmp.path(), batched());
+    assert_eq!(payloads(&seen), (0..3).map(record).collect::<Vec<_>>(), "what was written replays");
+    assert_eq!(log.end(), 3);
 }

@@ -197,8 +197,14 @@ fn acknowledged_acks_all_produces_survive_simulated_crashes_and_retention() {
         let sim = SimDisk::new(seed);
         sim.set_reorder(false);
         let files = FileCache::on(sim.disk(), 8);
-        let options =
-            LogOptions { segment_bytes: 300, repair: false, files: Some(files), fs: sim.disk(), journaled: false };
+        let options = LogOptions {
+            segment_bytes: 300,
+            repair: false,
+            files: Some(files),
+            fs: sim.disk(),
+            journaled: false,
+            batched_writes: false,
+        };
         PartitionRun { sim, options, model: PartitionModel::default() }.run();
     });
 }

@@ -330,6 +330,7 @@ fn open_partitions(
         files: Some(Arc::clone(&settings.files)),
         fs: settings.files.disk(),
         journaled: false,
+        batched_writes: false,
     };
     let segment_ms = info.config.segment_ms.unwrap_or(settings.segment_ms);
     let now = wall_clock_ms();

@@ -26,7 +26,11 @@ pub struct FakeLog {
     base: u64,
     snapshot: Option<FakeSnapshot>,
     synced: u64,
+    /// Records below this index were written ([`ShardLog::write_appended`]).
+    written: u64,
     poisoned: Option<String>,
+    /// The next `write_appended` fails: the log is poisoned.
+    pub fail_next_write: bool,
     /// Fail this many upcoming appends (nothing is written).
     pub fail_appends: usize,
     /// The next append fails and cannot be undone: the log is poisoned.
@@ -118,11 +122,26 @@ impl ShardLog for FakeLog {
         self.base + self.records.len() as u64
     }
 
+    fn written(&self) -> u64 {
+        self.written.max(self.synced)
+    }
+
+    fn write_appended(&mut self) -> io::Result<()> {
+        if self.fail_next_write {
+            self.fail_next_write = false;
+            self.poisoned = Some("writing appended records failed".into());
+            return Err(io::Error::other("injected write error"));
+        }
+        self.written = self.end();
+        Ok(())
+    }
+
     fn synced(&self) -> u64 {
         self.synced
     }
 
     fn sync_job(&mut self) -> Option<u64> {
+        self.write_appended().ok()?;
         (self.synced < self.end()).then(|| self.end())
     }
 

@@ -122,6 +122,8 @@ fn load(settings: &ShardSettings) -> Result<(ShardCore, Log), String> {
     let mut records_loaded: u64 = 0;
     let mut options = LogOptions::new(settings.segment_bytes, settings.repair);
     options.journaled = settings.journal.is_some();
+    // The shell writes each batch's records with one write (`on_batch_end`).
+    options.batched_writes = true;
     let log = Log::open(&settings.dir, options, &mut |loc, payload| match core.load_payload(payload) {
         Ok(()) => {
             records_loaded += 1;

@@ -35,6 +35,12 @@ pub trait ShardLog {
     fn append(&mut self, payloads: &[&[u8]]) -> io::Result<()>;
     /// Index of the next record to be appended.
     fn end(&self) -> u64;
+    /// Every record below this index is in the log's files (the page cache
+    /// at least); the rest waits for [`ShardLog::write_appended`].
+    fn written(&self) -> u64;
+    /// Writes what was appended since the last call, as one write. A
+    /// failed write poisons the log ([`ShardLog::poisoned`]).
+    fn write_appended(&mut self) -> io::Result<()>;
     /// Every record below this index is durable.
     fn synced(&self) -> u64;
     /// What makes everything appended so far durable (an fsync, or bytes
@@ -78,6 +84,18 @@ impl ShardLog for Log {
         Log::end(self)
     }
 
+    fn written(&self) -> u64 {
+        Log::written(self)
+    }
+
+    fn write_appended(&mut self) -> io::Result<()> {
+        Log::write_appended(self).inspect_err(|e| {
+            if crate::storage::handles::is_descriptor_exhaustion(e) {
+                metrics::counter!("kcoord_descriptor_errors_total", "operation" => "coordinator_log").increment(1);
+            }
+        })
+    }
+
     fn synced(&self) -> u64 {
         Log::synced(self)
     }
@@ -86,6 +104,8 @@ impl ShardLog for Log {
         if self.is_journaled() {
             self.journal_write().map(LogSync::Journal)
         } else {
+            // The fsync covers only what reached the segment file.
+            Log::write_appended(self).ok()?;
             Log::sync_job(self).map(LogSync::Fsync)
         }
     }

@@ -73,7 +73,8 @@ struct Loaded<L> {
     /// Fast-hashed: one insert and one removal per request.
     pending: crate::coordinator::FastMap<ReplyToken, oneshot::Sender<Response>>,
     next_token: ReplyToken,
-    /// Answers held until the log is durable up to the given end.
+    /// Answers held until the log is durable (`always`), or written
+    /// (`interval`, `never`), up to the given end.
     waiting: VecDeque<(u64, Reply)>,
     compacting: bool,
     /// After a failed compaction, when to try again and how long the next
@@ -401,16 +402,24 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
         stop_if_poisoned(&self.settings, s, &mut self.effects);
     }
 
-    /// After every event: group commit (`always`) and compaction.
+    /// After every event: the event's records written with one write,
+    /// group commit (`always`) and compaction.
     fn after_event(&mut self) {
         let now = self.clock.now_ms();
         let Phase::Serving(s) = &mut self.phase else { return };
         if self.settings.fsync == FsyncPolicy::Always {
             start_sync(s, &mut self.effects);
-            // Handing appends to the journal writes them (a journaled log),
-            // and a failed write poisons the log.
-            stop_if_poisoned(&self.settings, s, &mut self.effects);
+        } else if !s.failed && s.log.write_appended().is_ok() {
+            let written = s.log.written();
+            while s.waiting.front().is_some_and(|(e, _)| *e <= written) {
+                if let Some((_, reply)) = s.waiting.pop_front() {
+                    deliver(s, reply);
+                }
+            }
         }
+        // Writing the appended records (directly, or by handing them to the
+        // journal) can fail; a failed write poisons the log.
+        stop_if_poisoned(&self.settings, s, &mut self.effects);
         maybe_compact(&self.settings, s, now, &mut self.effects);
     }
 }
@@ -422,9 +431,18 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
 /// seeing a commit), and a crash must not take back what a client saw.
 /// Kafka's coordinator runtime completes every write operation, records or
 /// not, only once the log is committed up to its last write.
+///
+/// Without `always` the promise is weaker but kept as well: nothing is
+/// answered before it is in the log's files (the page cache), so that a
+/// crash of the process alone takes back nothing a client saw. The batch's
+/// records are written with one write at its end (`after_event`), and the
+/// answers go then.
 fn route<L: ShardLog>(settings: &ShellSettings, s: &mut Loaded<L>, out: Vec<Reply>) {
     let end = s.log.end();
-    let hold = settings.fsync == FsyncPolicy::Always && s.log.synced() < end;
+    let hold = match settings.fsync {
+        FsyncPolicy::Always => s.log.synced() < end,
+        FsyncPolicy::Interval | FsyncPolicy::Never => s.log.written() < end,
+    };
     for r in out {
         if hold {
             s.waiting.push_back((end, r));

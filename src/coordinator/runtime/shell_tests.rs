@@ -207,6 +207,39 @@ fn with_the_interval_policy_answers_leave_at_once_and_a_tick_asks_for_the_fsync(
 }
 
 #[test]
+fn without_always_answers_wait_for_their_batch_to_be_written_with_one_write() {
+    let mut rig = Rig::with(settings(FsyncPolicy::Never, u64::MAX), quiet_config(), FakeLog::default());
+    let (tx, mut committed) = oneshot::channel();
+    rig.shell.on_request(commit("g", 5), tx);
+    let (tx, mut read) = oneshot::channel();
+    rig.shell.on_request(fetch("g"), tx);
+    assert_eq!(commit_error(&mut committed), None, "not before its record is written");
+    assert_eq!(fetched_offset(&mut read), None, "nor an answer that shows it");
+    assert_eq!(rig.log().written(), 0);
+
+    rig.shell.on_batch_end();
+    assert_eq!(rig.log().written(), 1);
+    assert_eq!(commit_error(&mut committed), Some(ErrorCode::NONE));
+    assert_eq!(fetched_offset(&mut read), Some(5));
+    assert_eq!(rig.asked(), vec![], "no fsync");
+}
+
+#[test]
+fn without_always_a_failed_batch_write_stops_the_shard_and_acknowledges_nothing() {
+    let mut rig = Rig::with(settings(FsyncPolicy::Never, u64::MAX), quiet_config(), FakeLog::default());
+    rig.log().fail_next_write = true;
+    let mut lost = rig.one(commit("g", 5));
+    assert_eq!(rig.asked(), vec![Asked::Fatal], "the daemon is told to stop");
+    assert_eq!(commit_error(&mut lost), None);
+
+    let mut later = rig.one(fetch("g"));
+    assert_eq!(answer(&mut later).map(error_of), Some(ErrorCode::NOT_COORDINATOR));
+    rig.shell.on_shutdown();
+    assert!(rig.shell.is_stopped());
+    assert!(matches!(lost.try_recv(), Err(oneshot::error::TryRecvError::Closed)), "the connection sees a close");
+}
+
+#[test]
 fn a_failed_fsync_stops_every_later_acknowledgement() {
     let log = FakeLog::default();
     let journal = log.journal.clone();

@@ -221,6 +221,7 @@ impl SimStorage for DiskStorage {
                 files: None,
                 fs: self.sim.disk(),
                 journaled: self.journaled,
+                batched_writes: true,
             };
             if let Err(e) = self.open_journal() {
                 if attempt < FAULTY_OPENS {
