@@ -520,7 +520,7 @@ impl Log {
     /// at least): all of them but a batched log's appends not written yet.
     pub fn written(&self) -> u64 {
         match &self.pending {
-            Some(p) if !self.options.journaled => self.end - p.records,
+            Some(p) if !self.options.journaled => self.end.saturating_sub(p.records),
             _ => self.end,
         }
     }
