@@ -286,11 +286,7 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
             Ok(end) => {
                 s.log.mark_synced(end);
                 let synced = s.log.synced();
-                while s.waiting.front().is_some_and(|(e, _)| *e <= synced) {
-                    if let Some((_, reply)) = s.waiting.pop_front() {
-                        deliver(s, reply);
-                    }
-                }
+                release(s, synced);
             }
             Err(e) => {
                 s.fsync_failed = true;
@@ -411,11 +407,7 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
             start_sync(s, &mut self.effects);
         } else if !s.failed && s.log.write_appended().is_ok() {
             let written = s.log.written();
-            while s.waiting.front().is_some_and(|(e, _)| *e <= written) {
-                if let Some((_, reply)) = s.waiting.pop_front() {
-                    deliver(s, reply);
-                }
-            }
+            release(s, written);
         }
         // Writing the appended records (directly, or by handing them to the
         // journal) can fail; a failed write poisons the log.
@@ -448,6 +440,16 @@ fn route<L: ShardLog>(settings: &ShellSettings, s: &mut Loaded<L>, out: Vec<Repl
             s.waiting.push_back((end, r));
         } else {
             deliver(s, r);
+        }
+    }
+}
+
+/// Sends the held answers whose writes are covered up to `end` (durable
+/// under `always`, written otherwise), in the order they were held.
+fn release<L>(s: &mut Loaded<L>, end: u64) {
+    while s.waiting.front().is_some_and(|(e, _)| *e <= end) {
+        if let Some((_, reply)) = s.waiting.pop_front() {
+            deliver(s, reply);
         }
     }
 }
