@@ -3,12 +3,16 @@
 produce and fetch throughput for a message size, and end-to-end latency.
 
     bench_data_plane.py BOOTSTRAP TOPIC PARTITIONS LABEL [--size N] [--count N]
-        [--compression none|gzip|snappy|lz4|zstd] [--produce-only]
-        [--cpu-of NAME=PID,...]
+        [--compression none|gzip|snappy|lz4|zstd] [--produce-only | --latency-only]
+        [--latency-rate N] [--latency-secs S] [--cpu-of NAME=PID,...]
 
 --cpu-of adds each named process's CPU time (user + system, from /proc)
 during each phase to its metrics, as cpu_ms_NAME: CPU per message moved is
 steadier than throughput on a shared machine.
+
+End-to-end latency reports p50 and p99, the worst sample, and how many
+samples took longer than 50 ms (`stalls`): a whole-pipeline pause shows up
+there even when it is too short or too rare to move p99.
 
 Prints one JSON object per result, like kcoord-bench --json. Bounded: a fixed
 message count for throughput, a fixed duration for latency. The Python loop
@@ -105,9 +109,12 @@ def consume(bootstrap, topic, partitions, count):
     return took
 
 
+STALL_SECS = 0.05
+
+
 def latency(bootstrap, topic, partitions, size, rate, seconds):
     """Messages stamped with send time, at `rate`/s; a consumer reading from
-    the end measures receive time minus send time."""
+    the end measures receive time minus send time. Returns the metrics."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused", "enable.auto.commit": False,
                   "fetch.wait.max.ms": 500})
     ends = [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
@@ -142,7 +149,8 @@ def latency(bootstrap, topic, partitions, size, rate, seconds):
     if not samples:
         raise SystemExit("no latency samples")
     pick = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))] * 1000
-    return len(samples), pick(0.5), pick(0.99)
+    return {"samples": len(samples), "latency_p50_ms": pick(0.5), "latency_p99_ms": pick(0.99),
+            "latency_max_ms": samples[-1] * 1000, "stalls": sum(1 for x in samples if x > STALL_SECS)}
 
 
 def main():
@@ -156,12 +164,17 @@ def main():
     ap.add_argument("--latency-rate", type=int, default=1000)
     ap.add_argument("--latency-secs", type=float, default=5)
     ap.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    ap.add_argument("--produce-only", action="store_true")
+    only = ap.add_mutually_exclusive_group()
+    only.add_argument("--produce-only", action="store_true")
+    only.add_argument("--latency-only", action="store_true", help="skip the throughput phases")
     ap.add_argument("--cpu-of", default="", help="NAME=PID,...: report these processes' CPU time per phase")
     a = ap.parse_args()
     cpu = CpuMeter(a.cpu_of)
     params = {"size": a.size, "count": a.count, "partitions": a.partitions, "fsync": a.label,
               "compression": a.compression}
+    if a.latency_only:
+        report_latency(a, params)
+        return
     took = produce(a.bootstrap, a.topic, a.size, a.count, a.compression)
     report("produce", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6,
                                **cpu.lap()})
@@ -170,8 +183,12 @@ def main():
     took = consume(a.bootstrap, a.topic, a.partitions, a.count)
     report("fetch", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6,
                              **cpu.lap()})
-    n, p50, p99 = latency(a.bootstrap, a.topic, a.partitions, a.size, a.latency_rate, a.latency_secs)
-    report("end-to-end", dict(params, rate=a.latency_rate), {"samples": n, "latency_p50_ms": p50, "latency_p99_ms": p99})
+    report_latency(a, params)
+
+
+def report_latency(a, params):
+    metrics = latency(a.bootstrap, a.topic, a.partitions, a.size, a.latency_rate, a.latency_secs)
+    report("end-to-end", dict(params, rate=a.latency_rate), metrics)
 
 
 if __name__ == "__main__":

@@ -173,6 +173,10 @@ pub struct ServerConfig {
     pub partial_request_timeout_ms: i64,
     /// How long a shutdown waits for in-flight requests to finish.
     pub shutdown_timeout_ms: u64,
+    /// Threads that run connections and shards; 0 is one per CPU (or
+    /// `TOKIO_WORKER_THREADS`). A sidecar that shares a small host with its
+    /// broker answers with a shorter latency tail on fewer threads.
+    pub worker_threads: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -504,6 +508,7 @@ impl Default for ServerConfig {
             connections_max_idle_ms: 600_000,
             partial_request_timeout_ms: 30_000,
             shutdown_timeout_ms: 10_000,
+            worker_threads: 0,
         }
     }
 }
@@ -762,6 +767,10 @@ impl Endpoint {
 /// unbounded history would let one group grow without limit.
 pub const MAX_REBALANCE_HISTORY: usize = 1024;
 
+/// `server.worker_threads` at most: far past any machine's useful thread
+/// count, low enough that a typo does not spawn a million threads.
+pub const MAX_WORKER_THREADS: u32 = 1024;
+
 impl ConsumerGroupConfig {
     /// Kafka's checks of `group.consumer.*` (GroupCoordinatorConfig).
     pub fn validate(&self) -> Result<(), String> {
@@ -821,6 +830,9 @@ impl Config {
         }
         if self.server.max_inflight_request_bytes < u64::from(self.server.max_request_bytes) {
             return bad("server.max_inflight_request_bytes must be at least server.max_request_bytes".into());
+        }
+        if self.server.worker_threads > MAX_WORKER_THREADS {
+            return bad(format!("server.worker_threads must be at most {MAX_WORKER_THREADS} (0: one per CPU)"));
         }
         if self.server.max_inflight_per_connection == 0 || self.server.max_connections == 0 {
             return bad("server.max_inflight_per_connection and server.max_connections must be >= 1".into());

@@ -463,7 +463,11 @@ fn main() -> ExitCode {
     }
     let reload = init_logging(&config);
     let options = StartOptions { repair };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if config.server.worker_threads > 0 {
+        builder.worker_threads(config.server.worker_threads as usize);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("kcoord: cannot start the runtime: {e}");

@@ -90,6 +90,40 @@ fn unknown_configuration_keys_are_rejected_by_name() {
     assert!(String::from_utf8(out.stderr).unwrap().contains("offsets.partitons"));
 }
 
+/// Threads of the daemon's runtime (`tokio-rt-worker`, the default name),
+/// from /proc.
+fn runtime_threads(pid: u32) -> usize {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc");
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim() == "tokio-rt-worker")
+        .count()
+}
+
+#[test]
+fn worker_threads_sets_how_many_threads_serve_and_an_absurd_count_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = start(dir.path(), &["--set", "server.worker_threads=3"]);
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    // Blocking-pool threads share the name while they live (loading the
+    // shards starts some; idle, they leave after 10 s): wait for the workers
+    // alone.
+    let start = Instant::now();
+    let mut seen = runtime_threads(child.id());
+    while seen != 3 && start.elapsed() < DEADLINE {
+        std::thread::sleep(Duration::from_millis(50));
+        seen = runtime_threads(child.id());
+    }
+    assert_eq!(seen, 3, "runtime threads with server.worker_threads=3");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let out = kcoord().args(["config", "--set", "server.worker_threads=100000"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("server.worker_threads"), "{err}");
+}
+
 #[test]
 fn version_is_printed() {
     let out = kcoord().arg("--version").output().unwrap();
