@@ -9,7 +9,6 @@
 pub mod clock;
 #[cfg(test)]
 pub mod fake_log;
-pub mod held;
 pub mod layout;
 pub mod routing;
 pub mod service;

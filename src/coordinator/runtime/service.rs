@@ -130,7 +130,6 @@ impl Coordinator {
         let core = CoreConfig::from_config(config);
         let permits = Arc::new(Semaphore::new(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)));
         let progress = Arc::new(LoadProgress::default());
-        let releaser = super::held::Releaser::start();
         let shards = (0..config.offsets.partitions)
             .map(|id| {
                 owns(id).then(|| {
@@ -145,7 +144,6 @@ impl Coordinator {
                             compaction_trigger_bytes: config.offsets.compaction_trigger_bytes,
                             repair,
                             journal: journal.clone(),
-                            releaser: releaser.clone(),
                         },
                         config.offsets.shard_mailbox,
                         permits.clone(),

@@ -23,7 +23,6 @@ use tokio::task::JoinHandle;
 
 pub use super::clock::coordinator_clock_ms;
 use super::clock::SystemClock;
-use super::held::{HeldAnswers, Releaser};
 use super::shard_log::LogSync;
 use super::shell::{Durable, Effect, ShardShell, ShellSettings};
 use crate::config::FsyncPolicy;
@@ -67,8 +66,6 @@ pub struct ShardSettings {
     pub repair: bool,
     /// The node's journal, when it makes appends durable (`fsync = always`).
     pub journal: Option<Arc<Journal>>,
-    /// Where fsyncs that ran on other threads release answers.
-    pub releaser: Arc<Releaser>,
 }
 
 /// Unrecoverable shard failures (corrupt log, failed fsync) are reported
@@ -166,17 +163,12 @@ async fn maybe<F: Future + Unpin>(f: Option<&mut F>) -> F::Output {
     }
 }
 
-/// The shard's log as the sync scheduler and the journal see it: the newest
-/// fsync the shard offered (the log itself stays with the shard's task), and
-/// where the outcome goes. The answers an fsync covers leave through the
-/// node's [`Releaser`]. The shard's task is woken only by a failure; it
-/// picks up a new durable end at its next event, since no answer waits for
-/// it to, and a wake-up per shard per journal round cost CPU.
+/// The shard's log as the sync scheduler sees it: the newest fsync the shard
+/// offered (the log itself stays with the shard's task), and where the
+/// outcome goes.
 struct ShardSync {
     offered: std::sync::Mutex<Option<SyncJob>>,
     durable: watch::Sender<Durable>,
-    held: Arc<HeldAnswers>,
-    releaser: Arc<Releaser>,
 }
 
 impl ShardSync {
@@ -204,26 +196,11 @@ impl SyncTarget for ShardSync {
     }
 
     fn synced(&self, result: std::io::Result<u64>) {
-        match result {
-            Ok(end) => {
-                self.releaser.covered(&self.held, end);
-                // Recorded without waking the shard.
-                self.durable.send_if_modified(|durable| {
-                    if let Ok(before) = durable {
-                        *before = (*before).max(end);
-                    }
-                    false
-                });
-            }
-            Err(e) => {
-                self.held.stop();
-                self.durable.send_modify(|durable| {
-                    if durable.is_ok() {
-                        *durable = Err(e.to_string());
-                    }
-                });
-            }
-        }
+        self.durable.send_modify(|durable| match (&*durable, result) {
+            (Err(_), _) => {}
+            (Ok(before), Ok(end)) => *durable = Ok((*before).max(end)),
+            (Ok(_), Err(e)) => *durable = Err(e.to_string()),
+        });
     }
 }
 
@@ -323,24 +300,8 @@ async fn run(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let interval_sync = settings.fsync == FsyncPolicy::Interval;
     let mut done: Option<oneshot::Sender<bool>> = None;
-    // The durable end the shell has been told of.
-    let mut told: u64 = 0;
     while !shell.is_stopped() {
         let serving = !shell.is_loading() && adapter.sync.is_some();
-        if serving {
-            // What fsyncs made durable since the last event (the releaser
-            // already sent the answers they covered): the log's notion of
-            // synced follows, for its recovery point and its next hold.
-            let latest = match &*durable.borrow() {
-                Ok(end) => *end,
-                Err(_) => 0,
-            };
-            if latest > told {
-                told = latest;
-                shell.on_synced(Ok(latest));
-                adapter.apply(&mut shell);
-            }
-        }
         let sleep_for = shell.next_timer_in().unwrap_or(Duration::from_secs(3600));
         timer.as_mut().reset(tokio::time::Instant::now() + sleep_for);
         let event = tokio::select! {
@@ -363,12 +324,7 @@ async fn run(
                     if let Some(tx) = durable_tx.take() {
                         let _ = tx.send_replace(Ok(log.synced()));
                         durable.borrow_and_update();
-                        let sync = Arc::new(ShardSync {
-                            offered: std::sync::Mutex::new(None),
-                            durable: tx,
-                            held: shell.held(),
-                            releaser: settings.releaser.clone(),
-                        });
+                        let sync = Arc::new(ShardSync { offered: std::sync::Mutex::new(None), durable: tx });
                         let registration = Registration::new(sync.clone());
                         adapter.sync = Some((sync, registration));
                     }
@@ -381,9 +337,6 @@ async fn run(
             }
             Event::Synced => {
                 let value = durable.borrow_and_update().clone();
-                if let Ok(end) = value {
-                    told = told.max(end);
-                }
                 shell.on_synced(value);
             }
             Event::Compacted(r) => {

@@ -22,15 +22,14 @@
 //! - shuts down in Kafka's order: unload, finish a running compaction, a
 //!   final fsync, then the answers it made durable.
 
+use std::collections::VecDeque;
 use std::io;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::clock::Clock;
-use super::held::HeldAnswers;
 use super::shard_log::{LogSink, ShardLog};
 use crate::config::FsyncPolicy;
 use crate::coordinator::state::core::{Reply, ReplyToken, Request, Response, ShardCall, ShardCore};
@@ -75,10 +74,8 @@ struct Loaded<L> {
     pending: crate::coordinator::FastMap<ReplyToken, oneshot::Sender<Response>>,
     next_token: ReplyToken,
     /// Answers held until the log is durable (`always`), or written
-    /// (`interval`, `never`), up to the end each waits for. Shared with the
-    /// adapter's sync target, which releases them as soon as an fsync
-    /// covers them ([`ShardShell::held`]).
-    held: Arc<HeldAnswers>,
+    /// (`interval`, `never`), up to the given end.
+    waiting: VecDeque<(u64, Reply)>,
     compacting: bool,
     /// After a failed compaction, when to try again and how long the next
     /// pause is: a disk that is full or failing is not hammered with
@@ -114,7 +111,6 @@ pub struct ShardShell<L: ShardLog, C> {
     /// Stopped with everything this shard wrote durable in its own log
     /// files (its final fsync succeeded, or it never served).
     stopped_durably: bool,
-    held: Arc<HeldAnswers>,
 }
 
 /// Kafka answers heartbeats "blindly" while loading.
@@ -128,14 +124,7 @@ pub fn loading_response(req: &Request) -> Response {
 impl<L: ShardLog, C: Clock> ShardShell<L, C> {
     /// A shard whose log is loading.
     pub fn loading(settings: ShellSettings, clock: C) -> Self {
-        ShardShell {
-            settings,
-            clock,
-            phase: Phase::Loading,
-            effects: Vec::new(),
-            stopped_durably: false,
-            held: Arc::default(),
-        }
+        ShardShell { settings, clock, phase: Phase::Loading, effects: Vec::new(), stopped_durably: false }
     }
 
     /// The log loaded into `core` (or could not be read).
@@ -157,7 +146,7 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
             log,
             pending: crate::coordinator::FastMap::default(),
             next_token: 0,
-            held: self.held.clone(),
+            waiting: VecDeque::new(),
             compacting: false,
             compaction_retry: None,
             failed: false,
@@ -169,14 +158,6 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
         shard.core.on_loaded(self.clock.now_ms(), &mut sink, &mut out);
         route(&self.settings, &mut shard, out);
         self.phase = Phase::Serving(shard);
-    }
-
-    /// The answers this shard holds. Whoever learns that an fsync covered
-    /// the log up to some end may release them
-    /// ([`HeldAnswers::release`]); the shell does too, in
-    /// [`ShardShell::on_synced`].
-    pub fn held(&self) -> Arc<HeldAnswers> {
-        self.held.clone()
     }
 
     /// Whether the log has loaded (successfully or not).
@@ -304,11 +285,11 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
             Ok(_) if s.fsync_failed => {}
             Ok(end) => {
                 s.log.mark_synced(end);
-                s.held.release(s.log.synced());
+                let synced = s.log.synced();
+                release(s, synced);
             }
             Err(e) => {
                 s.fsync_failed = true;
-                s.held.stop();
                 if !s.failed {
                     fail(s, format!("fsync of coordinator shard {} failed: {e}", self.settings.id), &mut self.effects)
                 }
@@ -395,15 +376,15 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
             // cut from the end of the log before the next start are noticed.
             match s.log.sync_and_record_end() {
                 Ok(()) => {
-                    s.held.release(s.log.end());
+                    while let Some((_, reply)) = s.waiting.pop_front() {
+                        deliver(s, reply);
+                    }
                     self.stopped_durably = true;
                 }
                 Err(e) => tracing::error!(shard = id, error = %e, "final fsync failed"),
             }
         }
-        // Anything still pending or held is dropped: its connection sees the
-        // close.
-        s.held.abandon();
+        // Anything still pending is dropped: its connection sees the close.
         self.phase = Phase::Stopped;
     }
 
@@ -425,7 +406,8 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
         if self.settings.fsync == FsyncPolicy::Always {
             start_sync(s, &mut self.effects);
         } else if !s.failed && s.log.write_appended().is_ok() {
-            s.held.release(s.log.written());
+            let written = s.log.written();
+            release(s, written);
         }
         // Writing the appended records (directly, or by handing them to the
         // journal) can fail; a failed write poisons the log.
@@ -455,11 +437,19 @@ fn route<L: ShardLog>(settings: &ShellSettings, s: &mut Loaded<L>, out: Vec<Repl
     };
     for r in out {
         if hold {
-            if let Some(tx) = s.pending.remove(&r.token) {
-                s.held.hold(end, tx, r.response);
-            }
+            s.waiting.push_back((end, r));
         } else {
             deliver(s, r);
+        }
+    }
+}
+
+/// Sends the held answers whose writes are covered up to `end` (durable
+/// under `always`, written otherwise), in the order they were held.
+fn release<L>(s: &mut Loaded<L>, end: u64) {
+    while s.waiting.front().is_some_and(|(e, _)| *e <= end) {
+        if let Some((_, reply)) = s.waiting.pop_front() {
+            deliver(s, reply);
         }
     }
 }
