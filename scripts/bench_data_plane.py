@@ -3,8 +3,10 @@
 produce and fetch throughput for a message size, and end-to-end latency.
 
     bench_data_plane.py BOOTSTRAP TOPIC PARTITIONS LABEL [--size N] [--count N]
-        [--compression none|gzip|snappy|lz4|zstd] [--produce-only | --latency-only]
+        [--compression none|gzip|snappy|lz4|zstd]
+        [--produce-only | --latency-only | --consume-only]
         [--latency-rate N] [--latency-secs S] [--cpu-of NAME=PID,...]
+        [--samples-out FILE]
 
 --cpu-of adds each named process's CPU time (user + system, from /proc)
 during each phase to its metrics, as cpu_ms_NAME: CPU per message moved is
@@ -12,7 +14,11 @@ steadier than throughput on a shared machine.
 
 End-to-end latency reports p50 and p99, the worst sample, and how many
 samples took longer than 50 ms (`stalls`): a whole-pipeline pause shows up
-there even when it is too short or too rare to move p99.
+there even when it is too short or too rare to move p99. --samples-out
+appends every latency sample (ms) of the run to FILE, one per line, so that
+a caller can pool the samples of many runs: one run's p99 rests on its 80
+slowest samples of 8,000, and a single 15 ms pause of the whole machine
+delays about that many.
 
 Prints one JSON object per result, like kcoord-bench --json. Bounded: a fixed
 message count for throughput, a fixed duration for latency. The Python loop
@@ -149,8 +155,9 @@ def latency(bootstrap, topic, partitions, size, rate, seconds):
     if not samples:
         raise SystemExit("no latency samples")
     pick = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))] * 1000
-    return {"samples": len(samples), "latency_p50_ms": pick(0.5), "latency_p99_ms": pick(0.99),
-            "latency_max_ms": samples[-1] * 1000, "stalls": sum(1 for x in samples if x > STALL_SECS)}
+    metrics = {"samples": len(samples), "latency_p50_ms": pick(0.5), "latency_p99_ms": pick(0.99),
+               "latency_max_ms": samples[-1] * 1000, "stalls": sum(1 for x in samples if x > STALL_SECS)}
+    return metrics, samples
 
 
 def main():
@@ -167,13 +174,21 @@ def main():
     only = ap.add_mutually_exclusive_group()
     only.add_argument("--produce-only", action="store_true")
     only.add_argument("--latency-only", action="store_true", help="skip the throughput phases")
+    only.add_argument("--consume-only", action="store_true",
+                      help="only fetch the topic's first COUNT messages (produced before)")
     ap.add_argument("--cpu-of", default="", help="NAME=PID,...: report these processes' CPU time per phase")
+    ap.add_argument("--samples-out", help="append every latency sample (ms, one per line) to this file")
     a = ap.parse_args()
     cpu = CpuMeter(a.cpu_of)
     params = {"size": a.size, "count": a.count, "partitions": a.partitions, "fsync": a.label,
               "compression": a.compression}
     if a.latency_only:
         report_latency(a, params)
+        return
+    if a.consume_only:
+        took = consume(a.bootstrap, a.topic, a.partitions, a.count)
+        report("fetch", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6,
+                                 **cpu.lap()})
         return
     took = produce(a.bootstrap, a.topic, a.size, a.count, a.compression)
     report("produce", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6,
@@ -187,7 +202,10 @@ def main():
 
 
 def report_latency(a, params):
-    metrics = latency(a.bootstrap, a.topic, a.partitions, a.size, a.latency_rate, a.latency_secs)
+    metrics, samples = latency(a.bootstrap, a.topic, a.partitions, a.size, a.latency_rate, a.latency_secs)
+    if a.samples_out:
+        with open(a.samples_out, "a") as f:
+            f.writelines(f"{x * 1000:.4f}\n" for x in samples)
     report("end-to-end", dict(params, rate=a.latency_rate), metrics)
 
 
