@@ -186,19 +186,21 @@ def main():
         report_latency(a, params)
         return
     if a.consume_only:
-        took = consume(a.bootstrap, a.topic, a.partitions, a.count)
-        report("fetch", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6,
-                                 **cpu.lap()})
+        report_fetch(a, params, cpu)
         return
     took = produce(a.bootstrap, a.topic, a.size, a.count, a.compression)
     report("produce", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6,
                                **cpu.lap()})
     if a.produce_only:
         return
+    report_fetch(a, params, cpu)
+    report_latency(a, params)
+
+
+def report_fetch(a, params, cpu):
     took = consume(a.bootstrap, a.topic, a.partitions, a.count)
     report("fetch", params, {"msgs_per_sec": a.count / took, "mb_per_sec": a.count * a.size / took / 1e6,
                              **cpu.lap()})
-    report_latency(a, params)
 
 
 def report_latency(a, params):
