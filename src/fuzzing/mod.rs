@@ -162,7 +162,7 @@ pub fn frame(data: &[u8]) {
         )
         .await
     });
-    if let Ok(Outcome::Respond(bytes)) = outcome {
+    if let Ok(Outcome::Encoded(bytes)) = outcome {
         // A response frame always carries its own length and the correlation id.
         assert!(bytes.len() >= 8);
         let len = i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);

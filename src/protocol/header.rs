@@ -6,6 +6,7 @@
 //! ourselves with every length checked.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::protocol::StrBytes;
 
 /// The fields of a request header that kcoord uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,8 +14,10 @@ pub struct RequestHeader {
     pub api_key: i16,
     pub api_version: i16,
     pub correlation_id: i32,
-    /// The client id; `None` when the client sent a null string.
-    pub client_id: Option<String>,
+    /// The client id; `None` when the client sent a null string. A slice
+    /// of the request frame: every request carries one, and copying it
+    /// into a string of its own was an allocation per request.
+    pub client_id: Option<StrBytes>,
 }
 
 /// Why a frame could not be read as a request.
@@ -63,7 +66,10 @@ pub fn parse_request_header(frame: &mut Bytes, flexible: bool) -> Result<Request
             }
             let raw = frame.split_to(n);
             // Kafka decodes the client id as UTF-8; be lenient and keep what we can.
-            Some(String::from_utf8_lossy(&raw).into_owned())
+            Some(match String::from_utf8_lossy(&raw) {
+                std::borrow::Cow::Owned(fixed) => StrBytes::from_string(fixed),
+                std::borrow::Cow::Borrowed(_) => StrBytes::from_utf8(raw.clone()).unwrap_or_default(),
+            })
         }
         _ => return Err(HeaderError::BadClientId),
     };
@@ -94,7 +100,7 @@ pub fn read_uvarint(buf: &mut Bytes) -> Option<u32> {
     None
 }
 
-fn skip_tagged_fields(buf: &mut Bytes) -> Option<()> {
+pub(crate) fn skip_tagged_fields(buf: &mut Bytes) -> Option<()> {
     let count = read_uvarint(buf)?;
     for _ in 0..count {
         let _tag = read_uvarint(buf)?;
@@ -152,6 +158,13 @@ mod tests {
         let h = parse_request_header(&mut f, true).unwrap();
         assert_eq!(h.client_id, None);
         assert_eq!(&f[..], b"x");
+    }
+
+    #[test]
+    fn a_client_id_that_is_not_utf8_is_read_leniently() {
+        let mut f = frame(&[&[0, 12, 0, 3, 0, 0, 0, 7, 0, 3], b"a\xffb"]);
+        let h = parse_request_header(&mut f, false).unwrap();
+        assert_eq!(h.client_id.as_deref(), Some("a\u{fffd}b"));
     }
 
     #[test]

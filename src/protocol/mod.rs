@@ -15,6 +15,7 @@ pub mod header;
 pub mod throttle;
 pub mod uuid_string;
 pub mod versions;
+pub mod wire;
 
 pub use codec::{DecodeError, EncodeError};
 pub use versions::ApiSupport;

@@ -552,13 +552,8 @@ async fn write_outcome<W: ClientWrite>(writer: &mut BufWriter<W>, outcome: Outco
         // The throttle was noted by the caller (`Mute::note`).
         Outcome::Throttled(inner, _) => Box::pin(write_outcome(writer, *inner, peer)).await,
         // The budget share is released once the bytes are handed to the socket.
-        Outcome::Respond(bytes) | Outcome::RespondHolding(bytes, _) => match writer.write_all(&bytes).await {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::debug!(%peer, error = %e, "write failed; closing connection");
-                false
-            }
-        },
+        Outcome::Respond(bytes) | Outcome::RespondHolding(bytes, _) => write_frame(writer, &bytes, peer).await,
+        Outcome::Encoded(bytes) => write_frame(writer, &bytes, peer).await,
         Outcome::Stream(s) => {
             // Written as it arrives; a frame cut short cannot be repaired,
             // so the client connection closes.
@@ -582,6 +577,17 @@ async fn write_outcome<W: ClientWrite>(writer: &mut BufWriter<W>, outcome: Outco
         Outcome::Close(reason) => {
             tracing::warn!(%peer, %reason, "closing connection");
             let _ = writer.flush().await;
+            false
+        }
+    }
+}
+
+/// Writes one response frame; returns false if the connection must close.
+async fn write_frame<W: ClientWrite>(writer: &mut BufWriter<W>, frame: &[u8], peer: SocketAddr) -> bool {
+    match writer.write_all(frame).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "write failed; closing connection");
             false
         }
     }

@@ -21,6 +21,9 @@ use crate::protocol::{DecodeError, EncodeError};
 pub enum Outcome {
     /// Write this frame (length prefix included).
     Respond(Bytes),
+    /// Write this frame, encoded here: the buffer it was built in, as it
+    /// is (freezing it into `Bytes` costs an allocation per request).
+    Encoded(BytesMut),
     /// Write this frame, then release its share of a memory budget (a
     /// sidecar link's buffered upstream responses).
     RespondHolding(Bytes, tokio::sync::OwnedSemaphorePermit),
@@ -130,7 +133,7 @@ pub(crate) fn start_response(correlation_id: i32, flexible: bool) -> BytesMut {
 fn finish_response(mut out: BytesMut, limit: usize) -> Outcome {
     let len = out.len().saturating_sub(4);
     match i32::try_from(len) {
-        Ok(n) if out.len() <= limit && crate::be_int::set_i32_at(&mut out, 0, n) => Outcome::Respond(out.freeze()),
+        Ok(n) if out.len() <= limit && crate::be_int::set_i32_at(&mut out, 0, n) => Outcome::Encoded(out),
         _ => Outcome::Close(format!(
             "the response would take {} bytes, over the limit of {limit} (server.max_response_bytes)",
             out.len()

@@ -331,13 +331,27 @@ impl Log {
     /// every later append. The records of one call survive a crash together
     /// or not at all (see [`CONTINUES`](super::frame::CONTINUES)).
     pub fn append(&mut self, payloads: &[&[u8]]) -> io::Result<Vec<Location>> {
-        self.append_with(payloads, &mut |file, bytes, offset| file.write_all_at(bytes, offset))
+        let mut locations = Vec::with_capacity(payloads.len());
+        self.append_with(payloads, &mut |file, bytes, offset| file.write_all_at(bytes, offset), Some(&mut locations))?;
+        Ok(locations)
     }
 
-    fn append_with(&mut self, payloads: &[&[u8]], write: WriteAt<'_>) -> io::Result<Vec<Location>> {
+    /// [`Log::append`] for a caller that does not read its records back by
+    /// location (a coordinator shard replays what it wrote from memory):
+    /// no vector of locations per write.
+    pub fn append_unlocated(&mut self, payloads: &[&[u8]]) -> io::Result<()> {
+        self.append_with(payloads, &mut |file, bytes, offset| file.write_all_at(bytes, offset), None)
+    }
+
+    fn append_with(
+        &mut self,
+        payloads: &[&[u8]],
+        write: WriteAt<'_>,
+        mut locations: Option<&mut Vec<Location>>,
+    ) -> io::Result<()> {
         self.check_not_poisoned()?;
         if payloads.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let mut total = 0usize;
         for payload in payloads {
@@ -354,16 +368,17 @@ impl Log {
         let mut framed = std::mem::take(&mut self.framing);
         framed.clear();
         framed.reserve(total);
-        let mut locations = Vec::with_capacity(payloads.len());
         let last = first_index + payloads.len() as u64 - 1;
         for (index, payload) in (first_index..).zip(payloads) {
-            locations.push(Location {
-                index,
-                segment_base: active.base,
-                position: before + framed.len() as u64,
-                // check_payload_len bounds it by MAX_RECORD_BYTES < u32::MAX.
-                payload_len: payload.len() as u32,
-            });
+            if let Some(locations) = locations.as_mut() {
+                locations.push(Location {
+                    index,
+                    segment_base: active.base,
+                    position: before + framed.len() as u64,
+                    // check_payload_len bounds it by MAX_RECORD_BYTES < u32::MAX.
+                    payload_len: payload.len() as u32,
+                });
+            }
             // Marked so that recovery keeps the records of this write
             // together or drops them together.
             encode_frame_of_write(&mut framed, payload, index != last)?;
@@ -405,7 +420,7 @@ impl Log {
         if framed.capacity() <= KEPT_FRAMING_BYTES {
             self.framing = framed;
         }
-        Ok(locations)
+        Ok(())
     }
 
     /// Closes the active segment and starts a new one at `end`. The old one
@@ -802,7 +817,9 @@ impl Log {
     /// Test seam: [`Log::append`] with the write replaced, to simulate a disk
     /// that fails part-way through a batch.
     pub(crate) fn append_via(&mut self, payloads: &[&[u8]], write: WriteAt<'_>) -> io::Result<Vec<Location>> {
-        self.append_with(payloads, write)
+        let mut locations = Vec::new();
+        self.append_with(payloads, write, Some(&mut locations))?;
+        Ok(locations)
     }
 
     /// Test seam: swaps the active segment's handle for a read-only one, so

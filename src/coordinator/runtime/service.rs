@@ -21,8 +21,8 @@ use crate::coordinator::state::consumer::describable::Describable;
 use crate::coordinator::state::consumer::target::TopicImage;
 use crate::coordinator::state::core::{
     Answer, CommitAnswer, CoreConfig, DeleteGroup, DeleteTopicOffsets, DescribeGroup, Details, FetchAnswer,
-    FetchOffsets, Handover, Import, ImportOutcome, OffsetDeleteAnswer, ShardCall, Stats, Summaries, TxnCommit,
-    WithTopics,
+    FetchOffsets, Handover, Import, ImportOutcome, OffsetDeleteAnswer, Request, Response, ShardCall, Stats, Summaries,
+    TxnCommit, WithTopics,
 };
 use crate::coordinator::state::messages::*;
 use crate::coordinator::state::offsets;
@@ -193,12 +193,24 @@ impl Coordinator {
     /// `ShardCall::error`. A mismatch would be a bug in that machinery; it
     /// is logged and the request's connection closed, never answered wrongly.
     async fn call_shard<C: ShardCall>(shard: Option<&ShardHandle>, call: C) -> Result<C::Reply> {
-        let Some(shard) = shard else {
-            return Ok(call.error(ErrorCode::NOT_COORDINATOR));
+        Self::send::<C>(shard, call.into()).await
+    }
+
+    /// [`Self::call_shard`] for a call already turned into its [`Request`].
+    async fn send<C: ShardCall>(shard: Option<&ShardHandle>, req: Request) -> Result<C::Reply> {
+        let response = match shard {
+            None => req.error_response(ErrorCode::NOT_COORDINATOR),
+            Some(shard) => {
+                let (tx, rx) = oneshot::channel();
+                shard.tx.send(ShardMsg::Request { req, reply: tx }).await.map_err(|_| Unavailable)?;
+                rx.await.map_err(|_| Unavailable)?
+            }
         };
-        let (tx, rx) = oneshot::channel();
-        shard.tx.send(ShardMsg::Request { req: call.into(), reply: tx }).await.map_err(|_| Unavailable)?;
-        let response = rx.await.map_err(|_| Unavailable)?;
+        Self::answer::<C>(response)
+    }
+
+    /// The call's answer back out of the response that carried it.
+    fn answer<C: ShardCall>(response: Response) -> Result<C::Reply> {
         C::Reply::from_response(response).ok_or_else(|| {
             tracing::error!("a shard answered with the wrong response type");
             Unavailable
@@ -207,18 +219,21 @@ impl Coordinator {
 
     /// Sends a call about one group to its shard, after the checks Kafka
     /// makes before the shard and the sidecar's import for the calls that
-    /// read or create the group's offsets.
-    async fn call<C: ShardCall>(&self, group_id: &str, call: C) -> Result<C::Reply> {
+    /// read or create the group's offsets. The group is the one the call
+    /// names, borrowed from it: callers need not copy its id.
+    async fn call<C: ShardCall>(&self, call: C) -> Result<C::Reply> {
         if let Some(answer) = call.precheck(&self.core) {
             return Ok(answer);
         }
+        let req: Request = call.into();
+        let group_id = req.group_id().unwrap_or_default();
         let shard = self.shard_of(group_id);
         if let (Some(hooks), Some(_), true) = (&self.hooks, shard, C::IMPORTS_FIRST) {
             if let Err(error) = hooks.before_first_use(self, group_id).await {
-                return Ok(call.error(error));
+                return Self::answer::<C>(req.error_response(error));
             }
         }
-        Self::call_shard(shard, call).await
+        Self::send::<C>(shard, req).await
     }
 
     /// Sidecar mode: the offsets of delegated group `group_id` that kcoord
@@ -247,19 +262,16 @@ impl Coordinator {
     /// bounds a regular-expression refresh its join may trigger in a
     /// consumer group (online migration).
     pub async fn join_group(&self, req: JoinGroupRequest, describable: Describable) -> Result<JoinGroupResponse> {
-        let g = req.group_id.clone();
-        self.call(&g, self.with_topics(req, describable)).await
+        self.call(self.with_topics(req, describable)).await
     }
 
     pub async fn sync_group(&self, req: SyncGroupRequest) -> Result<SyncGroupResponse> {
-        let g = req.group_id.clone();
         // A SyncGroup resolves no regular expression.
-        self.call(&g, self.with_topics(req, Describable::all())).await
+        self.call(self.with_topics(req, Describable::all())).await
     }
 
     pub async fn heartbeat(&self, req: HeartbeatRequest) -> Result<HeartbeatResponse> {
-        let g = req.group_id.clone();
-        self.call(&g, req).await
+        self.call(req).await
     }
 
     /// KIP-848 ConsumerGroupHeartbeat, with the catalog's topics as the
@@ -279,8 +291,7 @@ impl Coordinator {
             }
         }
         req.topics = self.topic_image();
-        let g = req.group_id.clone();
-        self.call(&g, req).await
+        self.call(req).await
     }
 
     /// KIP-848 ConsumerGroupDescribe: each group from its shard, in request
@@ -324,8 +335,7 @@ impl Coordinator {
     }
 
     pub async fn leave_group(&self, req: LeaveGroupRequest) -> Result<LeaveGroupResponse> {
-        let g = req.group_id.clone();
-        self.call(&g, req).await
+        self.call(req).await
     }
 
     /// Partitions of `topics` that the catalog does not know.
@@ -401,10 +411,9 @@ impl Coordinator {
     async fn commit_in_shard(&self, req: OffsetCommitRequest, txn: Option<TxnFields>) -> Result<OffsetCommitResponse> {
         // Sidecar mode needs the request again: to write it through or to send it upstream.
         let kept = self.hooks.as_ref().map(|h| (h, req.clone()));
-        let g = req.group_id.clone();
         let answer = match txn {
-            Some(_) => CommitAnswer::Delegated(self.call(&g, TxnCommit(req)).await?),
-            None => self.call(&g, req).await?,
+            Some(_) => CommitAnswer::Delegated(self.call(TxnCommit(req)).await?),
+            None => self.call(req).await?,
         };
         match (answer, kept) {
             (CommitAnswer::Written(response), Some((hooks, mut req))) => {
@@ -421,7 +430,7 @@ impl Coordinator {
                 }
                 req.topics.retain(|t| !t.partitions.is_empty());
                 if !req.topics.is_empty() {
-                    hooks.committed(&g, &req.topics);
+                    hooks.committed(&req.group_id, &req.topics);
                 }
                 Ok(response)
             }
@@ -442,10 +451,9 @@ impl Coordinator {
     pub async fn offset_fetch(&self, req: OffsetFetchRequest) -> Result<OffsetFetchResponse> {
         let require_stable = req.require_stable;
         let calls = req.groups.into_iter().map(|group| async move {
-            let g = group.group_id.clone();
             // Sidecar mode may need the request again, to ask the upstream.
             let kept = self.hooks.as_ref().map(|h| (h, group.clone()));
-            match (self.call(&g, FetchOffsets { group, require_stable }).await?, kept) {
+            match (self.call(FetchOffsets { group, require_stable }).await?, kept) {
                 (FetchAnswer::Read(r), _) => Ok(r),
                 (FetchAnswer::Delegated(Ok(admitted)), Some((hooks, group))) => {
                     Ok(hooks.delegated_fetch(self, group, require_stable, admitted.hand_over_first).await)
@@ -475,7 +483,7 @@ impl Coordinator {
         }
         req.topics.retain(|t| !t.partitions.is_empty());
         let g = req.group_id.clone();
-        let (resp, delegated) = match (self.call(&g, req).await?, &self.hooks) {
+        let (resp, delegated) = match (self.call(req).await?, &self.hooks) {
             (OffsetDeleteAnswer::Deleted(r), _) => (r, false),
             (OffsetDeleteAnswer::Delegated(admitted, checked), Some(hooks)) => {
                 let delete =
@@ -604,7 +612,7 @@ impl Coordinator {
 
     /// One group in full (None if unknown).
     pub async fn group_details(&self, group_id: &str) -> Result<Option<Box<GroupDetails>>> {
-        self.call(group_id, Details { group_id: group_id.to_string() }).await
+        self.call(Details { group_id: group_id.to_string() }).await
     }
 
     /// Every group in brief, sorted by id.
@@ -722,7 +730,6 @@ fn merge_errors(order: &[(String, Vec<i32>)], answered: &[TopicErrors], unknown:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coordinator::core::Response;
     use tokio::sync::mpsc;
 
     /// A shard that answers every ListGroups with `error` and one group.

@@ -7,8 +7,7 @@
 
 use std::io;
 
-use bytes::Bytes;
-
+use crate::coordinator::state::records::EncodedRecords;
 use crate::coordinator::state::store::RecordSink;
 use crate::error_code::ErrorCode;
 use crate::observability::metrics::HotCounter;
@@ -77,7 +76,7 @@ impl ShardLog for Log {
     type SnapshotDone = SnapshotDone;
 
     fn append(&mut self, payloads: &[&[u8]]) -> io::Result<()> {
-        Log::append(self, payloads).map(|_| ())
+        Log::append_unlocated(self, payloads)
     }
 
     fn end(&self) -> u64 {
@@ -151,17 +150,18 @@ pub struct LogSink<'a, L> {
 }
 
 impl<L: ShardLog> RecordSink for LogSink<'_, L> {
-    fn append(&mut self, payloads: &[Bytes]) -> Result<(), ErrorCode> {
+    fn append(&mut self, records: &EncodedRecords) -> Result<(), ErrorCode> {
         // Most writes are one record (a commit of one partition, a heartbeat's
         // expiry): those need no vector of references.
-        let written = match payloads {
-            [one] => self.log.append(&[one.as_ref()]),
-            many => self.log.append(&many.iter().map(|p| p.as_ref()).collect::<Vec<&[u8]>>()),
+        let mut payloads = records.iter();
+        let written = match (payloads.next(), records.len()) {
+            (Some(one), 1) => self.log.append(&[one]),
+            _ => self.log.append(&records.iter().collect::<Vec<&[u8]>>()),
         };
         match written {
             Ok(()) => {
                 APPENDS.increment(1);
-                APPENDED_RECORDS.increment(payloads.len() as u64);
+                APPENDED_RECORDS.increment(records.len() as u64);
                 Ok(())
             }
             Err(e) => {

@@ -76,6 +76,9 @@ struct Loaded<L> {
     /// Answers held until the log is durable (`always`), or written
     /// (`interval`, `never`), up to the given end.
     waiting: VecDeque<(u64, Reply)>,
+    /// The core's answers to the event being handled, emptied by [`route`]
+    /// and kept for the next: a vector per request was an allocation each.
+    replies: Vec<Reply>,
     compacting: bool,
     /// After a failed compaction, when to try again and how long the next
     /// pause is: a disk that is full or failing is not hammered with
@@ -147,6 +150,7 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
             pending: crate::coordinator::FastMap::default(),
             next_token: 0,
             waiting: VecDeque::new(),
+            replies: Vec::new(),
             compacting: false,
             compaction_retry: None,
             failed: false,
@@ -156,7 +160,7 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
         let mut out = Vec::new();
         let mut sink = LogSink { log: &mut shard.log, shard: self.settings.id };
         shard.core.on_loaded(self.clock.now_ms(), &mut sink, &mut out);
-        route(&self.settings, &mut shard, out);
+        route(&self.settings, &mut shard, &mut out);
         self.phase = Phase::Serving(shard);
     }
 
@@ -242,10 +246,11 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
         s.next_token += 1;
         let token = s.next_token;
         s.pending.insert(token, reply);
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut s.replies);
         let mut sink = LogSink { log: &mut s.log, shard: self.settings.id };
         s.core.handle(self.clock.now_ms(), token, req, &mut sink, &mut out);
-        route(&self.settings, s, out);
+        route(&self.settings, s, &mut out);
+        s.replies = out;
         stop_if_poisoned(&self.settings, s, &mut self.effects);
     }
 
@@ -391,10 +396,11 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
     fn fire_timers(&mut self) {
         let now = self.clock.now_ms();
         let Phase::Serving(s) = &mut self.phase else { return };
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut s.replies);
         let mut sink = LogSink { log: &mut s.log, shard: self.settings.id };
         s.core.fire_timers(now, &mut sink, &mut out);
-        route(&self.settings, s, out);
+        route(&self.settings, s, &mut out);
+        s.replies = out;
         stop_if_poisoned(&self.settings, s, &mut self.effects);
     }
 
@@ -429,13 +435,13 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
 /// crash of the process alone takes back nothing a client saw. The batch's
 /// records are written with one write at its end (`after_event`), and the
 /// answers go then.
-fn route<L: ShardLog>(settings: &ShellSettings, s: &mut Loaded<L>, out: Vec<Reply>) {
+fn route<L: ShardLog>(settings: &ShellSettings, s: &mut Loaded<L>, out: &mut Vec<Reply>) {
     let end = s.log.end();
     let hold = match settings.fsync {
         FsyncPolicy::Always => s.log.synced() < end,
         FsyncPolicy::Interval | FsyncPolicy::Never => s.log.written() < end,
     };
-    for r in out {
+    for r in out.drain(..) {
         if hold {
             s.waiting.push_back((end, r));
         } else {

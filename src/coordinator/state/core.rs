@@ -22,7 +22,7 @@ use super::consumer::target::{Assigners, TopicImage};
 use super::delegation::{self, Admitted};
 use super::messages::*;
 use super::offsets;
-use super::records::{self, Record, RecordKey, RecordValue, RecordView, StoredRecord};
+use super::records::{self, EncodedRecords, Record, RecordKey, RecordValue, RecordView, StoredRecord};
 use super::store::{RecordSink, Store};
 use super::timers::{DeadlineQueue, Pop, Slot, TimerKey};
 use crate::config::Config;
@@ -777,6 +777,8 @@ pub struct Cx<'a> {
     pub out: &'a mut Vec<Reply>,
     pub store: &'a mut Store,
     pub sink: &'a mut dyn RecordSink,
+    /// The shard's buffer for encoding a write's records.
+    pub encoded: &'a mut EncodedRecords,
     pub ids: &'a mut dyn IdSource,
     /// Records written through this context so far.
     pub appended: u64,
@@ -795,19 +797,31 @@ impl Cx<'_> {
     /// reloaded, as in Kafka). On failure nothing changed and the error is
     /// mapped as Kafka maps coordinator write errors.
     pub fn append(&mut self, records: Vec<Record>) -> Result<(), ErrorCode> {
-        if records.is_empty() {
+        let now = self.now;
+        self.append_encoded(|encoded| records.iter().try_for_each(|r| encoded.push(r, now)))
+    }
+
+    /// [`Cx::append`] of the records `encode` puts into the shard's buffer,
+    /// for a caller that encodes them without building [`Record`]s first
+    /// (`EncodedRecords::push_offset`).
+    pub fn append_encoded(
+        &mut self,
+        encode: impl FnOnce(&mut EncodedRecords) -> Result<(), records::RecordError>,
+    ) -> Result<(), ErrorCode> {
+        let encoded = &mut *self.encoded;
+        encoded.clear();
+        encode(encoded).map_err(|e| {
+            // Kafka's parsers and serializers refuse such strings; we
+            // refuse the operation before anything reaches the log.
+            tracing::warn!(error = %e, "refusing a write whose record cannot be stored");
+            ErrorCode::UNKNOWN_SERVER_ERROR
+        })?;
+        if encoded.is_empty() {
             return Ok(());
         }
-        let payloads =
-            records.iter().map(|r| records::encode(r, self.now)).collect::<Result<Vec<Bytes>, _>>().map_err(|e| {
-                // Kafka's parsers and serializers refuse such strings; we
-                // refuse the operation before anything reaches the log.
-                tracing::warn!(error = %e, "refusing a write whose record cannot be stored");
-                ErrorCode::UNKNOWN_SERVER_ERROR
-            })?;
-        self.sink.append(&payloads).map_err(ErrorCode::for_coordinator_write)?;
-        self.appended += payloads.len() as u64;
-        for p in &payloads {
+        self.sink.append(encoded).map_err(ErrorCode::for_coordinator_write)?;
+        self.appended += encoded.len() as u64;
+        for p in encoded.iter() {
             match records::decode_view(p) {
                 Ok(view) => self.store.replay_view(&view),
                 Err(e) => tracing::error!(error = %e, "a record we encoded does not decode"),
@@ -892,6 +906,8 @@ pub struct ShardCore {
     consumer: ConsumerRuntime,
     /// Consumer groups' epoch history (in-memory, like classic groups').
     consumer_history: ConsumerHistories,
+    /// Reused by every write ([`Cx::append`]).
+    encoded: EncodedRecords,
 }
 
 impl ShardCore {
@@ -913,6 +929,7 @@ impl ShardCore {
             retention: Slot::default(),
             consumer: ConsumerRuntime::new(assigners),
             consumer_history: ConsumerHistories::default(),
+            encoded: EncodedRecords::default(),
         }
     }
 
@@ -1034,6 +1051,7 @@ impl ShardCore {
                 out,
                 store: &mut self.store,
                 sink,
+                encoded: &mut self.encoded,
                 ids: self.ids.as_mut(),
                 appended: 0,
             },

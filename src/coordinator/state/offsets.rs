@@ -129,36 +129,38 @@ pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Of
 /// Writes a validated commit; `created` names a simple group this commit
 /// created, which goes again if nothing could be written.
 fn write_commit(groups: &mut Groups, req: &OffsetCommitRequest, created: bool, cx: &mut Cx) -> OffsetCommitResponse {
-    let expire_timestamp = (req.retention_time_ms != -1).then(|| cx.now.saturating_add(req.retention_time_ms));
+    let now = cx.now;
+    let expire_timestamp = (req.retention_time_ms != -1).then(|| now.saturating_add(req.retention_time_ms));
     let max = cx.cfg.metadata_max_bytes.max(0) as usize;
-    let mut records = Vec::with_capacity(req.topics.iter().map(|t| t.partitions.len()).sum());
     let mut response = OffsetCommitResponse { topics: Vec::with_capacity(req.topics.len()) };
-    for t in &req.topics {
-        let mut partitions = Vec::with_capacity(t.partitions.len());
-        for p in &t.partitions {
-            let metadata = p.metadata.clone().unwrap_or_default();
-            if p.metadata.is_some() && utf16_len(&metadata) > max {
-                partitions.push(PartitionError { partition: p.partition, error: ErrorCode::OFFSET_METADATA_TOO_LARGE });
-                continue;
-            }
-            partitions.push(PartitionError { partition: p.partition, error: ErrorCode::NONE });
-            records.push(Record::offset(
-                &req.group_id,
-                &t.name,
-                p.partition,
-                OffsetValue {
+    let mut committed = 0u64;
+    // Encoded straight from the request: no record per partition first.
+    let written = cx.append_encoded(|encoded| {
+        for t in &req.topics {
+            let mut partitions = Vec::with_capacity(t.partitions.len());
+            for p in &t.partitions {
+                let metadata = p.metadata.clone().unwrap_or_default();
+                if p.metadata.is_some() && utf16_len(&metadata) > max {
+                    partitions
+                        .push(PartitionError { partition: p.partition, error: ErrorCode::OFFSET_METADATA_TOO_LARGE });
+                    continue;
+                }
+                partitions.push(PartitionError { partition: p.partition, error: ErrorCode::NONE });
+                let value = OffsetValue {
                     offset: p.offset,
                     leader_epoch: p.leader_epoch,
                     metadata,
-                    commit_timestamp: cx.now,
+                    commit_timestamp: now,
                     expire_timestamp,
-                },
-            ));
+                };
+                encoded.push_offset(&req.group_id, &t.name, p.partition, &value, now)?;
+                committed += 1;
+            }
+            response.topics.push(TopicErrors { name: t.name.clone(), partitions });
         }
-        response.topics.push(TopicErrors { name: t.name.clone(), partitions });
-    }
-    let committed = records.len() as u64;
-    if let Err(e) = cx.append(records) {
+        Ok(())
+    });
+    if let Err(e) = written {
         // Nothing was written, so a simple group this commit created does
         // not exist either. Kafka fails the whole request: every partition
         // gets the error, also those refused for their metadata's size.
@@ -166,9 +168,8 @@ fn write_commit(groups: &mut Groups, req: &OffsetCommitRequest, created: bool, c
             groups.remove(&req.group_id);
         }
         return commit_error_response(req, e);
-    } else {
-        COMMITTED_PARTITIONS.increment(committed);
     }
+    COMMITTED_PARTITIONS.increment(committed);
     response
 }
 

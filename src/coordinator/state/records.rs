@@ -246,15 +246,41 @@ fn put_bytes(b: &mut BytesMut, v: &[u8]) -> Result<(), RecordError> {
     Ok(())
 }
 
+/// An offset commit's key (version 1).
+fn put_offset_key(b: &mut BytesMut, group: &str, topic: &str, partition: i32) -> Result<(), RecordError> {
+    b.put_i16(1);
+    put_string(b, group)?;
+    put_string(b, topic)?;
+    b.put_i32(partition);
+    Ok(())
+}
+
+/// An offset commit's value: version 1 when it carries an expiry (a
+/// retention time was asked for, OffsetCommit v2–v4), else version 3.
+fn put_offset_value(b: &mut BytesMut, v: &OffsetValue) -> Result<(), RecordError> {
+    match v.expire_timestamp {
+        Some(expire) => {
+            b.put_i16(1);
+            b.put_i64(v.offset);
+            put_string(b, &v.metadata)?;
+            b.put_i64(v.commit_timestamp);
+            b.put_i64(expire);
+        }
+        None => {
+            b.put_i16(3);
+            b.put_i64(v.offset);
+            b.put_i32(v.leader_epoch);
+            put_string(b, &v.metadata)?;
+            b.put_i64(v.commit_timestamp);
+        }
+    }
+    Ok(())
+}
+
 /// Encodes the key with its version prefix.
 pub fn encode_key(key: &RecordKey, b: &mut BytesMut) -> Result<(), RecordError> {
     match key {
-        RecordKey::Offset { group, topic, partition } => {
-            b.put_i16(1);
-            put_string(b, group)?;
-            put_string(b, topic)?;
-            b.put_i32(*partition);
-        }
+        RecordKey::Offset { group, topic, partition } => put_offset_key(b, group, topic, *partition)?,
         RecordKey::Group { group } => {
             b.put_i16(2);
             put_string(b, group)?;
@@ -279,22 +305,7 @@ pub fn encode_key(key: &RecordKey, b: &mut BytesMut) -> Result<(), RecordError> 
 /// Encodes the value with its version prefix.
 pub fn encode_value(value: &RecordValue, b: &mut BytesMut) -> Result<(), RecordError> {
     match value {
-        RecordValue::Offset(v) => match v.expire_timestamp {
-            Some(expire) => {
-                b.put_i16(1);
-                b.put_i64(v.offset);
-                put_string(b, &v.metadata)?;
-                b.put_i64(v.commit_timestamp);
-                b.put_i64(expire);
-            }
-            None => {
-                b.put_i16(3);
-                b.put_i64(v.offset);
-                b.put_i32(v.leader_epoch);
-                put_string(b, &v.metadata)?;
-                b.put_i64(v.commit_timestamp);
-            }
-        },
+        RecordValue::Offset(v) => put_offset_value(b, v)?,
         RecordValue::Group(g) => {
             b.put_i16(3);
             put_string(b, &g.protocol_type)?;
@@ -337,24 +348,126 @@ const RECORD_CAPACITY: usize = 192;
 /// whose strings do not fit Kafka's schema.
 pub fn encode(record: &Record, timestamp: i64) -> Result<Bytes, RecordError> {
     let mut b = BytesMut::with_capacity(RECORD_CAPACITY);
+    encode_into(record, timestamp, &mut b)?;
+    Ok(b.freeze())
+}
+
+/// Appends a record's payload to `b` (on failure `b` may hold part of it).
+fn encode_into(record: &Record, timestamp: i64, b: &mut BytesMut) -> Result<(), RecordError> {
+    let value = record.value.as_ref().map(|v| move |b: &mut BytesMut| encode_value(v, b));
+    put_payload(b, timestamp, |b| encode_key(&record.key, b), value)
+}
+
+/// Appends a payload: format, timestamp, then the key and the value (or a
+/// tombstone's null), each behind its length.
+fn put_payload(
+    b: &mut BytesMut,
+    timestamp: i64,
+    key: impl FnOnce(&mut BytesMut) -> Result<(), RecordError>,
+    value: Option<impl FnOnce(&mut BytesMut) -> Result<(), RecordError>>,
+) -> Result<(), RecordError> {
     b.put_u8(0);
     b.put_i64(timestamp);
     let len_at = b.len();
     b.put_i32(0);
-    encode_key(&record.key, &mut b)?;
+    key(b)?;
     let key_len = (b.len() - len_at - 4) as i32;
-    crate::be_int::set_i32_at(&mut b, len_at, key_len);
-    match &record.value {
+    crate::be_int::set_i32_at(b, len_at, key_len);
+    match value {
         None => b.put_i32(-1),
-        Some(v) => {
+        Some(value) => {
             let len_at = b.len();
             b.put_i32(0);
-            encode_value(v, &mut b)?;
+            value(b)?;
             let value_len = (b.len() - len_at - 4) as i32;
-            crate::be_int::set_i32_at(&mut b, len_at, value_len);
+            crate::be_int::set_i32_at(b, len_at, value_len);
         }
     }
-    Ok(b.freeze())
+    Ok(())
+}
+
+/// The payloads of one write, encoded back to back into one buffer that a
+/// shard keeps from write to write: a buffer and a `Bytes` per record, and
+/// a vector of them, were allocations on every commit.
+#[derive(Debug, Default)]
+pub struct EncodedRecords {
+    buf: BytesMut,
+    /// Where each payload ends in `buf`.
+    ends: Vec<usize>,
+}
+
+/// Capacity an [`EncodedRecords`] keeps between writes; a rare large write
+/// (a big group's metadata) does not hold its memory afterwards.
+const KEPT_ENCODING_BYTES: usize = 64 * 1024;
+
+impl EncodedRecords {
+    /// Empties it for the next write.
+    pub fn clear(&mut self) {
+        if self.buf.capacity() > KEPT_ENCODING_BYTES {
+            self.buf = BytesMut::new();
+        }
+        self.buf.clear();
+        self.ends.clear();
+    }
+
+    /// Encodes one more record; on failure nothing of it is kept.
+    pub fn push(&mut self, record: &Record, timestamp: i64) -> Result<(), RecordError> {
+        self.push_with(|b| encode_into(record, timestamp, b))
+    }
+
+    /// Encodes one more offset commit, the bytes
+    /// `push(&Record::offset(group, topic, partition, value))` would write,
+    /// without copying the group's and topic's names into a [`Record`]
+    /// first (the commit path writes one per partition).
+    pub fn push_offset(
+        &mut self,
+        group: &str,
+        topic: &str,
+        partition: i32,
+        value: &OffsetValue,
+        timestamp: i64,
+    ) -> Result<(), RecordError> {
+        self.push_with(|b| {
+            put_payload(
+                b,
+                timestamp,
+                |b| put_offset_key(b, group, topic, partition),
+                Some(|b: &mut BytesMut| put_offset_value(b, value)),
+            )
+        })
+    }
+
+    fn push_with(&mut self, encode: impl FnOnce(&mut BytesMut) -> Result<(), RecordError>) -> Result<(), RecordError> {
+        let start = self.buf.len();
+        match encode(&mut self.buf) {
+            Ok(()) => {
+                self.ends.push(self.buf.len());
+                Ok(())
+            }
+            Err(e) => {
+                self.buf.truncate(start);
+                Err(e)
+            }
+        }
+    }
+
+    /// The payloads, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let payload = self.buf.get(start..end).unwrap_or_default();
+            start = end;
+            payload
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -718,6 +831,65 @@ mod tests {
         for n in 0..p.len() {
             assert!(decode_view(&p[..n]).is_err());
         }
+    }
+
+    #[test]
+    fn a_write_encoded_in_the_shared_buffer_is_the_records_own_payloads() {
+        let value = |expire| OffsetValue {
+            offset: 42,
+            leader_epoch: 5,
+            metadata: "meta".into(),
+            commit_timestamp: 1_000,
+            expire_timestamp: expire,
+        };
+        let records = [
+            Record::offset("g", "t", 3, value(None)),
+            Record::offset("g", "t", 4, value(Some(9_000))),
+            Record::offset_tombstone("g", "t", 5),
+            Record::group_tombstone("g"),
+        ];
+        let mut encoded = EncodedRecords::default();
+        for r in &records {
+            encoded.push(r, 7).unwrap();
+        }
+        let each: Vec<Bytes> = records.iter().map(|r| encode(r, 7).unwrap()).collect();
+        assert!(encoded.iter().eq(each.iter().map(|b| &b[..])));
+        // The commit path's direct encoding writes the same bytes.
+        let mut direct = EncodedRecords::default();
+        direct.push_offset("g", "t", 3, &value(None), 7).unwrap();
+        direct.push_offset("g", "t", 4, &value(Some(9_000)), 7).unwrap();
+        assert!(direct.iter().eq(each[..2].iter().map(|b| &b[..])));
+        encoded.clear();
+        assert!(encoded.is_empty() && encoded.iter().next().is_none());
+    }
+
+    #[test]
+    fn a_record_that_cannot_be_encoded_leaves_nothing_behind() {
+        let mut encoded = EncodedRecords::default();
+        encoded.push(&Record::group_tombstone("g"), 1).unwrap();
+        let too_long = "t".repeat(40_000);
+        assert!(encoded.push(&Record::offset_tombstone("g", &too_long, 0), 1).is_err());
+        assert_eq!(encoded.len(), 1);
+        assert!(encoded.iter().eq([&encode(&Record::group_tombstone("g"), 1).unwrap()[..]]));
+    }
+
+    #[test]
+    fn the_shared_buffer_does_not_keep_a_large_writes_memory() {
+        let mut encoded = EncodedRecords::default();
+        let big = "m".repeat(30_000);
+        for p in 0..4 {
+            let v = OffsetValue {
+                offset: 1,
+                leader_epoch: -1,
+                metadata: big.clone(),
+                commit_timestamp: 0,
+                expire_timestamp: None,
+            };
+            encoded.push_offset("g", "t", p, &v, 0).unwrap();
+        }
+        assert!(encoded.buf.capacity() > KEPT_ENCODING_BYTES);
+        encoded.clear();
+        assert!(encoded.buf.capacity() <= KEPT_ENCODING_BYTES);
     }
 
     fn group_value() -> GroupValue {

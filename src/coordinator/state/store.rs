@@ -10,7 +10,8 @@ use bytes::Bytes;
 
 use super::consumer::group::{self as consumer_group, ConsumerGroup, ConsumerGroups};
 use super::records::{
-    self, DelegationValue, GroupValue, OffsetValue, Record, RecordKey, RecordValue, RecordView, StoredRecord,
+    self, DelegationValue, EncodedRecords, GroupValue, OffsetValue, Record, RecordKey, RecordValue, RecordView,
+    StoredRecord,
 };
 use super::FastMap;
 use crate::error_code::ErrorCode;
@@ -22,7 +23,7 @@ pub type GroupOffsets = FastMap<String, FastMap<i32, OffsetValue>>;
 pub trait RecordSink {
     /// Writes encoded records, all or nothing. An error means nothing was
     /// written and the caller must not change any state.
-    fn append(&mut self, payloads: &[Bytes]) -> Result<(), ErrorCode>;
+    fn append(&mut self, records: &EncodedRecords) -> Result<(), ErrorCode>;
 }
 
 /// A sink that keeps records in memory (tests, benchmarks, simulations).
@@ -34,12 +35,12 @@ pub struct MemorySink {
 }
 
 impl RecordSink for MemorySink {
-    fn append(&mut self, payloads: &[Bytes]) -> Result<(), ErrorCode> {
+    fn append(&mut self, records: &EncodedRecords) -> Result<(), ErrorCode> {
         if self.fail_next > 0 {
             self.fail_next -= 1;
             return Err(ErrorCode::KAFKA_STORAGE_ERROR);
         }
-        self.payloads.extend_from_slice(payloads);
+        self.payloads.extend(records.iter().map(Bytes::copy_from_slice));
         Ok(())
     }
 }

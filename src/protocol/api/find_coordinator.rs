@@ -8,6 +8,7 @@ use kafka_protocol::protocol::Encodable;
 use crate::cluster::{self, CoordinatorAnswer};
 use crate::protocol::codec::{self, osb, sb, st, DecodeError, EncodeError};
 use crate::protocol::versions::ApiSupport;
+use crate::protocol::wire::put_uvarint;
 
 pub const SUPPORT: ApiSupport = ApiSupport::new(10, "FindCoordinator", 0, 6, Some(3));
 
@@ -66,15 +67,6 @@ pub fn encode(
     }
     put_uvarint(out, 0);
     codec::check_size(SUPPORT.name, version, out.len())
-}
-
-/// An unsigned varint, as Kafka's compact lengths.
-fn put_uvarint(out: &mut BytesMut, mut n: u32) {
-    while n >= 0x80 {
-        out.put_u8((n as u8 & 0x7f) | 0x80);
-        n >>= 7;
-    }
-    out.put_u8(n as u8);
 }
 
 #[cfg(test)]

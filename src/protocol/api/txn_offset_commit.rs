@@ -4,12 +4,10 @@
 //! coordinator and does not advertise it.
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::txn_offset_commit_response::{
-    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
-};
-use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic;
+use kafka_protocol::messages::TxnOffsetCommitRequest;
 
-use super::offset_commit::{commit_topics, response_topics};
+use super::offset_commit::{encode_errors, ErrorsLayout};
 use crate::coordinator::messages as m;
 use crate::protocol::codec::{self, st, DecodeError, EncodeError};
 use crate::protocol::versions::ApiSupport;
@@ -29,7 +27,7 @@ pub fn decode(body: &mut Bytes, version: i16) -> Result<(m::OffsetCommitRequest,
         member_id: if modern { st(&r.member_id) } else { String::new() },
         group_instance_id: if modern { r.group_instance_id.as_ref().map(st) } else { None },
         retention_time_ms: -1,
-        topics: commit_topics(r.topics.iter().map(|t| (&t.name, t.partitions.as_slice())), version >= 2),
+        topics: commit_topics(&r.topics, version >= 2),
     };
     let txn = m::TxnFields {
         version,
@@ -40,13 +38,28 @@ pub fn decode(body: &mut Bytes, version: i16) -> Result<(m::OffsetCommitRequest,
     Ok((commit, txn))
 }
 
+/// The core's view of the request's topics. `has_leader_epoch` is false for
+/// versions that predate the field, whose value is then -1 (unknown).
+fn commit_topics(topics: &[TxnOffsetCommitRequestTopic], has_leader_epoch: bool) -> Vec<m::CommitTopic> {
+    topics
+        .iter()
+        .map(|t| m::CommitTopic {
+            name: st(&t.name.0),
+            partitions: t
+                .partitions
+                .iter()
+                .map(|p| m::CommitPartition {
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: if has_leader_epoch { p.committed_leader_epoch } else { -1 },
+                    metadata: p.committed_metadata.as_ref().map(st),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
 pub fn encode(resp: &m::OffsetCommitResponse, version: i16, out: &mut BytesMut) -> Result<(), EncodeError> {
-    let r = TxnOffsetCommitResponse::default().with_topics(response_topics(
-        resp,
-        |partition, error| {
-            TxnOffsetCommitResponsePartition::default().with_partition_index(partition).with_error_code(error)
-        },
-        |name, partitions| TxnOffsetCommitResponseTopic::default().with_name(name).with_partitions(partitions),
-    ));
-    codec::encode(SUPPORT.name, &r, version, out)
+    let layout = ErrorsLayout { api: SUPPORT.name, version, throttle: true, flexible: SUPPORT.is_flexible(version) };
+    encode_errors(resp, layout, out)
 }

@@ -1,0 +1,170 @@
+//! Kafka's primitive types by hand, for the bodies kcoord reads and writes
+//! without `kafka-protocol`'s structs: the requests and responses of the
+//! hot path (OffsetCommit), whose structs cost an allocation per topic and
+//! per partition list and a second pass to turn them into kcoord's own
+//! types, and the responses that stream (FindCoordinator's batches). Each
+//! user's tests compare its results with `kafka-protocol`'s at every
+//! version.
+//!
+//! Reading trusts nothing: every length is checked against the bytes left,
+//! and an array's length never reserves memory beyond a few entries before
+//! its entries have actually arrived.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use super::header::{read_uvarint, skip_tagged_fields};
+
+/// Why a value cannot be written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("a string of {0} bytes is longer than the protocol allows")]
+    StringTooLong(usize),
+    #[error("an array of {0} entries is longer than the protocol allows")]
+    ArrayTooLong(usize),
+    #[error("the body ends before its {0}")]
+    Truncated(&'static str),
+    #[error("{0} is null, which this field cannot be")]
+    Null(&'static str),
+    #[error("{0} has a negative length")]
+    NegativeLength(&'static str),
+    #[error("{0} is not UTF-8")]
+    NotUtf8(&'static str),
+}
+
+/// Entries an array read by hand reserves room for before they arrive.
+pub const INITIAL_ENTRIES: usize = 16;
+
+/// A request body read field by field, in a flexible version or not.
+pub struct Reader<'a> {
+    buf: &'a mut Bytes,
+    flexible: bool,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a mut Bytes, flexible: bool) -> Self {
+        Reader { buf, flexible }
+    }
+
+    fn need(&self, n: usize, what: &'static str) -> Result<(), WireError> {
+        if self.buf.remaining() < n {
+            return Err(WireError::Truncated(what));
+        }
+        Ok(())
+    }
+
+    pub fn i16(&mut self, what: &'static str) -> Result<i16, WireError> {
+        self.need(2, what)?;
+        Ok(self.buf.get_i16())
+    }
+
+    pub fn i32(&mut self, what: &'static str) -> Result<i32, WireError> {
+        self.need(4, what)?;
+        Ok(self.buf.get_i32())
+    }
+
+    pub fn i64(&mut self, what: &'static str) -> Result<i64, WireError> {
+        self.need(8, what)?;
+        Ok(self.buf.get_i64())
+    }
+
+    /// A length: an i16 or i32 (`wide`) before flexible versions, where -1
+    /// is null; a compact length in them, where 0 is null.
+    fn length(&mut self, wide: bool, what: &'static str) -> Result<Option<usize>, WireError> {
+        if self.flexible {
+            let n = read_uvarint(self.buf).ok_or(WireError::Truncated(what))?;
+            return Ok(n.checked_sub(1).map(|n| n as usize));
+        }
+        let n = if wide { self.i32(what)? } else { i32::from(self.i16(what)?) };
+        match n {
+            -1 => Ok(None),
+            n => usize::try_from(n).map(Some).map_err(|_| WireError::NegativeLength(what)),
+        }
+    }
+
+    pub fn nullable_string(&mut self, what: &'static str) -> Result<Option<String>, WireError> {
+        let Some(len) = self.length(false, what)? else { return Ok(None) };
+        self.need(len, what)?;
+        let raw = self.buf.split_to(len);
+        std::str::from_utf8(&raw).map(|s| Some(s.to_owned())).map_err(|_| WireError::NotUtf8(what))
+    }
+
+    pub fn string(&mut self, what: &'static str) -> Result<String, WireError> {
+        self.nullable_string(what)?.ok_or(WireError::Null(what))
+    }
+
+    /// A non-null array's length (its entries are read by the caller).
+    pub fn array_len(&mut self, what: &'static str) -> Result<usize, WireError> {
+        self.length(true, what)?.ok_or(WireError::Null(what))
+    }
+
+    /// The end of a structure: in a flexible version its tagged fields,
+    /// none of which kcoord reads, are skipped.
+    pub fn end_of_struct(&mut self, what: &'static str) -> Result<(), WireError> {
+        if self.flexible {
+            skip_tagged_fields(self.buf).ok_or(WireError::Truncated(what))?;
+        }
+        Ok(())
+    }
+}
+
+/// An unsigned varint, as Kafka's compact lengths and tag counts.
+pub fn put_uvarint(out: &mut BytesMut, mut n: u32) {
+    while n >= 0x80 {
+        out.put_u8((n as u8 & 0x7f) | 0x80);
+        n >>= 7;
+    }
+    out.put_u8(n as u8);
+}
+
+/// An array's length: an i32 before flexible versions, a compact length
+/// (length + 1 as an unsigned varint) in them.
+pub fn put_array_len(out: &mut BytesMut, len: usize, flexible: bool) -> Result<(), WireError> {
+    if flexible {
+        let n = u32::try_from(len).ok().and_then(|n| n.checked_add(1)).ok_or(WireError::ArrayTooLong(len))?;
+        put_uvarint(out, n);
+    } else {
+        out.put_i32(i32::try_from(len).map_err(|_| WireError::ArrayTooLong(len))?);
+    }
+    Ok(())
+}
+
+/// A non-null string: an i16 length before flexible versions, a compact
+/// length in them. Kafka refuses strings longer than an i16 in both.
+pub fn put_string(out: &mut BytesMut, s: &str, flexible: bool) -> Result<(), WireError> {
+    let len = i16::try_from(s.len()).map_err(|_| WireError::StringTooLong(s.len()))?;
+    if flexible {
+        put_uvarint(out, len as u32 + 1);
+    } else {
+        out.put_i16(len);
+    }
+    out.put_slice(s.as_bytes());
+    Ok(())
+}
+
+/// The end of a structure in a flexible version: no tagged fields.
+pub fn put_no_tags(out: &mut BytesMut, flexible: bool) {
+    if flexible {
+        put_uvarint(out, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_lengths_are_varints_of_length_plus_one() {
+        let mut out = BytesMut::new();
+        put_array_len(&mut out, 0, true).unwrap();
+        put_array_len(&mut out, 127, true).unwrap();
+        put_array_len(&mut out, 300, true).unwrap();
+        assert_eq!(&out[..], &[0x01, 0x80, 0x01, 0xad, 0x02]);
+    }
+
+    #[test]
+    fn strings_longer_than_an_i16_are_refused() {
+        let long = "x".repeat(40_000);
+        assert_eq!(put_string(&mut BytesMut::new(), &long, false), Err(WireError::StringTooLong(40_000)));
+        assert_eq!(put_string(&mut BytesMut::new(), &long, true), Err(WireError::StringTooLong(40_000)));
+    }
+}
