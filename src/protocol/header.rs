@@ -6,7 +6,6 @@
 //! ourselves with every length checked.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::protocol::StrBytes;
 
 /// The fields of a request header that kcoord uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,10 +13,20 @@ pub struct RequestHeader {
     pub api_key: i16,
     pub api_version: i16,
     pub correlation_id: i32,
-    /// The client id; `None` when the client sent a null string. A slice
-    /// of the request frame: every request carries one, and copying it
-    /// into a string of its own was an allocation per request.
-    pub client_id: Option<StrBytes>,
+    /// The client id as sent; `None` when the client sent a null string.
+    /// A slice of the request frame, read as text only by the few users
+    /// that need it ([`RequestHeader::client_id`]): every request carries
+    /// one, and copying (and validating) it each time was an allocation
+    /// per request.
+    pub client_id_bytes: Option<Bytes>,
+}
+
+impl RequestHeader {
+    /// The client id as Kafka reads it, leniently: bytes that are not
+    /// UTF-8 become replacement characters.
+    pub fn client_id(&self) -> Option<std::borrow::Cow<'_, str>> {
+        self.client_id_bytes.as_deref().map(String::from_utf8_lossy)
+    }
 }
 
 /// Why a frame could not be read as a request.
@@ -64,12 +73,7 @@ pub fn parse_request_header(frame: &mut Bytes, flexible: bool) -> Result<Request
             if frame.remaining() < n {
                 return Err(HeaderError::BadClientId);
             }
-            let raw = frame.split_to(n);
-            // Kafka decodes the client id as UTF-8; be lenient and keep what we can.
-            Some(match String::from_utf8_lossy(&raw) {
-                std::borrow::Cow::Owned(fixed) => StrBytes::from_string(fixed),
-                std::borrow::Cow::Borrowed(_) => StrBytes::from_utf8(raw.clone()).unwrap_or_default(),
-            })
+            Some(frame.split_to(n))
         }
         _ => return Err(HeaderError::BadClientId),
     };
@@ -80,7 +84,7 @@ pub fn parse_request_header(frame: &mut Bytes, flexible: bool) -> Result<Request
         api_key: prefix.api_key,
         api_version: prefix.api_version,
         correlation_id: prefix.correlation_id,
-        client_id,
+        client_id_bytes: client_id,
     })
 }
 
@@ -151,12 +155,12 @@ mod tests {
         assert_eq!(h.api_key, 11);
         assert_eq!(h.api_version, 5);
         assert_eq!(h.correlation_id, 7);
-        assert_eq!(h.client_id.as_deref(), Some("abc"));
+        assert_eq!(h.client_id().as_deref(), Some("abc"));
         assert_eq!(&f[..], b"body");
 
         let mut f = frame(&[&[0, 11, 0, 6, 0, 0, 0, 7, 0xff, 0xff, 1, 9, 2, 0xaa, 0xbb], b"x"]);
         let h = parse_request_header(&mut f, true).unwrap();
-        assert_eq!(h.client_id, None);
+        assert_eq!(h.client_id(), None);
         assert_eq!(&f[..], b"x");
     }
 
@@ -164,7 +168,7 @@ mod tests {
     fn a_client_id_that_is_not_utf8_is_read_leniently() {
         let mut f = frame(&[&[0, 12, 0, 3, 0, 0, 0, 7, 0, 3], b"a\xffb"]);
         let h = parse_request_header(&mut f, false).unwrap();
-        assert_eq!(h.client_id.as_deref(), Some("a\u{fffd}b"));
+        assert_eq!(h.client_id().as_deref(), Some("a\u{fffd}b"));
     }
 
     #[test]

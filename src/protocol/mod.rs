@@ -4,7 +4,9 @@
 //! headers, keeps the table of API versions we advertise, converts each API's
 //! wire structs to and from kcoord's own request/response types (handling
 //! per-version differences in one place), and shields the daemon from hostile
-//! input. Swapping the codec crate touches only this module.
+//! input. Swapping the codec crate touches only this module. Headers and
+//! the hot path's Heartbeat and OffsetCommit are read and written by hand
+//! (`header`, `wire`), without the crate's structs.
 
 pub mod api;
 pub mod client;

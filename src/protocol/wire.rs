@@ -1,8 +1,9 @@
 //! Kafka's primitive types by hand, for the bodies kcoord reads and writes
 //! without `kafka-protocol`'s structs: the requests and responses of the
-//! hot path (OffsetCommit), whose structs cost an allocation per topic and
-//! per partition list and a second pass to turn them into kcoord's own
-//! types, and the responses that stream (FindCoordinator's batches). Each
+//! hot path (Heartbeat, OffsetCommit), whose structs cost a second pass to
+//! turn them into kcoord's own types (and for commits an allocation per
+//! topic and per partition list), and the responses that stream
+//! (FindCoordinator's batches). Each
 //! user's tests compare its results with `kafka-protocol`'s at every
 //! version.
 //!
@@ -12,7 +13,9 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use super::codec::DecodeError;
 use super::header::{read_uvarint, skip_tagged_fields};
+use super::versions::ApiSupport;
 
 /// Why a value cannot be written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,6 +32,21 @@ pub enum WireError {
     NegativeLength(&'static str),
     #[error("{0} is not UTF-8")]
     NotUtf8(&'static str),
+}
+
+/// Reads an API's request body at `version` with `read`; a failure is the
+/// API's malformed request, as `codec::decode` reports one.
+pub fn decode_with<T>(
+    api: &ApiSupport,
+    version: i16,
+    body: &mut Bytes,
+    read: impl FnOnce(&mut Reader<'_>) -> Result<T, WireError>,
+) -> Result<T, DecodeError> {
+    let error = |reason: String| DecodeError { api: api.name, version, reason };
+    if !api.supports(version) {
+        return Err(error("version not supported".into()));
+    }
+    read(&mut Reader::new(body, api.is_flexible(version))).map_err(|e| error(e.to_string()))
 }
 
 /// Entries an array read by hand reserves room for before they arrive.

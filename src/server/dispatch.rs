@@ -75,8 +75,9 @@ impl RequestContext {
         self.header.api_version
     }
 
-    pub fn client_id(&self) -> &str {
-        self.header.client_id.as_deref().unwrap_or("")
+    /// The client id ("" for a null one), read leniently as UTF-8.
+    pub fn client_id(&self) -> std::borrow::Cow<'_, str> {
+        self.header.client_id().unwrap_or_default()
     }
 
     /// Kafka's member "client host": Java's `InetAddress.toString()`, i.e.

@@ -54,7 +54,8 @@ pub fn charge(quotas: &Quotas, s: Served<'_>, out: &mut BytesMut, body_at: usize
         produced_bytes: if key == produce::SUPPORT.key { s.request_bytes as u64 } else { 0 },
         fetched_bytes: if key == fetch::SUPPORT.key && s.answered { answer_bytes } else { 0 },
     };
-    let client = Client::new(&s.ctx.caller.principal, s.ctx.client_id());
+    let client_id = s.ctx.client_id();
+    let client = Client::new(&s.ctx.caller.principal, &client_id);
     let throttled = quotas.charge(client, usage);
     let ms = throttled.iter().map(|&(_, ms)| ms).max()?;
     for (kind, _) in &throttled {

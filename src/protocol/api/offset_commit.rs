@@ -17,14 +17,7 @@ pub const SUPPORT: ApiSupport = ApiSupport::new(8, "OffsetCommit", 2, 9, Some(8)
 /// allocation per topic and per partition list, and a second pass (the
 /// tests compare the two readings at every version).
 pub fn decode(body: &mut Bytes, version: i16) -> Result<m::OffsetCommitRequest, DecodeError> {
-    if !SUPPORT.supports(version) {
-        return Err(DecodeError { api: SUPPORT.name, version, reason: "version not supported".into() });
-    }
-    read(&mut wire::Reader::new(body, SUPPORT.is_flexible(version)), version).map_err(|e| DecodeError {
-        api: SUPPORT.name,
-        version,
-        reason: e.to_string(),
-    })
+    wire::decode_with(&SUPPORT, version, body, |r| read(r, version))
 }
 
 /// OffsetCommit v2–v9: v2–v4 carry a retention time, v6 adds leader

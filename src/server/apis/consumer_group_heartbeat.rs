@@ -14,7 +14,7 @@ impl Api for ConsumerGroupHeartbeat {
     async fn serve(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut BytesMut) -> Served {
         let v = ctx.version();
         let guard = Guard::new(&svc.authorizer, ctx);
-        let mut req = wire::decode(body, v, ctx.client_id(), &ctx.client_host())?;
+        let mut req = wire::decode(body, v, &ctx.client_id(), &ctx.client_host())?;
         req.describable = guard.describable_topics();
         let resp = match guard.consumer_heartbeat(&req) {
             Ok(()) => svc.coordinator.consumer_group_heartbeat(req).await?,

@@ -14,7 +14,7 @@ impl Api for JoinGroup {
     async fn serve(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut BytesMut) -> Served {
         let v = ctx.version();
         let guard = Guard::new(&svc.authorizer, ctx);
-        let req = wire::decode(body, v, ctx.client_id(), &ctx.client_host())?;
+        let req = wire::decode(body, v, &ctx.client_id(), &ctx.client_host())?;
         let resp = match guard.group(Read, &req.group_id) {
             Ok(()) => svc.coordinator.join_group(req, guard.describable_topics()).await?,
             Err(e) => JoinGroupResponse::error(e, ""),
