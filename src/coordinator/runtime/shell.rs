@@ -250,7 +250,7 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
         let mut sink = LogSink { log: &mut s.log, shard: self.settings.id };
         s.core.handle(self.clock.now_ms(), token, req, &mut sink, &mut out);
         route(&self.settings, s, &mut out);
-        s.replies = out;
+        keep_replies(s, out);
         stop_if_poisoned(&self.settings, s, &mut self.effects);
     }
 
@@ -400,7 +400,7 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
         let mut sink = LogSink { log: &mut s.log, shard: self.settings.id };
         s.core.fire_timers(now, &mut sink, &mut out);
         route(&self.settings, s, &mut out);
-        s.replies = out;
+        keep_replies(s, out);
         stop_if_poisoned(&self.settings, s, &mut self.effects);
     }
 
@@ -447,6 +447,17 @@ fn route<L: ShardLog>(settings: &ShellSettings, s: &mut Loaded<L>, out: &mut Vec
         } else {
             deliver(s, r);
         }
+    }
+}
+
+/// Answers a shard keeps room for between events; a rare event with many
+/// (a mass expiry of a large group) does not hold its memory afterwards.
+const KEPT_REPLIES: usize = 256;
+
+/// Gives the emptied answer vector back to the shard for the next event.
+fn keep_replies<L>(s: &mut Loaded<L>, out: Vec<Reply>) {
+    if out.capacity() <= KEPT_REPLIES {
+        s.replies = out;
     }
 }
 

@@ -144,59 +144,48 @@ mod tests {
         out
     }
 
+    /// A commit answer's topics in `kafka-protocol`'s types of the API
+    /// that answers, built by `partition(index, error)` and `topic(name, partitions)`.
+    fn their_topics<T, P>(
+        resp: &m::OffsetCommitResponse,
+        partition: impl Fn(i32, i16) -> P,
+        topic: impl Fn(TopicName, Vec<P>) -> T,
+    ) -> Vec<T> {
+        resp.topics
+            .iter()
+            .map(|t| {
+                let partitions = t.partitions.iter().map(|p| partition(p.partition, p.error.0)).collect();
+                topic(TopicName(codec::sb(t.name.clone())), partitions)
+            })
+            .collect()
+    }
+
     #[test]
     fn commit_answers_encode_exactly_as_kafka_protocol_would() {
+        let txn = crate::protocol::api::txn_offset_commit::SUPPORT;
         for resp in responses() {
             for v in SUPPORT.min..=SUPPORT.max {
-                let topics = resp
-                    .topics
-                    .iter()
-                    .map(|t| {
-                        OffsetCommitResponseTopic::default()
-                            .with_name(TopicName(codec::sb(t.name.clone())))
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        OffsetCommitResponsePartition::default()
-                                            .with_partition_index(p.partition)
-                                            .with_error_code(p.error.0)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect();
+                let topics = their_topics(
+                    &resp,
+                    |p, e| OffsetCommitResponsePartition::default().with_partition_index(p).with_error_code(e),
+                    |name, partitions| OffsetCommitResponseTopic::default().with_name(name).with_partitions(partitions),
+                );
                 let mut expected = BytesMut::new();
                 OffsetCommitResponse::default().with_topics(topics).encode(&mut expected, v).unwrap();
                 assert_eq!(by_hand(&resp, encode, v), expected, "OffsetCommit v{v}");
             }
-            let txn = crate::protocol::api::txn_offset_commit::SUPPORT;
             for v in txn.min..=txn.max {
-                let topics = resp
-                    .topics
-                    .iter()
-                    .map(|t| {
-                        TxnOffsetCommitResponseTopic::default()
-                            .with_name(TopicName(codec::sb(t.name.clone())))
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        TxnOffsetCommitResponsePartition::default()
-                                            .with_partition_index(p.partition)
-                                            .with_error_code(p.error.0)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect();
+                let topics = their_topics(
+                    &resp,
+                    |p, e| TxnOffsetCommitResponsePartition::default().with_partition_index(p).with_error_code(e),
+                    |name, partitions| {
+                        TxnOffsetCommitResponseTopic::default().with_name(name).with_partitions(partitions)
+                    },
+                );
                 let mut expected = BytesMut::new();
                 TxnOffsetCommitResponse::default().with_topics(topics).encode(&mut expected, v).unwrap();
-                assert_eq!(
-                    by_hand(&resp, crate::protocol::api::txn_offset_commit::encode, v),
-                    expected,
-                    "TxnOffsetCommit v{v}"
-                );
+                let written = by_hand(&resp, crate::protocol::api::txn_offset_commit::encode, v);
+                assert_eq!(written, expected, "TxnOffsetCommit v{v}");
             }
         }
     }
