@@ -3,9 +3,8 @@
 //! hot path (Heartbeat, OffsetCommit), whose structs cost a second pass to
 //! turn them into kcoord's own types (and for commits an allocation per
 //! topic and per partition list), and the responses that stream
-//! (FindCoordinator's batches). Each
-//! user's tests compare its results with `kafka-protocol`'s at every
-//! version.
+//! (FindCoordinator's batches). Each user's tests compare its results with
+//! `kafka-protocol`'s at every version.
 //!
 //! Reading trusts nothing: every length is checked against the bytes left,
 //! and an array's length never reserves memory beyond a few entries before
@@ -17,7 +16,7 @@ use super::codec::DecodeError;
 use super::header::{read_uvarint, skip_tagged_fields};
 use super::versions::ApiSupport;
 
-/// Why a value cannot be written.
+/// Why a body cannot be read, or a value cannot be written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
     #[error("a string of {0} bytes is longer than the protocol allows")]
