@@ -22,6 +22,7 @@ pub mod security;
 pub mod server;
 pub mod sidecar;
 pub mod storage;
+pub mod text;
 pub mod topic_deletion;
 pub mod topics;
 pub mod wall_clock;

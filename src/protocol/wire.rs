@@ -100,9 +100,10 @@ impl<'a> Reader<'a> {
 
     pub fn nullable_string(&mut self, what: &'static str) -> Result<Option<String>, WireError> {
         let Some(len) = self.length(false, what)? else { return Ok(None) };
-        self.need(len, what)?;
-        let raw = self.buf.split_to(len);
-        std::str::from_utf8(&raw).map(|s| Some(s.to_owned())).map_err(|_| WireError::NotUtf8(what))
+        let raw = self.buf.get(..len).ok_or(WireError::Truncated(what))?;
+        let text = crate::text::utf8(raw).map(str::to_owned).ok_or(WireError::NotUtf8(what));
+        self.buf.advance(len);
+        text.map(Some)
     }
 
     pub fn string(&mut self, what: &'static str) -> Result<String, WireError> {

@@ -9,8 +9,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::join_all;
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::future::{join_all, Either};
+use futures_util::{FutureExt, StreamExt, TryStreamExt};
 use tokio::sync::{oneshot, Semaphore};
 
 use super::routing::partition_for;
@@ -97,6 +97,96 @@ pub trait GroupHooks: Send + Sync {
         coordinator: &'a Coordinator,
         delete: DelegatedDelete,
     ) -> Pin<Box<dyn Future<Output = OffsetDeleteResponse> + Send + 'a>>;
+}
+
+/// What [`Coordinator::call`] returns: the answer on its way, or (sidecar
+/// import first) a boxed wait for it.
+type Called<'a, C> = Either<Sent<'a, C>, Pin<Box<dyn Future<Output = Result<<C as ShardCall>::Reply>> + Send + 'a>>>;
+
+/// A request sent to a shard, as its caller awaits the answer.
+///
+/// Every call to a shard awaits one, so its size is part of every
+/// request's future, which is moved and copied several times per request
+/// (docs/benchmarks.md, "Smaller request futures"). An `async fn` that
+/// awaited the mailbox's `send` kept the request, the message and the wait
+/// for room in its state, ~800 bytes; this keeps the way back and, only
+/// while a full mailbox makes the request wait, a boxed wait.
+enum Sent<'a, C: ShardCall> {
+    /// Answered without the shard (another node owns it).
+    Answered(Option<Result<C::Reply>>),
+    Queued {
+        enqueued: Enqueued<'a>,
+        reply: oneshot::Receiver<Response>,
+    },
+}
+
+impl<C: ShardCall> Future for Sent<'_, C> {
+    type Output = Result<C::Reply>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        use std::task::Poll;
+        match self.get_mut() {
+            // Polled again after it completed: as a stopped shard would.
+            Sent::Answered(answer) => Poll::Ready(answer.take().unwrap_or(Err(Unavailable))),
+            Sent::Queued { enqueued, reply } => {
+                if let Poll::Ready(Err(e)) = enqueued.poll_done(cx) {
+                    return Poll::Ready(Err(e));
+                }
+                if !matches!(enqueued, Enqueued::Done) {
+                    return Poll::Pending;
+                }
+                match Pin::new(reply).poll(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(Ok(response)) => Poll::Ready(Coordinator::answer::<C>(response)),
+                    Poll::Ready(Err(_)) => Poll::Ready(Err(Unavailable)),
+                }
+            }
+        }
+    }
+}
+
+/// Puts `msg` in the shard's mailbox now if it has room (the usual case),
+/// or returns the wait for room, boxed.
+fn enqueue(shard: &ShardHandle, msg: ShardMsg) -> Enqueued<'_> {
+    use tokio::sync::mpsc::error::TrySendError;
+    match shard.tx.try_send(msg) {
+        Ok(()) => Enqueued::Done,
+        Err(TrySendError::Full(msg)) => Enqueued::Waiting(Box::pin(shard.tx.send(msg))),
+        Err(TrySendError::Closed(_)) => Enqueued::Closed,
+    }
+}
+
+type SendWait<'a> =
+    Pin<Box<dyn Future<Output = std::result::Result<(), tokio::sync::mpsc::error::SendError<ShardMsg>>> + Send + 'a>>;
+
+/// A message put in a shard's mailbox, or on its way there.
+enum Enqueued<'a> {
+    Done,
+    Waiting(SendWait<'a>),
+    /// The shard has stopped.
+    Closed,
+}
+
+impl Enqueued<'_> {
+    /// Ready once the message is in the mailbox.
+    fn poll_done(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<()>> {
+        use std::task::Poll;
+        match self {
+            Enqueued::Done => Poll::Ready(Ok(())),
+            Enqueued::Closed => Poll::Ready(Err(Unavailable)),
+            Enqueued::Waiting(wait) => match wait.as_mut().poll(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(Ok(())) => {
+                    *self = Enqueued::Done;
+                    Poll::Ready(Ok(()))
+                }
+                Poll::Ready(Err(_)) => {
+                    *self = Enqueued::Closed;
+                    Poll::Ready(Err(Unavailable))
+                }
+            },
+        }
+    }
 }
 
 /// An OffsetDelete of a delegated group, as kcoord checked it.
@@ -197,16 +287,18 @@ impl Coordinator {
     }
 
     /// [`Self::call_shard`] for a call already turned into its [`Request`].
-    async fn send<C: ShardCall>(shard: Option<&ShardHandle>, req: Request) -> Result<C::Reply> {
-        let response = match shard {
-            None => req.error_response(ErrorCode::NOT_COORDINATOR),
+    ///
+    /// Not an `async fn`: the request goes into the shard's mailbox when
+    /// this is called, and the future returned holds only the way back,
+    /// not the request (see [`Sent`]).
+    fn send<C: ShardCall>(shard: Option<&ShardHandle>, req: Request) -> Sent<'_, C> {
+        match shard {
+            None => Sent::Answered(Some(Self::answer::<C>(req.error_response(ErrorCode::NOT_COORDINATOR)))),
             Some(shard) => {
-                let (tx, rx) = oneshot::channel();
-                shard.tx.send(ShardMsg::Request { req, reply: tx }).await.map_err(|_| Unavailable)?;
-                rx.await.map_err(|_| Unavailable)?
+                let (tx, reply) = oneshot::channel();
+                Sent::Queued { enqueued: enqueue(shard, ShardMsg::Request { req, reply: tx }), reply }
             }
-        };
-        Self::answer::<C>(response)
+        }
     }
 
     /// The call's answer back out of the response that carried it.
@@ -221,19 +313,27 @@ impl Coordinator {
     /// makes before the shard and the sidecar's import for the calls that
     /// read or create the group's offsets. The group is the one the call
     /// names, borrowed from it: callers need not copy its id.
-    async fn call<C: ShardCall>(&self, call: C) -> Result<C::Reply> {
+    ///
+    /// Not an `async fn`, for the size of every request's future (see
+    /// [`Sent`]): the request is in the shard's mailbox when this returns,
+    /// except where the sidecar must import the group's offsets first,
+    /// which waits in a boxed future.
+    fn call<C: ShardCall>(&self, call: C) -> Called<'_, C> {
         if let Some(answer) = call.precheck(&self.core) {
-            return Ok(answer);
+            return Either::Left(Sent::Answered(Some(Ok(answer))));
         }
         let req: Request = call.into();
-        let group_id = req.group_id().unwrap_or_default();
-        let shard = self.shard_of(group_id);
-        if let (Some(hooks), Some(_), true) = (&self.hooks, shard, C::IMPORTS_FIRST) {
-            if let Err(error) = hooks.before_first_use(self, group_id).await {
-                return Self::answer::<C>(req.error_response(error));
-            }
+        let shard = self.shard_of(req.group_id().unwrap_or_default());
+        match (&self.hooks, shard, C::IMPORTS_FIRST) {
+            (Some(hooks), Some(_), true) => Either::Right(Box::pin(async move {
+                let group_id = req.group_id().unwrap_or_default();
+                if let Err(error) = hooks.before_first_use(self, group_id).await {
+                    return Self::answer::<C>(req.error_response(error));
+                }
+                Self::send::<C>(shard, req).await
+            })),
+            _ => Either::Left(Self::send::<C>(shard, req)),
         }
-        Self::send::<C>(shard, req).await
     }
 
     /// Sidecar mode: the offsets of delegated group `group_id` that kcoord
@@ -261,17 +361,24 @@ impl Coordinator {
     /// JoinGroup; `describable` is what the requester may DESCRIBE, which
     /// bounds a regular-expression refresh its join may trigger in a
     /// consumer group (online migration).
-    pub async fn join_group(&self, req: JoinGroupRequest, describable: Describable) -> Result<JoinGroupResponse> {
-        self.call(self.with_topics(req, describable)).await
+    pub fn join_group(
+        &self,
+        req: JoinGroupRequest,
+        describable: Describable,
+    ) -> impl Future<Output = Result<JoinGroupResponse>> + Send + '_ {
+        self.call(self.with_topics(req, describable))
     }
 
-    pub async fn sync_group(&self, req: SyncGroupRequest) -> Result<SyncGroupResponse> {
+    pub fn sync_group(&self, req: SyncGroupRequest) -> impl Future<Output = Result<SyncGroupResponse>> + Send + '_ {
         // A SyncGroup resolves no regular expression.
-        self.call(self.with_topics(req, Describable::all())).await
+        self.call(self.with_topics(req, Describable::all()))
     }
 
-    pub async fn heartbeat(&self, req: HeartbeatRequest) -> Result<HeartbeatResponse> {
-        self.call(req).await
+    /// The shard calls of the classic protocol are plain functions, not
+    /// `async fn`s: the request is in the shard's mailbox when they return,
+    /// and their futures hold only the way back (see [`Sent`]).
+    pub fn heartbeat(&self, req: HeartbeatRequest) -> impl Future<Output = Result<HeartbeatResponse>> + Send + '_ {
+        self.call(req)
     }
 
     /// KIP-848 ConsumerGroupHeartbeat, with the catalog's topics as the
@@ -334,8 +441,8 @@ impl Coordinator {
         image
     }
 
-    pub async fn leave_group(&self, req: LeaveGroupRequest) -> Result<LeaveGroupResponse> {
-        self.call(req).await
+    pub fn leave_group(&self, req: LeaveGroupRequest) -> impl Future<Output = Result<LeaveGroupResponse>> + Send + '_ {
+        self.call(req)
     }
 
     /// Partitions of `topics` that the catalog does not know.
@@ -355,8 +462,26 @@ impl Coordinator {
         unknown
     }
 
-    pub async fn offset_commit(&self, req: OffsetCommitRequest) -> Result<OffsetCommitResponse> {
-        self.commit_known_partitions(req, None).await
+    /// Not an `async fn`, for the size of every commit's future (see
+    /// [`Sent`]): the usual commit (standalone mode, every partition known)
+    /// is in the shard's mailbox when this returns, and the future holds
+    /// only the way back; anything else runs boxed.
+    pub fn offset_commit(
+        &self,
+        req: OffsetCommitRequest,
+    ) -> impl Future<Output = Result<OffsetCommitResponse>> + Send + '_ {
+        let usual = self.hooks.is_none()
+            && req.topics.iter().any(|t| !t.partitions.is_empty())
+            && self.unknown_commit_partitions(&req).is_empty();
+        if usual {
+            // What commit_known_partitions and commit_in_shard would do, without their state.
+            Either::Left(self.call(req).map(|answer| match answer? {
+                CommitAnswer::Written(response) => Ok(response),
+                CommitAnswer::Delegated(_) => Err(not_delegating()),
+            }))
+        } else {
+            Either::Right(Box::pin(self.commit_known_partitions(req, None)))
+        }
     }
 
     /// Sidecar mode: a TxnOffsetCommit, admitted here (Kafka's
@@ -888,5 +1013,58 @@ mod tests {
         let c = coordinator(vec![loading_shard(0)]);
         let r = c.join_group(join("g", "m", 10_000), Describable::all()).await.unwrap();
         assert_eq!((r.error, r.member_id.as_str()), (ErrorCode::COORDINATOR_LOAD_IN_PROGRESS, ""));
+    }
+
+    fn beat(group: &str) -> HeartbeatRequest {
+        HeartbeatRequest { group_id: group.into(), generation_id: 1, member_id: "m".into(), group_instance_id: None }
+    }
+
+    #[tokio::test]
+    async fn a_request_waits_for_room_in_a_full_mailbox_and_is_answered() {
+        let (tx, mut rx) = mpsc::channel::<ShardMsg>(1);
+        let (earlier, _) = oneshot::channel();
+        tx.try_send(ShardMsg::Request { req: beat("g").into(), reply: earlier }).unwrap();
+        let c = Arc::new(coordinator(vec![ShardHandle { id: 0, tx }]));
+        let call = tokio::spawn({
+            let c = c.clone();
+            async move { c.heartbeat(beat("g")).await }
+        });
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!call.is_finished(), "answered while the mailbox had no room");
+        // The shard drains its mailbox: the earlier message, then the waiting one.
+        let mut seen = 0;
+        while let Some(ShardMsg::Request { req, reply }) = rx.recv().await {
+            seen += 1;
+            let _ = reply.send(req.error_response(ErrorCode::REBALANCE_IN_PROGRESS));
+            if seen == 2 {
+                break;
+            }
+        }
+        assert_eq!(call.await.unwrap().unwrap().error, ErrorCode::REBALANCE_IN_PROGRESS);
+    }
+
+    #[tokio::test]
+    async fn a_request_to_a_stopped_shard_is_not_answered() {
+        let (tx, rx) = mpsc::channel::<ShardMsg>(1);
+        drop(rx);
+        let c = coordinator(vec![ShardHandle { id: 0, tx }]);
+        assert!(c.heartbeat(beat("g")).await.is_err());
+        let full = {
+            let (tx, rx) = mpsc::channel::<ShardMsg>(1);
+            let (earlier, _) = oneshot::channel();
+            tx.try_send(ShardMsg::Request { req: beat("g").into(), reply: earlier }).unwrap();
+            (tx, rx)
+        };
+        let c = Arc::new(coordinator(vec![ShardHandle { id: 0, tx: full.0 }]));
+        let call = tokio::spawn({
+            let c = c.clone();
+            async move { c.heartbeat(beat("g")).await }
+        });
+        tokio::task::yield_now().await;
+        // The shard stops while the request waits for room.
+        drop(full.1);
+        assert!(call.await.unwrap().is_err());
     }
 }

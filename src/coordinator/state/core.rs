@@ -170,7 +170,7 @@ pub trait ShardCall: Into<Request> {
 }
 
 /// One kind of shard answer, as it travels back in a [`Response`].
-pub trait Answer: Into<Response> + Sized {
+pub trait Answer: Into<Response> + Sized + Unpin + Send {
     /// The answer back out of its [`Response`]; `None` for a response of
     /// another kind.
     fn from_response(response: Response) -> Option<Self>;

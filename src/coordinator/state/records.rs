@@ -550,7 +550,7 @@ impl<'a> Reader<'a> {
             None => Ok(None),
             Some(n) => {
                 let raw = self.take(n)?;
-                std::str::from_utf8(raw).map(|s| Some(s.to_string())).map_err(|_| RecordError::Invalid)
+                crate::text::utf8(raw).map(|s| Some(s.to_string())).ok_or(RecordError::Invalid)
             }
         }
     }
@@ -746,7 +746,7 @@ pub enum RecordView<'a> {
 }
 
 fn str_of(bytes: &[u8]) -> Result<&str, RecordError> {
-    std::str::from_utf8(bytes).map_err(|_| RecordError::Invalid)
+    crate::text::utf8(bytes).ok_or(RecordError::Invalid)
 }
 
 /// Decodes a log payload, borrowing offset keys (see [`RecordView`]).

@@ -229,6 +229,33 @@ mod prelude {
 mod tests {
     use super::*;
 
+    /// The size of the future an API's `serve` returns, without calling it.
+    fn serve_future_size<A: Api>() -> usize {
+        fn size<F, R>(_: F) -> usize
+        where
+            F: FnOnce(&'static Services, &'static RequestContext, &'static mut Bytes, &'static mut BytesMut) -> R,
+        {
+            std::mem::size_of::<R>()
+        }
+        size(|svc, ctx, body, out| A::serve(svc, ctx, body, out))
+    }
+
+    /// Each of these futures is built, moved into its box and polled for
+    /// every heartbeat and commit, and a byte of it costs on every request:
+    /// at 1.5 and 2.6 KB, a tenth of the daemon's CPU went to copying them
+    /// (docs/benchmarks.md, "Smaller request futures"). What made them
+    /// large was the shard call's state; a rare await kept inline would do
+    /// it again.
+    #[test]
+    fn the_futures_of_heartbeats_and_commits_stay_small() {
+        for (name, size) in [
+            ("Heartbeat", serve_future_size::<heartbeat::Heartbeat>()),
+            ("OffsetCommit", serve_future_size::<offset_commit::OffsetCommit>()),
+        ] {
+            assert!(size <= 512, "{name}'s future is {size} bytes: box the large, rare await that grew it");
+        }
+    }
+
     #[test]
     fn the_registry_is_in_key_order_with_each_key_once() {
         let keys: Vec<i16> = REGISTRY.iter().map(|r| r.support.key).collect();
