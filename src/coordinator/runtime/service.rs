@@ -475,10 +475,7 @@ impl Coordinator {
             && self.unknown_commit_partitions(&req).is_empty();
         if usual {
             // What commit_known_partitions and commit_in_shard would do, without their state.
-            Either::Left(self.call(req).map(|answer| match answer? {
-                CommitAnswer::Written(response) => Ok(response),
-                CommitAnswer::Delegated(_) => Err(not_delegating()),
-            }))
+            Either::Left(self.call(req).map(|answer| written_here(answer?)))
         } else {
             Either::Right(Box::pin(self.commit_known_partitions(req, None)))
         }
@@ -540,8 +537,9 @@ impl Coordinator {
             Some(_) => CommitAnswer::Delegated(self.call(TxnCommit(req)).await?),
             None => self.call(req).await?,
         };
-        match (answer, kept) {
-            (CommitAnswer::Written(response), Some((hooks, mut req))) => {
+        let Some((hooks, mut req)) = kept else { return written_here(answer) };
+        match answer {
+            CommitAnswer::Written(response) => {
                 // Only what the answer acknowledges is written through.
                 let acknowledged: HashSet<(&str, i32)> = response
                     .topics
@@ -559,13 +557,10 @@ impl Coordinator {
                 }
                 Ok(response)
             }
-            (CommitAnswer::Written(response), None) => Ok(response),
-            (CommitAnswer::Delegated(Ok(admitted)), Some((hooks, req))) => {
+            CommitAnswer::Delegated(Ok(admitted)) => {
                 Ok(hooks.delegated_commit(self, req, txn, admitted.hand_over_first).await)
             }
-            (CommitAnswer::Delegated(Err(error)), Some((_, req))) => Ok(offsets::commit_error_response(&req, error)),
-            // Only a sidecar's shard delegates (it alone has hooks).
-            (CommitAnswer::Delegated(_), None) => Err(not_delegating()),
+            CommitAnswer::Delegated(Err(error)) => Ok(offsets::commit_error_response(&req, error)),
         }
     }
 
@@ -798,6 +793,15 @@ const FAN_OUT: usize = 256;
 /// stops at the first failure (the coordinator is shutting down).
 async fn fan_out<T, F: Future<Output = Result<T>>>(calls: impl Iterator<Item = F>) -> Result<Vec<T>> {
     futures_util::stream::iter(calls).buffered(FAN_OUT).try_collect().await
+}
+
+/// A commit's answer where there are no sidecar hooks: written here, since
+/// only a sidecar's shard delegates (it alone has hooks).
+fn written_here(answer: CommitAnswer) -> Result<OffsetCommitResponse> {
+    match answer {
+        CommitAnswer::Written(response) => Ok(response),
+        CommitAnswer::Delegated(_) => Err(not_delegating()),
+    }
 }
 
 /// A shard delegated a group's offsets on a node without sidecar hooks:
