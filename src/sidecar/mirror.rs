@@ -649,6 +649,10 @@ impl GroupHooks for Mirror {
         })
     }
 
+    fn first_use_done(&self, group_id: &str) -> bool {
+        !self.settings.import || self.is_known(group_id)
+    }
+
     fn committed(&self, group_id: &str, topics: &[CommitTopic]) {
         if self.settings.write_through {
             self.queue_commits(group_id, topics);

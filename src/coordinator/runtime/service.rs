@@ -63,6 +63,12 @@ pub trait GroupHooks: Send + Sync {
         coordinator: &'a Coordinator,
         group_id: &'a str,
     ) -> Pin<Box<dyn Future<Output = std::result::Result<(), ErrorCode>> + Send + 'a>>;
+    /// Whether `group_id` may be served at once, [`Self::before_first_use`]
+    /// having nothing to wait for (its import is done, or not wanted): the
+    /// usual case, answered without building and boxing that future.
+    fn first_use_done(&self, _group_id: &str) -> bool {
+        false
+    }
     /// Offsets made durable by an OffsetCommit.
     fn committed(&self, group_id: &str, topics: &[CommitTopic]);
     /// A group deleted by DeleteGroups.
@@ -316,16 +322,17 @@ impl Coordinator {
     ///
     /// Not an `async fn`, for the size of every request's future (see
     /// [`Sent`]): the request is in the shard's mailbox when this returns,
-    /// except where the sidecar must import the group's offsets first,
+    /// except where the sidecar must still import the group's offsets,
     /// which waits in a boxed future.
     fn call<C: ShardCall>(&self, call: C) -> Called<'_, C> {
         if let Some(answer) = call.precheck(&self.core) {
             return Either::Left(Sent::Answered(Some(Ok(answer))));
         }
         let req: Request = call.into();
-        let shard = self.shard_of(req.group_id().unwrap_or_default());
+        let group_id = req.group_id().unwrap_or_default();
+        let shard = self.shard_of(group_id);
         match (&self.hooks, shard, C::IMPORTS_FIRST) {
-            (Some(hooks), Some(_), true) => Either::Right(Box::pin(async move {
+            (Some(hooks), Some(_), true) if !hooks.first_use_done(group_id) => Either::Right(Box::pin(async move {
                 let group_id = req.group_id().unwrap_or_default();
                 if let Err(error) = hooks.before_first_use(self, group_id).await {
                     return Self::answer::<C>(req.error_response(error));
