@@ -35,7 +35,7 @@ fn stable_shard() -> (ShardCore, MemorySink, String) {
     let now = 1_700_000_000_000;
     core.on_loaded(now, &mut sink, &mut out);
     let join = |member: &str| {
-        Request::Join(JoinGroupRequest {
+        Request::Join(Box::new(JoinGroupRequest {
             version: 3,
             group_id: "g".into(),
             session_timeout_ms: 30_000,
@@ -47,7 +47,7 @@ fn stable_shard() -> (ShardCore, MemorySink, String) {
             reason: None,
             client_id: "bench".into(),
             client_host: "/127.0.0.1".into(),
-        })
+        }))
     };
     core.handle(now, 1, join(""), &mut sink, &mut out);
     core.fire_timers(now, &mut sink, &mut out);
@@ -61,7 +61,7 @@ fn stable_shard() -> (ShardCore, MemorySink, String) {
     core.handle(
         now,
         2,
-        Request::Sync(SyncGroupRequest {
+        Request::Sync(Box::new(SyncGroupRequest {
             version: 3,
             group_id: "g".into(),
             generation_id: 1,
@@ -70,7 +70,7 @@ fn stable_shard() -> (ShardCore, MemorySink, String) {
             protocol_type: None,
             protocol_name: None,
             assignments: vec![(member.clone(), Bytes::from_static(b"a"))],
-        }),
+        })),
         &mut sink,
         &mut out,
     );

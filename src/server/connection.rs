@@ -534,7 +534,7 @@ async fn forward(
     Ok(Box::pin(async move {
         match answer.await {
             Err(_) => Outcome::Close("the upstream connection closed".into()),
-            Ok(Answer::Stream(s)) => Outcome::Stream(s),
+            Ok(Answer::Stream(s)) => Outcome::Stream(Box::new(s)),
             Ok(Answer::Whole(resp, held)) => match fwd.rewrite {
                 None => Outcome::RespondHolding(resp, held),
                 Some(r) => match sidecar.finish(r, fwd.version, resp, listener) {

@@ -27,8 +27,10 @@ pub enum Outcome {
     /// Write this frame, then release its share of a memory budget (a
     /// sidecar link's buffered upstream responses).
     RespondHolding(Bytes, tokio::sync::OwnedSemaphorePermit),
-    /// Write a forwarded response as its bytes arrive from the upstream.
-    Stream(crate::sidecar::link::Streamed),
+    /// Write a forwarded response as its bytes arrive from the upstream
+    /// (boxed: it is large, and every outcome is moved at the size of the
+    /// largest).
+    Stream(Box<crate::sidecar::link::Streamed>),
     /// Send nothing (Produce with acks=0).
     NoResponse,
     /// Close the connection; the reason is logged.

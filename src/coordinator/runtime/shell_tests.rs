@@ -376,13 +376,13 @@ fn shutdown_unloads_then_finishes_compaction_then_fsyncs_then_acknowledges() {
     // A member waits in a join (the group's initial delay), a commit waits
     // for its fsync, and a compaction runs.
     rig.log().hide_history = true;
-    let first = rig.one(Request::Join(join("g", "", "c").protocols(&["range"]).build()));
+    let first = rig.one(Request::Join(Box::new(join("g", "", "c").protocols(&["range"]).build())));
     rig.sync_all();
     let member = match first.blocking_recv_now() {
         Response::Join(r) => r.member_id,
         other => panic!("{other:?}"),
     };
-    let mut parked = rig.one(Request::Join(join("g", &member, "c").protocols(&["range"]).build()));
+    let mut parked = rig.one(Request::Join(Box::new(join("g", &member, "c").protocols(&["range"]).build())));
     rig.sync_all();
     rig.log().hide_history = false;
     let mut held = rig.one(commit("h", 5));
@@ -455,12 +455,13 @@ fn a_shutdown_while_loading_stops_at_once() {
 #[test]
 fn a_session_expires_when_the_injected_clock_passes_its_deadline() {
     let mut rig = Rig::with(settings(FsyncPolicy::Interval, u64::MAX), quiet_config(), FakeLog::default());
-    let first = rig.one(Request::Join(join("g", "", "c").protocols(&["range"]).build()));
+    let first = rig.one(Request::Join(Box::new(join("g", "", "c").protocols(&["range"]).build())));
     let member = match first.blocking_recv_now() {
         Response::Join(r) => r.member_id,
         other => panic!("{other:?}"),
     };
-    let mut joined = rig.one(Request::Join(join("g", &member, "c").protocols(&["range"]).session(10_000).build()));
+    let mut joined =
+        rig.one(Request::Join(Box::new(join("g", &member, "c").protocols(&["range"]).session(10_000).build())));
     assert_eq!(answer(&mut joined).map(error_of), Some(ErrorCode::NONE));
     assert!(rig.shell.next_timer_in().is_some());
 

@@ -115,7 +115,7 @@ impl Client {
                 if let Some(i) = &self.instance {
                     b = b.instance(i);
                 }
-                Some((Kind::Join, Request::Join(b.build())))
+                Some((Kind::Join, Request::Join(Box::new(b.build()))))
             }
             Phase::Stable if now >= self.next_heartbeat => Some((
                 Kind::Heartbeat,
@@ -135,7 +135,7 @@ impl Client {
                 let assignments = self.pending_sync.take()?;
                 Some((
                     Kind::Sync,
-                    Request::Sync(SyncGroupRequest {
+                    Request::Sync(Box::new(SyncGroupRequest {
                         version: 3,
                         group_id: GROUP.into(),
                         generation_id: self.generation,
@@ -144,7 +144,7 @@ impl Client {
                         protocol_type: None,
                         protocol_name: None,
                         assignments,
-                    }),
+                    })),
                 ))
             }
             Phase::Joining | Phase::Gone => None,

@@ -37,8 +37,11 @@ pub type ReplyToken = u64;
 /// ([`ShardCall`]), which fixes the one kind of answer it gets.
 #[derive(Debug, Clone)]
 pub enum Request {
-    Join(JoinGroupRequest),
-    Sync(SyncGroupRequest),
+    /// Boxed, as SyncGroup: the two largest requests are rare, and an
+    /// unboxed one would make every request as large (moved several times
+    /// on its way into and out of the shard's mailbox).
+    Join(Box<JoinGroupRequest>),
+    Sync(Box<SyncGroupRequest>),
     Heartbeat(HeartbeatRequest),
     Leave(LeaveGroupRequest),
     /// Answered [`CommitAnswer`].
@@ -284,16 +287,19 @@ impl Request {
 
 /// A shard's answer, as it travels from the shard to the caller. Each kind
 /// of call's answer ([`ShardCall::Reply`]) converts into it and back.
+///
+/// The rare large answers are boxed, so that the usual ones (heartbeats,
+/// commits) are not moved at their size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
-    Join(JoinGroupResponse),
+    Join(Box<JoinGroupResponse>),
     Sync(SyncGroupResponse),
     Heartbeat(HeartbeatResponse),
     Leave(LeaveGroupResponse),
     Commit(OffsetCommitResponse),
     Fetch(OffsetFetchGroupResult),
     OffsetDelete(OffsetDeleteResponse),
-    Describe(DescribedGroup),
+    Describe(Box<DescribedGroup>),
     List(ListGroupsResponse),
     Delete(ErrorCode),
     Details(Option<Box<GroupDetails>>),
@@ -310,7 +316,7 @@ pub enum Response {
     /// Offsets still to hand over (None: nothing, or done).
     Handover(Result<Option<Vec<CommitTopic>>, ErrorCode>),
     ConsumerHeartbeat(ConsumerHeartbeatResponse),
-    ConsumerDescribe(DescribedConsumerGroup),
+    ConsumerDescribe(Box<DescribedConsumerGroup>),
 }
 
 /// The answer to an OffsetCommit.
@@ -360,14 +366,28 @@ macro_rules! answers {
             }
         }
     )*};
+    (boxed: $($variant:ident($answer:ty)),* $(,)?) => {$(
+        impl From<$answer> for Response {
+            fn from(answer: $answer) -> Self {
+                Response::$variant(Box::new(answer))
+            }
+        }
+
+        impl Answer for $answer {
+            fn from_response(response: Response) -> Option<Self> {
+                match response {
+                    Response::$variant(answer) => Some(*answer),
+                    _ => None,
+                }
+            }
+        }
+    )*};
 }
 
 answers! {
-    Join(JoinGroupResponse),
     Sync(SyncGroupResponse),
     Heartbeat(HeartbeatResponse),
     Leave(LeaveGroupResponse),
-    Describe(DescribedGroup),
     List(ListGroupsResponse),
     Delete(ErrorCode),
     Details(Option<Box<GroupDetails>>),
@@ -377,6 +397,12 @@ answers! {
     Delegated(Result<Admitted, ErrorCode>),
     Handover(Result<Option<Vec<CommitTopic>>, ErrorCode>),
     ConsumerHeartbeat(ConsumerHeartbeatResponse),
+}
+
+answers! {
+    boxed:
+    Join(JoinGroupResponse),
+    Describe(DescribedGroup),
     ConsumerDescribe(DescribedConsumerGroup),
 }
 
@@ -437,12 +463,13 @@ impl Answer for OffsetDeleteAnswer {
     }
 }
 
-/// Calls whose payload is the variant's own: `impl From<payload> for Request`.
+/// Calls whose payload is the variant's own: `impl From<payload> for Request`
+/// (`Box` for the variants that box it).
 macro_rules! calls {
     ($($variant:ident($call:ty)),* $(,)?) => {$(
         impl From<$call> for Request {
             fn from(call: $call) -> Self {
-                Request::$variant(call)
+                Request::$variant(call.into())
             }
         }
     )*};
@@ -853,7 +880,7 @@ mod classic_to_consumer {
         let empty = g.members.is_empty();
         match req {
             Request::Join(r) => {
-                let to = ReplyTo::of(&r, token);
+                let to = ReplyTo::of(&*r, token);
                 if !empty {
                     let resp = classic_member::join(rt, &r, cx);
                     cx.reply(to, resp);
@@ -877,7 +904,7 @@ mod classic_to_consumer {
             }
             Request::Sync(r) => {
                 let resp = classic_member::sync(rt, &r, cx);
-                cx.reply(ReplyTo::of(&r, token), resp);
+                cx.reply(ReplyTo::of(&*r, token), resp);
             }
             Request::Heartbeat(r) => {
                 let resp = classic_member::heartbeat(rt, &r, cx);
@@ -1136,12 +1163,12 @@ impl ShardCore {
                 cx.reply(to, resp);
             }
             Request::Join(r) => {
-                let to = ReplyTo::of(&r, token);
-                classic::join::join_group(groups, r, to, &mut cx)
+                let to = ReplyTo::of(&*r, token);
+                classic::join::join_group(groups, *r, to, &mut cx)
             }
             Request::Sync(r) => {
-                let to = ReplyTo::of(&r, token);
-                classic::sync::sync_group(groups, r, to, &mut cx)
+                let to = ReplyTo::of(&*r, token);
+                classic::sync::sync_group(groups, *r, to, &mut cx)
             }
             Request::Heartbeat(r) => {
                 let resp = classic::heartbeat::heartbeat(groups, &r, &mut cx);

@@ -95,7 +95,7 @@ fn transactional_commits_are_refused_as_kafka_refuses_them() {
 #[test]
 fn a_stale_static_member_is_fenced() {
     let mut h = Harness::new();
-    let t = h.send(Request::Join(super::testkit::join("s", "", "c").instance("i1").build()));
+    let t = h.send(Request::Join(Box::new(super::testkit::join("s", "", "c").instance("i1").build())));
     let joined = h.join_response(t);
     let t = h.sync("s", &joined.member_id, joined.generation_id, &[(&joined.member_id, "a")]);
     let _ = h.take(t);

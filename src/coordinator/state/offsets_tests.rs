@@ -128,7 +128,7 @@ fn fetching_unknown_groups_topics_and_partitions_returns_minus_one() {
 fn offset_delete_and_group_delete_follow_group_state() {
     let mut h = Harness::new();
     // A non-consumer protocol group that is not empty: NON_EMPTY_GROUP.
-    let t = h.send(Request::Join(join("c", "", "x").protocol_type("connect").version(3).build()));
+    let t = h.send(Request::Join(Box::new(join("c", "", "x").protocol_type("connect").version(3).build())));
     h.join_response(t);
     let t = h.send(Request::OffsetDelete(OffsetDeleteRequest {
         group_id: "c".into(),
@@ -190,7 +190,7 @@ fn offsets_expire_seven_days_after_the_group_became_empty() {
 #[test]
 fn a_stable_consumer_group_only_expires_offsets_of_topics_it_no_longer_reads() {
     let mut h = Harness::new();
-    let t = h.send(Request::Join(join("g", "", "c").version(3).session(1_800_000).metadata(&["t"]).build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "c").version(3).session(1_800_000).metadata(&["t"]).build())));
     let r = h.join_response(t);
     let id = r.member_id;
     let s = h.sync("g", &id, 1, &[]);

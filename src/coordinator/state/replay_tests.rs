@@ -295,7 +295,7 @@ impl Sim {
                 if changed {
                     b = b.metadata(&["t", "x"]);
                 }
-                let join = Request::Join(b.build());
+                let join = Request::Join(Box::new(b.build()));
                 self.send(
                     slot,
                     Request::WithTopics {
@@ -332,7 +332,7 @@ impl Sim {
                             .collect()
                     })
                     .unwrap_or_default();
-                let sync = Request::Sync(SyncGroupRequest {
+                let sync = Request::Sync(Box::new(SyncGroupRequest {
                     version: 3,
                     group_id: g,
                     generation_id: s.generation,
@@ -341,7 +341,7 @@ impl Sim {
                     protocol_type: None,
                     protocol_name: None,
                     assignments: members,
-                });
+                }));
                 self.send(
                     slot,
                     Request::WithTopics {

@@ -125,7 +125,7 @@ impl Harness {
 
     pub fn join_response(&mut self, token: ReplyToken) -> JoinGroupResponse {
         match self.take(token) {
-            Some(Response::Join(r)) => r,
+            Some(Response::Join(r)) => *r,
             other => panic!("expected a JoinGroup answer for token {token}, got {other:?}"),
         }
     }
@@ -153,19 +153,19 @@ impl Harness {
     /// A full dynamic join at v5: MEMBER_ID_REQUIRED, then the parked rejoin.
     /// Returns the rejoin's token and the member id.
     pub fn join_dynamic(&mut self, group: &str, client: &str, protocols: &[&str]) -> (ReplyToken, String) {
-        let t = self.send(Request::Join(join(group, "", client).protocols(protocols).build()));
+        let t = self.send(Request::Join(Box::new(join(group, "", client).protocols(protocols).build())));
         let r = match self.take_now(t) {
             Some(Response::Join(r)) => r,
             other => panic!("{other:?}"),
         };
         assert_eq!(r.error, ErrorCode::MEMBER_ID_REQUIRED);
         let id = r.member_id;
-        let t = self.send(Request::Join(join(group, &id, client).protocols(protocols).build()));
+        let t = self.send(Request::Join(Box::new(join(group, &id, client).protocols(protocols).build())));
         (t, id)
     }
 
     pub fn sync(&mut self, group: &str, member: &str, generation: i32, assignments: &[(&str, &str)]) -> ReplyToken {
-        self.send(Request::Sync(SyncGroupRequest {
+        self.send(Request::Sync(Box::new(SyncGroupRequest {
             version: 3,
             group_id: group.into(),
             generation_id: generation,
@@ -177,7 +177,7 @@ impl Harness {
                 .iter()
                 .map(|(m, a)| (m.to_string(), Bytes::copy_from_slice(a.as_bytes())))
                 .collect(),
-        }))
+        })))
     }
 
     pub fn commit(
@@ -235,7 +235,7 @@ impl Harness {
             include_authorized_operations: false,
         }));
         match self.take(t) {
-            Some(Response::Describe(d)) => d,
+            Some(Response::Describe(d)) => *d,
             other => panic!("{other:?}"),
         }
     }

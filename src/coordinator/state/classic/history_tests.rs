@@ -22,7 +22,7 @@ fn kinds(h: &Harness, group: &str) -> Vec<&'static str> {
 
 /// Rejoins a one-member group and syncs it; returns the new generation.
 fn rejoin_and_sync(h: &mut Harness, group: &str, member: &str) -> i32 {
-    let t = h.send(Request::Join(join(group, member, "c0").build()));
+    let t = h.send(Request::Join(Box::new(join(group, member, "c0").build())));
     let generation = h.join_response(t).generation_id;
     let s = h.sync(group, member, generation, &[(member, "a")]);
     assert_eq!(h.sync_response(s).error, ErrorCode::NONE);
@@ -35,7 +35,7 @@ fn a_member_rejoining_with_another_subscription_is_recorded_as_protocol_changed(
     let (ids, generation) = stable_group(&mut h, "g", 2);
     let mut req = join("g", &ids[1], "c1").metadata(&["t", "u"]).build();
     req.reason = Some("subscription changed".into());
-    let t1 = h.send(Request::Join(req));
+    let t1 = h.send(Request::Join(Box::new(req)));
     let last = history(&h, "g").pop().expect("a rebalance");
     match &last.cause {
         Cause::ProtocolChanged { member_id, reason } => {
@@ -45,7 +45,7 @@ fn a_member_rejoining_with_another_subscription_is_recorded_as_protocol_changed(
     }
     assert_eq!((last.outcome, last.generation_before), (Outcome::InProgress, generation));
     // Once both have rejoined and synced, it is closed as stable.
-    let t0 = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    let t0 = h.send(Request::Join(Box::new(join("g", &ids[0], "c0").build())));
     let next = h.join_response(t0).generation_id;
     h.join_response(t1);
     let s1 = h.sync("g", &ids[1], next, &[]);
@@ -62,7 +62,7 @@ fn a_static_member_replaced_while_completing_a_rebalance_is_recorded_with_both_i
     let mut h = Harness::new();
     let (a, _b) = static_group_completing_a_rebalance(&mut h);
     assert_eq!(h.state("g"), Some("CompletingRebalance"));
-    let _ = h.send(Request::Join(join("g", "", "a2").instance("ia").build()));
+    let _ = h.send(Request::Join(Box::new(join("g", "", "a2").instance("ia").build())));
     let e = history(&h, "g");
     assert_eq!(kinds(&h, "g"), ["member_joined", "leader_rejoined", "static_member_replaced"]);
     assert_eq!(e[1].outcome, Outcome::Restarted, "the interrupted rebalance is closed");
@@ -172,9 +172,9 @@ fn every_rebalance_ends_with_one_log_line_restarted_ones_included() {
     let (ids, _) = stable_group(&mut h, g, 1);
     // The leader rejoins; before it syncs it changes its subscription,
     // which restarts that rebalance.
-    let t = h.send(Request::Join(join(g, &ids[0], "c0").build()));
+    let t = h.send(Request::Join(Box::new(join(g, &ids[0], "c0").build())));
     h.join_response(t);
-    let t = h.send(Request::Join(join(g, &ids[0], "c0").metadata(&["u"]).build()));
+    let t = h.send(Request::Join(Box::new(join(g, &ids[0], "c0").metadata(&["u"]).build())));
     let generation = h.join_response(t).generation_id;
     let s = h.sync(g, &ids[0], generation, &[]);
     h.sync_response(s);
@@ -204,8 +204,8 @@ fn every_rebalance_is_remembered_with_its_cause() {
     let mut h = Harness::new();
     let (ids, generation) = stable_group(&mut h, "g", 2);
     // The leader forces a rebalance; both rejoin.
-    let t0 = h.send(Request::Join(join("g", &ids[0], "c0").build()));
-    let t1 = h.send(Request::Join(join("g", &ids[1], "c1").build()));
+    let t0 = h.send(Request::Join(Box::new(join("g", &ids[0], "c0").build())));
+    let t1 = h.send(Request::Join(Box::new(join("g", &ids[1], "c1").build())));
     h.join_response(t0);
     h.join_response(t1);
     let s1 = h.sync("g", &ids[1], generation + 1, &[]);
@@ -249,7 +249,7 @@ fn session_expiry_and_pending_sync_timeouts_are_recorded_as_causes() {
     let kinds: Vec<&str> = h.core.group("g").unwrap().history.entries().map(|r| r.cause.kind()).collect();
     assert_eq!(kinds.last(), Some(&"session_expired"));
     // The remaining member rejoins but never syncs.
-    let t = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    let t = h.send(Request::Join(Box::new(join("g", &ids[0], "c0").build())));
     h.join_response(t);
     for _ in 0..12 {
         h.advance(5_000);

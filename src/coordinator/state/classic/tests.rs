@@ -50,10 +50,10 @@ pub(crate) fn stable_group(h: &mut Harness, group: &str, n: usize) -> (Vec<Strin
 #[test]
 fn join_with_unknown_member_id_is_unknown_member_id() {
     let mut h = Harness::new();
-    let t = h.send(Request::Join(join("g", "nobody", "c").build()));
+    let t = h.send(Request::Join(Box::new(join("g", "nobody", "c").build())));
     assert_eq!(h.join_response(t).error, ErrorCode::UNKNOWN_MEMBER_ID, "group does not exist");
     stable_group(&mut h, "g", 1);
-    let t = h.send(Request::Join(join("g", "nobody", "c").build()));
+    let t = h.send(Request::Join(Box::new(join("g", "nobody", "c").build())));
     let r = h.join_response(t);
     assert_eq!(r.error, ErrorCode::UNKNOWN_MEMBER_ID, "existing group");
     assert_eq!(r.member_id, "nobody");
@@ -65,9 +65,9 @@ fn join_with_empty_protocols_or_type_is_inconsistent_group_protocol() {
     let mut h = Harness::new();
     let mut req = join("g", "", "c").build();
     req.protocols.clear();
-    let t = h.send(Request::Join(req));
+    let t = h.send(Request::Join(Box::new(req)));
     assert_eq!(h.join_response(t).error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
-    let t = h.send(Request::Join(join("g", "", "c").protocol_type("").build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "c").protocol_type("").build())));
     assert_eq!(h.join_response(t).error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
 }
 
@@ -76,11 +76,11 @@ fn join_with_empty_protocols_or_type_is_inconsistent_group_protocol() {
 fn join_without_a_common_protocol_is_inconsistent_group_protocol() {
     let mut h = Harness::new();
     stable_group(&mut h, "g", 1);
-    let t = h.send(Request::Join(join("g", "", "kafkajs").protocols(&["RoundRobinAssigner"]).build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "kafkajs").protocols(&["RoundRobinAssigner"]).build())));
     let r = h.join_response(t);
     assert_eq!(r.error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
     assert_eq!(r.member_id, "");
-    let t = h.send(Request::Join(join("g", "", "x").protocol_type("connect").build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "x").protocol_type("connect").build())));
     assert_eq!(h.join_response(t).error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL, "protocol type differs");
 }
 
@@ -89,10 +89,10 @@ fn join_without_a_common_protocol_is_inconsistent_group_protocol() {
 fn session_timeout_outside_bounds_and_empty_group_id_are_rejected() {
     let mut h = Harness::new();
     for ms in [5999, 1_800_001] {
-        let t = h.send(Request::Join(join("g", "", "c").session(ms).build()));
+        let t = h.send(Request::Join(Box::new(join("g", "", "c").session(ms).build())));
         assert_eq!(h.join_response(t).error, ErrorCode::INVALID_SESSION_TIMEOUT, "{ms}");
     }
-    let t = h.send(Request::Join(join("", "m", "c").build()));
+    let t = h.send(Request::Join(Box::new(join("", "m", "c").build())));
     let r = h.join_response(t);
     assert_eq!((r.error, r.member_id.as_str()), (ErrorCode::INVALID_GROUP_ID, "m"));
     assert!(h.core.group("g").is_none(), "rejected joins create nothing");
@@ -102,12 +102,12 @@ fn session_timeout_outside_bounds_and_empty_group_id_are_rejected() {
 #[test]
 fn dynamic_member_from_v4_gets_member_id_required_then_joins() {
     let mut h = Harness::new();
-    let t = h.send(Request::Join(join("g", "", "client").build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "client").build())));
     let r = h.join_response(t);
     assert_eq!(r.error, ErrorCode::MEMBER_ID_REQUIRED);
     assert_eq!(r.member_id, "client-00000000-0000-0000-0000-000000000001");
     assert_eq!((r.generation_id, r.leader.as_str()), (-1, ""));
-    let t = h.send(Request::Join(join("g", &r.member_id, "client").build()));
+    let t = h.send(Request::Join(Box::new(join("g", &r.member_id, "client").build())));
     let j = h.join_response(t);
     assert_eq!(j.error, ErrorCode::NONE);
     assert_eq!(j.generation_id, 1);
@@ -120,7 +120,7 @@ fn dynamic_member_below_v4_joins_without_member_id_required() {
     let mut h = Harness::new();
     for v in 0..4 {
         let group = format!("g{v}");
-        let t = h.send(Request::Join(join(&group, "", "client").version(v).build()));
+        let t = h.send(Request::Join(Box::new(join(&group, "", "client").version(v).build())));
         let r = h.join_response(t);
         assert_eq!(r.error, ErrorCode::NONE, "v{v}");
         assert_eq!(r.generation_id, 1);
@@ -130,7 +130,7 @@ fn dynamic_member_below_v4_joins_without_member_id_required() {
 #[test]
 fn pending_member_that_never_rejoins_is_dropped_after_its_session_timeout() {
     let mut h = Harness::new();
-    let t = h.send(Request::Join(join("g", "", "c").session(10_000).build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "c").session(10_000).build())));
     let id = h.join_response(t).member_id;
     assert!(h.core.group("g").unwrap().is_pending_member(&id));
     h.advance(9_999);
@@ -147,11 +147,11 @@ fn join_phase_waits_for_pending_members_and_completes_when_they_rejoin() {
     let mut h = Harness::new();
     let (ids, generation) = stable_group(&mut h, "g", 1);
     // A new member gets its id; the leader rejoins, starting a rebalance.
-    let t = h.send(Request::Join(join("g", "", "new").build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "new").build())));
     let pending = h.join_response(t).member_id;
-    let leader_join = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    let leader_join = h.send(Request::Join(Box::new(join("g", &ids[0], "c0").build())));
     assert!(!h.answered(leader_join), "waits for the pending member");
-    let new_join = h.send(Request::Join(join("g", &pending, "new").build()));
+    let new_join = h.send(Request::Join(Box::new(join("g", &pending, "new").build())));
     let r = h.join_response(leader_join);
     assert_eq!(r.generation_id, generation + 1);
     assert_eq!(r.members.len(), 2);
@@ -162,9 +162,9 @@ fn join_phase_waits_for_pending_members_and_completes_when_they_rejoin() {
 fn join_phase_completes_when_a_pending_member_times_out() {
     let mut h = Harness::new();
     let (ids, generation) = stable_group(&mut h, "g", 1);
-    let t = h.send(Request::Join(join("g", "", "new").session(10_000).build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "new").session(10_000).build())));
     let _pending = h.join_response(t).member_id;
-    let leader_join = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    let leader_join = h.send(Request::Join(Box::new(join("g", &ids[0], "c0").build())));
     h.advance(9_999);
     assert!(!h.answered(leader_join));
     h.advance(1);
@@ -193,13 +193,13 @@ fn initial_delay_extends_for_each_new_member_up_to_the_rebalance_timeout() {
     cfg.initial_rebalance_delay_ms = d;
     let mut h = Harness::with(cfg);
     // Rebalance timeout R = 2D.
-    let t1 = h.send(Request::Join(join("g", "", "a").version(3).rebalance(2 * d).build()));
+    let t1 = h.send(Request::Join(Box::new(join("g", "", "a").version(3).rebalance(2 * d).build())));
     h.advance((d - 1) as i64);
-    let t2 = h.send(Request::Join(join("g", "", "b").version(3).rebalance(2 * d).build()));
+    let t2 = h.send(Request::Join(Box::new(join("g", "", "b").version(3).rebalance(2 * d).build())));
     h.advance(1); // t = D: a member joined in the first window: extend.
     assert!(!h.answered(t1));
     h.advance((d - 1) as i64);
-    let t3 = h.send(Request::Join(join("g", "", "c").version(3).rebalance(2 * d).build()));
+    let t3 = h.send(Request::Join(Box::new(join("g", "", "c").version(3).rebalance(2 * d).build())));
     assert!(!h.answered(t1));
     h.advance(1); // t = 2D: nothing remains of R: complete even though c just joined.
     for t in [t1, t2, t3] {
@@ -213,7 +213,7 @@ fn initial_delay_without_new_members_completes_after_one_delay() {
     let mut cfg = test_config();
     cfg.initial_rebalance_delay_ms = d;
     let mut h = Harness::with(cfg);
-    let t1 = h.send(Request::Join(join("g", "", "a").version(3).rebalance(2 * d).build()));
+    let t1 = h.send(Request::Join(Box::new(join("g", "", "a").version(3).rebalance(2 * d).build())));
     h.advance(d as i64);
     assert_eq!(h.join_response(t1).generation_id, 1);
 }
@@ -225,8 +225,8 @@ fn generation_increments_on_every_rebalance() {
     let (ids, generation) = stable_group(&mut h, "g", 2);
     assert_eq!(generation, 1);
     for expected in 2..5 {
-        let t0 = h.send(Request::Join(join("g", &ids[0], "c0").build()));
-        let t1 = h.send(Request::Join(join("g", &ids[1], "c1").build()));
+        let t0 = h.send(Request::Join(Box::new(join("g", &ids[0], "c0").build())));
+        let t1 = h.send(Request::Join(Box::new(join("g", &ids[1], "c1").build())));
         assert_eq!(h.join_response(t0).generation_id, expected);
         assert_eq!(h.join_response(t1).generation_id, expected);
         let s1 = h.sync("g", &ids[1], expected, &[]);
@@ -241,7 +241,7 @@ fn generation_increments_on_every_rebalance() {
 fn leader_rejoining_a_stable_group_starts_a_rebalance() {
     let mut h = Harness::new();
     let (ids, _) = stable_group(&mut h, "g", 2);
-    let t = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    let t = h.send(Request::Join(Box::new(join("g", &ids[0], "c0").build())));
     assert!(!h.answered(t));
     assert_eq!(h.state("g"), Some("PreparingRebalance"));
 }
@@ -251,13 +251,13 @@ fn leader_rejoining_a_stable_group_starts_a_rebalance() {
 fn follower_rejoining_with_the_same_metadata_gets_the_current_generation() {
     let mut h = Harness::new();
     let (ids, generation) = stable_group(&mut h, "g", 2);
-    let t = h.send(Request::Join(join("g", &ids[1], "c1").build()));
+    let t = h.send(Request::Join(Box::new(join("g", &ids[1], "c1").build())));
     let r = h.join_response(t);
     assert_eq!((r.error, r.generation_id, r.leader.as_str()), (ErrorCode::NONE, generation, ids[0].as_str()));
     assert!(r.members.is_empty());
     assert_eq!(h.state("g"), Some("Stable"));
     // Changed metadata forces a rebalance.
-    let t = h.send(Request::Join(join("g", &ids[1], "c1").metadata(&["t", "u"]).build()));
+    let t = h.send(Request::Join(Box::new(join("g", &ids[1], "c1").metadata(&["t", "u"]).build())));
     assert!(!h.answered(t));
     assert_eq!(h.state("g"), Some("PreparingRebalance"));
 }
@@ -268,10 +268,10 @@ fn dynamic_members_that_do_not_rejoin_are_removed_and_static_members_kept() {
     let mut h = Harness::new();
     let (ids, generation) = stable_group(&mut h, "g", 2);
     // A static member joins: rebalance.
-    let s = h.send(Request::Join(join("g", "", "s").instance("inst").build()));
+    let s = h.send(Request::Join(Box::new(join("g", "", "s").instance("inst").build())));
     assert!(!h.answered(s));
     // Only the static member and the leader rejoin; c1 never does.
-    let l = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    let l = h.send(Request::Join(Box::new(join("g", &ids[0], "c0").build())));
     h.advance(60_000);
     let r = h.join_response(l);
     assert_eq!(r.generation_id, generation + 1);
@@ -284,7 +284,7 @@ fn dynamic_members_that_do_not_rejoin_are_removed_and_static_members_kept() {
 #[test]
 fn static_members_that_do_not_rejoin_stay_in_the_group() {
     let mut h = Harness::new();
-    let s = h.send(Request::Join(join("g", "", "s").instance("i1").build()));
+    let s = h.send(Request::Join(Box::new(join("g", "", "s").instance("i1").build())));
     let sid = h.join_response(s).member_id;
     let x = h.sync("g", &sid, 1, &[(&sid, "a")]);
     h.sync_response(x);
@@ -306,8 +306,8 @@ fn static_members_that_do_not_rejoin_stay_in_the_group() {
 fn no_member_rejoining_extends_the_join_phase() {
     let mut h = Harness::new();
     // Two static members, Stable.
-    let a = h.send(Request::Join(join("g", "", "a").instance("ia").build()));
-    let b = h.send(Request::Join(join("g", "", "b").instance("ib").build()));
+    let a = h.send(Request::Join(Box::new(join("g", "", "a").instance("ia").build())));
+    let b = h.send(Request::Join(Box::new(join("g", "", "b").instance("ib").build())));
     let (a, b) = (h.join_response(a), h.join_response(b));
     let s1 = h.sync("g", &b.member_id, 1, &[]);
     let s0 = h.sync("g", &a.member_id, 1, &[]);
@@ -375,7 +375,7 @@ fn members_beyond_a_lowered_max_size_are_kicked_out_when_they_rejoin() {
     assert_eq!(h.state("g"), Some("PreparingRebalance"), "over the limit after loading");
     let mut tokens = Vec::new();
     for (i, id) in ids.iter().enumerate() {
-        tokens.push(h.send(Request::Join(join("g", id, "c").build())));
+        tokens.push(h.send(Request::Join(Box::new(join("g", id, "c").build()))));
         if i >= 10 {
             let r = h.join_response(tokens[i]);
             assert_eq!((r.error, r.member_id.as_str()), (ErrorCode::GROUP_MAX_SIZE_REACHED, ""));
@@ -396,20 +396,20 @@ fn joining_a_full_group_gets_group_max_size_reached() {
     let mut cfg = test_config();
     cfg.max_size = 1;
     let mut h = Harness::with(cfg);
-    let a = h.send(Request::Join(join("g", "", "a").instance("ia").build()));
-    let b = h.send(Request::Join(join("g", "", "b").instance("ib").build()));
+    let a = h.send(Request::Join(Box::new(join("g", "", "a").instance("ia").build())));
+    let b = h.send(Request::Join(Box::new(join("g", "", "b").instance("ib").build())));
     assert_eq!(h.join_response(b).error, ErrorCode::GROUP_MAX_SIZE_REACHED);
     assert_eq!(h.join_response(a).error, ErrorCode::NONE);
     // Dynamic members get their id, then are refused when they rejoin.
-    let t = h.send(Request::Join(join("g", "", "c").build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "c").build())));
     let id = h.join_response(t).member_id;
-    let t = h.send(Request::Join(join("g", &id, "c").build()));
+    let t = h.send(Request::Join(Box::new(join("g", &id, "c").build())));
     assert_eq!(h.join_response(t).error, ErrorCode::GROUP_MAX_SIZE_REACHED);
 }
 
 pub(super) fn static_stable_group(h: &mut Harness) -> (String, String) {
-    let a = h.send(Request::Join(join("g", "", "a").instance("ia").build()));
-    let b = h.send(Request::Join(join("g", "", "b").instance("ib").build()));
+    let a = h.send(Request::Join(Box::new(join("g", "", "a").instance("ia").build())));
+    let b = h.send(Request::Join(Box::new(join("g", "", "b").instance("ib").build())));
     let (a, b) = (h.join_response(a), h.join_response(b));
     assert_eq!(a.leader, a.member_id);
     let s1 = h.sync("g", &b.member_id, 1, &[]);
@@ -422,8 +422,8 @@ pub(super) fn static_stable_group(h: &mut Harness) -> (String, String) {
 /// A static group of two that both rejoined: CompletingRebalance at generation 2.
 pub(super) fn static_group_completing_a_rebalance(h: &mut Harness) -> (String, String) {
     let (a, b) = static_stable_group(h);
-    let ta = h.send(Request::Join(join("g", &a, "a").build()));
-    let tb = h.send(Request::Join(join("g", &b, "b").build()));
+    let ta = h.send(Request::Join(Box::new(join("g", &a, "a").build())));
+    let tb = h.send(Request::Join(Box::new(join("g", &b, "b").build())));
     h.join_response(ta);
     h.join_response(tb);
     (a, b)
@@ -435,7 +435,7 @@ fn static_leader_rejoining_with_unknown_member_id_replaces_itself_without_rebala
     let mut h = Harness::new();
     let (a, b) = static_stable_group(&mut h);
     let records_before = h.log().len();
-    let t = h.send(Request::Join(join("g", "", "a2").instance("ia").build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "a2").instance("ia").build())));
     let r = h.join_response(t);
     assert_eq!(r.error, ErrorCode::NONE);
     assert_ne!(r.member_id, a);
@@ -450,7 +450,7 @@ fn static_leader_rejoining_with_unknown_member_id_replaces_itself_without_rebala
     let s = h.sync("g", &r.member_id, 1, &[]);
     assert_eq!(h.sync_response(s).assignment, Bytes::from_static(b"A"));
     // The old id is fenced with its instance id, unknown without.
-    let t = h.send(Request::Sync(SyncGroupRequest {
+    let t = h.send(Request::Sync(Box::new(SyncGroupRequest {
         version: 3,
         group_id: "g".into(),
         generation_id: 1,
@@ -459,7 +459,7 @@ fn static_leader_rejoining_with_unknown_member_id_replaces_itself_without_rebala
         protocol_type: None,
         protocol_name: None,
         assignments: vec![],
-    }));
+    })));
     assert_eq!(h.sync_response(t).error, ErrorCode::FENCED_INSTANCE_ID);
     let t = h.sync("g", &a, 1, &[]);
     assert_eq!(h.sync_response(t).error, ErrorCode::UNKNOWN_MEMBER_ID);
@@ -471,7 +471,7 @@ fn a_failed_static_replacement_write_restores_the_old_member_and_names_the_leade
     let mut h = Harness::new();
     let (a, b) = static_stable_group(&mut h);
     h.sink.fail_next = 1;
-    let t = h.send(Request::Join(join("g", "", "b2").instance("ib").build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "b2").instance("ib").build())));
     let r = h.join_response(t);
     assert_eq!(r.error, ErrorCode::NOT_COORDINATOR);
     assert_eq!((r.member_id.as_str(), r.generation_id, r.leader.as_str()), ("", 1, a.as_str()));
@@ -484,14 +484,14 @@ fn a_failed_static_replacement_write_restores_the_old_member_and_names_the_leade
 fn static_leader_rejoining_at_v9_is_told_to_skip_assignment() {
     let mut h = Harness::new();
     let (_a, _b) = static_stable_group(&mut h);
-    let t = h.send(Request::Join(join("g", "", "a2").instance("ia").version(9).build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "a2").instance("ia").version(9).build())));
     let r = h.join_response(t);
     assert_eq!(r.error, ErrorCode::NONE);
     assert!(r.skip_assignment);
     assert_eq!(r.leader, r.member_id);
     assert_eq!(r.members.len(), 2);
     // A static follower at v9 is not.
-    let t = h.send(Request::Join(join("g", "", "b2").instance("ib").version(9).build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "b2").instance("ib").version(9).build())));
     let r = h.join_response(t);
     assert!(!r.skip_assignment);
     assert!(r.members.is_empty());
@@ -502,14 +502,14 @@ fn a_replaced_static_members_parked_join_is_fenced() {
     let mut h = Harness::new();
     let (a, b) = static_stable_group(&mut h);
     // b changes metadata: rebalance; b is parked.
-    let tb = h.send(Request::Join(join("g", &b, "b").metadata(&["x"]).build()));
+    let tb = h.send(Request::Join(Box::new(join("g", &b, "b").metadata(&["x"]).build())));
     assert!(!h.answered(tb));
     // a new incarnation of b joins.
-    let tb2 = h.send(Request::Join(join("g", "", "b2").instance("ib").build()));
+    let tb2 = h.send(Request::Join(Box::new(join("g", "", "b2").instance("ib").build())));
     let old = h.join_response(tb);
     assert_eq!((old.error, old.member_id.as_str()), (ErrorCode::FENCED_INSTANCE_ID, b.as_str()));
     // a rejoins; the phase completes with the new incarnation.
-    let ta = h.send(Request::Join(join("g", &a, "a").build()));
+    let ta = h.send(Request::Join(Box::new(join("g", &a, "a").build())));
     let r = h.join_response(ta);
     assert_eq!(r.error, ErrorCode::NONE);
     assert_eq!(h.join_response(tb2).error, ErrorCode::NONE);
@@ -522,7 +522,7 @@ fn static_member_with_a_mismatched_member_id_is_fenced() {
     let (a, _b) = static_stable_group(&mut h);
     let mut req = join("g", "ia-not-the-id", "a").instance("ia").build();
     req.member_id = "ia-not-the-id".into();
-    let t = h.send(Request::Join(req));
+    let t = h.send(Request::Join(Box::new(req)));
     assert_eq!(h.join_response(t).error, ErrorCode::FENCED_INSTANCE_ID);
     let t = h.send(Request::Heartbeat(HeartbeatRequest {
         group_id: "g".into(),
@@ -539,7 +539,7 @@ fn static_member_with_a_mismatched_member_id_is_fenced() {
 fn unknown_instance_id_with_a_known_member_id_is_unknown_member_id() {
     let mut h = Harness::new();
     let (a, _b) = static_stable_group(&mut h);
-    let t = h.send(Request::Join(join("g", &a, "a").instance("nope").build()));
+    let t = h.send(Request::Join(Box::new(join("g", &a, "a").instance("nope").build())));
     assert_eq!(h.join_response(t).error, ErrorCode::UNKNOWN_MEMBER_ID);
 }
 
@@ -550,7 +550,7 @@ fn replacement_in_completing_rebalance_answers_parked_syncs_with_rebalance_in_pr
     let (_a, b) = static_group_completing_a_rebalance(&mut h);
     let s_b = h.sync("g", &b, 2, &[]);
     assert!(!h.answered(s_b));
-    let _ = h.send(Request::Join(join("g", "", "a2").instance("ia").build()));
+    let _ = h.send(Request::Join(Box::new(join("g", "", "a2").instance("ia").build())));
     assert_eq!(h.sync_response(s_b).error, ErrorCode::REBALANCE_IN_PROGRESS);
     assert_eq!(h.state("g"), Some("PreparingRebalance"));
 }
@@ -574,7 +574,7 @@ fn sync_with_a_different_protocol_type_or_name_is_inconsistent() {
     let mut h = Harness::new();
     let (ids, generation) = stable_group(&mut h, "g", 1);
     let mk = |pt: Option<&str>, pn: Option<&str>, v: i16| {
-        Request::Sync(SyncGroupRequest {
+        Request::Sync(Box::new(SyncGroupRequest {
             version: v,
             group_id: "g".into(),
             generation_id: generation,
@@ -583,7 +583,7 @@ fn sync_with_a_different_protocol_type_or_name_is_inconsistent() {
             protocol_type: pt.map(str::to_string),
             protocol_name: pn.map(str::to_string),
             assignments: vec![],
-        })
+        }))
     };
     for (pt, pn, v, want) in [
         (Some("connect"), Some("range"), 5, ErrorCode::INCONSISTENT_GROUP_PROTOCOL),
@@ -663,7 +663,7 @@ fn heartbeat_answers_by_group_state() {
     assert_eq!(h.heartbeat("g", &ids[1], generation), ErrorCode::NONE);
     assert_eq!(h.heartbeat("g", &ids[1], generation + 1), ErrorCode::ILLEGAL_GENERATION);
     assert_eq!(h.heartbeat("g", "stranger", generation), ErrorCode::UNKNOWN_MEMBER_ID);
-    let _t = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    let _t = h.send(Request::Join(Box::new(join("g", &ids[0], "c0").build())));
     assert_eq!(h.heartbeat("g", &ids[1], generation), ErrorCode::REBALANCE_IN_PROGRESS);
     // An empty group knows no members.
     h.advance(60_000);
@@ -748,7 +748,7 @@ fn last_member_leaving_empties_the_group_and_records_it() {
 #[test]
 fn a_new_group_is_committed_with_an_empty_record() {
     let mut h = Harness::new();
-    let t = h.send(Request::Join(join("g", "", "c").build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "c").build())));
     h.join_response(t);
     let log = h.log();
     assert_eq!(log.len(), 1);
@@ -765,7 +765,7 @@ fn the_empty_record_of_a_new_group_has_no_protocol_type_even_when_its_first_memb
     // v3 has no MEMBER_ID_REQUIRED round trip: the creating request adds a
     // "consumer" member, yet Kafka's creation record still says "".
     let mut h = Harness::new();
-    let t = h.send(Request::Join(join("g", "", "c").version(3).build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "c").version(3).build())));
     h.join_response(t);
     let log = h.log();
     match &log[0].record.value {
@@ -794,7 +794,7 @@ fn a_failed_assignment_write_fails_every_parked_sync_and_rebalances() {
 fn a_group_id_too_long_for_kafkas_records_is_refused_and_nothing_is_written() {
     let mut h = Harness::new();
     let long = "g".repeat(40_000);
-    let t = h.send(Request::Join(join(&long, "", "c").version(6).build()));
+    let t = h.send(Request::Join(Box::new(join(&long, "", "c").version(6).build())));
     assert_eq!(h.join_response(t).error, ErrorCode::UNKNOWN_SERVER_ERROR);
     assert_eq!(h.commit(&long, "", -1, "t", 0, 1), ErrorCode::UNKNOWN_SERVER_ERROR);
     assert!(h.log().is_empty());
@@ -805,8 +805,8 @@ fn a_group_id_too_long_for_kafkas_records_is_refused_and_nothing_is_written() {
 fn a_superseded_parked_join_is_answered() {
     let mut h = Harness::new();
     let (ids, _) = stable_group(&mut h, "g", 2);
-    let first = h.send(Request::Join(join("g", &ids[0], "c0").build()));
-    let second = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    let first = h.send(Request::Join(Box::new(join("g", &ids[0], "c0").build())));
+    let second = h.send(Request::Join(Box::new(join("g", &ids[0], "c0").build())));
     assert_eq!(h.join_response(first).error, ErrorCode::REBALANCE_IN_PROGRESS);
     assert!(!h.answered(second));
 }
@@ -823,7 +823,7 @@ fn describe_shows_members_with_metadata_only_when_stable() {
     assert_eq!(m.client_host, "/127.0.0.1");
     assert_eq!(m.metadata, subscription(&["t"]));
     assert_eq!(m.assignment, Bytes::from(format!("assign-{}", ids[1])));
-    let _t = h.send(Request::Join(join("g", &ids[0], "c0").build()));
+    let _t = h.send(Request::Join(Box::new(join("g", &ids[0], "c0").build())));
     let d = h.describe("g");
     assert_eq!((d.state.as_str(), d.protocol_data.as_str()), ("PreparingRebalance", ""));
     assert!(d.members.iter().all(|m| m.metadata.is_empty()));
@@ -867,7 +867,7 @@ fn list_groups_filters_by_state_and_type() {
 fn a_member_id_from_a_huge_client_id_is_bounded_and_the_group_completes_its_rebalance() {
     let mut h = Harness::new();
     let client = "c".repeat(32_767);
-    let t = h.send(Request::Join(join("g", "", &client).version(3).build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", &client).version(3).build())));
     h.fire();
     let r = h.join_response(t);
     assert_eq!(r.error, ErrorCode::NONE);
@@ -894,14 +894,14 @@ fn a_member_id_under_the_bound_is_kafkas_prefix_dash_uuid() {
 fn a_join_whose_instance_id_or_protocol_name_no_record_can_hold_is_invalid_request() {
     let mut h = Harness::new();
     let long = "i".repeat(32_768);
-    let t = h.send(Request::Join(join("g", "", "c").instance(&long).build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "c").instance(&long).build())));
     assert_eq!(h.join_response(t).error, ErrorCode::INVALID_REQUEST);
-    let t = h.send(Request::Join(join("g", "", "c").protocols(&[&long]).build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "c").protocols(&[&long]).build())));
     assert_eq!(h.join_response(t).error, ErrorCode::INVALID_REQUEST);
     assert_eq!(h.state("g"), None, "no group was created");
     // The longest storable instance id still joins and completes.
     let max = "i".repeat(32_767);
-    let t = h.send(Request::Join(join("g", "", "c").instance(&max).build()));
+    let t = h.send(Request::Join(Box::new(join("g", "", "c").instance(&max).build())));
     h.fire();
     let r = h.join_response(t);
     assert_eq!(r.error, ErrorCode::NONE);

@@ -69,7 +69,7 @@ fn cbeat(h: &mut Harness, member: &str, epoch: i32, owned: &Assignment) -> Consu
 
 fn classic_join(h: &mut Harness, member: &str) -> JoinGroupResponse {
     let req = join("grp", member, "classic").metadata(&["foo"]).build();
-    let t = h.send(with_topics(Request::Join(req)));
+    let t = h.send(with_topics(Request::Join(Box::new(req))));
     h.join_response(t)
 }
 
@@ -87,7 +87,7 @@ fn sync_req(member: &str, generation: i32, assignments: Vec<(String, Bytes)>) ->
 }
 
 fn classic_sync(h: &mut Harness, member: &str, generation: i32) -> SyncGroupResponse {
-    let t = h.send(with_topics(Request::Sync(sync_req(member, generation, vec![]))));
+    let t = h.send(with_topics(Request::Sync(Box::new(sync_req(member, generation, vec![])))));
     h.sync_response(t)
 }
 
@@ -104,8 +104,8 @@ fn classic_group(h: &mut Harness) -> (i32, String, String) {
     let (tb, b) = h.join_dynamic("grp", "cb", &["range"]);
     let _ = (ta, tb);
     // Re-send with foo subscriptions (join_dynamic subscribes to "t").
-    let ja = h.send(Request::Join(join("grp", &a, "ca").metadata(&["foo"]).build()));
-    let jb = h.send(Request::Join(join("grp", &b, "cb").metadata(&["foo"]).build()));
+    let ja = h.send(Request::Join(Box::new(join("grp", &a, "ca").metadata(&["foo"]).build())));
+    let jb = h.send(Request::Join(Box::new(join("grp", &b, "cb").metadata(&["foo"]).build())));
     let ra = h.join_response(ja);
     let rb = h.join_response(jb);
     assert_eq!((ra.error, rb.error), (ErrorCode::NONE, ErrorCode::NONE));
@@ -115,8 +115,8 @@ fn classic_group(h: &mut Harness) -> (i32, String, String) {
         |ps: &[i32]| crate::protocol::consumer_protocol::encode_assignment(&[("foo".to_string(), ps.to_vec())], 0);
     let assignments = vec![(a.clone(), enc(&[0, 1, 2])), (b.clone(), enc(&[3, 4, 5]))];
     let (first, second) = if leader == a { (&a, &b) } else { (&b, &a) };
-    let t1 = h.send(Request::Sync(sync_req(first, generation, assignments)));
-    let t2 = h.send(Request::Sync(sync_req(second, generation, vec![])));
+    let t1 = h.send(Request::Sync(Box::new(sync_req(first, generation, assignments))));
+    let t2 = h.send(Request::Sync(Box::new(sync_req(second, generation, vec![]))));
     assert_eq!(h.sync_response(t1).error, ErrorCode::NONE);
     assert_eq!(h.sync_response(t2).error, ErrorCode::NONE);
     assert_eq!(h.core.group("grp").map(|g| g.state), Some(GroupState::Stable));
@@ -243,8 +243,8 @@ fn the_group_downgrades_when_its_last_consumer_protocol_member_leaves() {
     assert_replays(&h);
     // The classic members rejoin and the classic protocol takes over.
     assert_eq!(h.heartbeat("grp", &a, epoch), ErrorCode::REBALANCE_IN_PROGRESS);
-    let ja = h.send(Request::Join(join("grp", &a, "ca").metadata(&["foo"]).build()));
-    let jb = h.send(Request::Join(join("grp", &b, "cb").metadata(&["foo"]).build()));
+    let ja = h.send(Request::Join(Box::new(join("grp", &a, "ca").metadata(&["foo"]).build())));
+    let jb = h.send(Request::Join(Box::new(join("grp", &b, "cb").metadata(&["foo"]).build())));
     let (ra, rb) = (h.join_response(ja), h.join_response(jb));
     assert_eq!((ra.error, rb.error), (ErrorCode::NONE, ErrorCode::NONE));
     assert_eq!(ra.generation_id, epoch + 1);
@@ -326,12 +326,12 @@ fn classic_requests_to_a_consumer_group_are_validated_as_kafka() {
     assert_eq!(classic_sync(&mut h, &id, epoch + 5).error, ErrorCode::ILLEGAL_GENERATION);
     let mut bad = sync_req(&id, epoch, vec![]);
     bad.protocol_name = Some("roundrobin".into());
-    let t = h.send(Request::Sync(bad));
+    let t = h.send(Request::Sync(Box::new(bad)));
     assert_eq!(h.sync_response(t).error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
     assert_eq!(classic_sync(&mut h, "m1", r1.member_epoch).error, ErrorCode::UNKNOWN_MEMBER_ID);
     assert_eq!(h.heartbeat("grp", "nobody", epoch), ErrorCode::UNKNOWN_MEMBER_ID);
     // A different protocol type cannot join.
-    let t = h.send(Request::Join(join("grp", "", "x").protocol_type("connect").build()));
+    let t = h.send(Request::Join(Box::new(join("grp", "", "x").protocol_type("connect").build())));
     assert_eq!(h.join_response(t).error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
     // Classic LeaveGroup: the classic member goes, the consumer one is unknown to it.
     let t = h.send(Request::Leave(LeaveGroupRequest {

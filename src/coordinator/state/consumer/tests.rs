@@ -436,7 +436,7 @@ fn changing_the_subscription_bumps_the_group_epoch_and_order_does_not_matter() {
 fn an_empty_classic_group_gives_way_but_a_live_one_of_another_protocol_type_does_not() {
     let mut h = Harness::new();
     // A classic group with a member, not of the consumer protocol type.
-    let t = h.send(Request::Join(join("grp", "", "c").version(3).protocol_type("connect").build()));
+    let t = h.send(Request::Join(Box::new(join("grp", "", "c").version(3).protocol_type("connect").build())));
     assert_eq!(h.join_response(t).error, ErrorCode::NONE);
     refused(
         &send(&mut h, joining("m1", &["foo"])),
@@ -452,7 +452,7 @@ fn an_empty_classic_group_gives_way_but_a_live_one_of_another_protocol_type_does
     assert_eq!(h.fetch("grp", "foo", 0).offset, 42);
     assert_replays(&h);
     // Classic requests for a consumer group must be of the consumer type.
-    let t = h.send(Request::Join(join("grp", "", "c").protocol_type("connect").build()));
+    let t = h.send(Request::Join(Box::new(join("grp", "", "c").protocol_type("connect").build())));
     match h.take(t) {
         Some(Response::Join(j)) => assert_eq!(j.error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL),
         other => panic!("{other:?}"),
