@@ -214,7 +214,9 @@ pub async fn handle_frame(svc: Arc<Services>, caller: Arc<Caller>, mut frame: By
     // The time spent serving is measured only for quotas: it costs clock
     // reads on every poll.
     let (routed, busy) = match svc.quotas {
-        Some(_) => super::throttle::busy(routed).await,
+        // Boxed: inline, the measured future would be a second copy of the
+        // request's in this one, which every request would carry.
+        Some(_) => Box::pin(super::throttle::busy(routed)).await,
         None => (routed.await, std::time::Duration::ZERO),
     };
     observe::request(support, prefix.api_version, started.elapsed());
@@ -264,7 +266,7 @@ async fn route(
     body: &mut Bytes,
     out: &mut BytesMut,
 ) -> Result<bool, RouteError> {
-    (api.serve)(svc, ctx, body, out).await
+    apis::serve(api, svc, ctx, body, out).await
 }
 
 #[cfg(test)]

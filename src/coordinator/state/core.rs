@@ -1179,11 +1179,12 @@ impl ShardCore {
                 cx.reply(ReplyTo::of(&r, token), resp);
             }
             Request::Commit(r) => {
+                let to = ReplyTo::of(&r, token);
                 let resp = match cx.store.delegation(&r.group_id) {
                     Some(_) => CommitAnswer::Delegated(delegation::admit_commit(groups, &r, &mut cx)),
-                    None => CommitAnswer::Written(offsets::commit(groups, &r, &mut cx)),
+                    None => CommitAnswer::Written(offsets::commit(groups, r, &mut cx)),
                 };
-                cx.reply(ReplyTo::of(&r, token), resp);
+                cx.reply(to, resp);
             }
             Request::Fetch(r) => {
                 let resp = match cx.store.delegation(&r.group.group_id) {

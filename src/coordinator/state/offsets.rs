@@ -118,56 +118,69 @@ fn utf16_len(s: &str) -> usize {
 }
 
 /// Serves an OffsetCommit whose topics and partitions were already checked
-/// against the catalog.
-pub fn commit(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> OffsetCommitResponse {
-    match admit_commit(groups, req, CommitKind::Plain, cx) {
+/// against the catalog. Takes the request: its topic names move into the
+/// answer instead of being copied.
+pub fn commit(groups: &mut Groups, req: OffsetCommitRequest, cx: &mut Cx) -> OffsetCommitResponse {
+    match admit_commit(groups, &req, CommitKind::Plain, cx) {
         Ok(created) => write_commit(groups, req, created, cx),
-        Err(e) => commit_error_response(req, e),
+        Err(e) => commit_error_response(&req, e),
     }
 }
 
 /// Writes a validated commit; `created` names a simple group this commit
 /// created, which goes again if nothing could be written.
-fn write_commit(groups: &mut Groups, req: &OffsetCommitRequest, created: bool, cx: &mut Cx) -> OffsetCommitResponse {
+fn write_commit(groups: &mut Groups, req: OffsetCommitRequest, created: bool, cx: &mut Cx) -> OffsetCommitResponse {
     let now = cx.now;
     let expire_timestamp = (req.retention_time_ms != -1).then(|| now.saturating_add(req.retention_time_ms));
     let max = cx.cfg.metadata_max_bytes.max(0) as usize;
-    let mut response = OffsetCommitResponse { topics: Vec::with_capacity(req.topics.len()) };
+    let OffsetCommitRequest { group_id, topics, .. } = req;
+    let mut response = OffsetCommitResponse { topics: Vec::with_capacity(topics.len()) };
     let mut committed = 0u64;
     // Encoded straight from the request: no record per partition first.
+    // Every topic and partition gets its place in the answer even after a
+    // record fails to encode, since the whole answer then carries the error.
     let written = cx.append_encoded(|encoded| {
-        for t in &req.topics {
+        let mut failed = Ok(());
+        for t in topics {
             let mut partitions = Vec::with_capacity(t.partitions.len());
-            for p in &t.partitions {
-                let metadata = p.metadata.clone().unwrap_or_default();
-                if p.metadata.is_some() && utf16_len(&metadata) > max {
+            for p in t.partitions {
+                let too_large = p.metadata.as_deref().is_some_and(|m| utf16_len(m) > max);
+                if too_large {
                     partitions
                         .push(PartitionError { partition: p.partition, error: ErrorCode::OFFSET_METADATA_TOO_LARGE });
                     continue;
                 }
                 partitions.push(PartitionError { partition: p.partition, error: ErrorCode::NONE });
+                if failed.is_err() {
+                    continue;
+                }
                 let value = OffsetValue {
                     offset: p.offset,
                     leader_epoch: p.leader_epoch,
-                    metadata,
+                    metadata: p.metadata.unwrap_or_default(),
                     commit_timestamp: now,
                     expire_timestamp,
                 };
-                encoded.push_offset(&req.group_id, &t.name, p.partition, &value, now)?;
-                committed += 1;
+                match encoded.push_offset(&group_id, &t.name, p.partition, &value, now) {
+                    Ok(()) => committed += 1,
+                    Err(e) => failed = Err(e),
+                }
             }
-            response.topics.push(TopicErrors { name: t.name.clone(), partitions });
+            response.topics.push(TopicErrors { name: t.name, partitions });
         }
-        Ok(())
+        failed
     });
     if let Err(e) = written {
         // Nothing was written, so a simple group this commit created does
         // not exist either. Kafka fails the whole request: every partition
         // gets the error, also those refused for their metadata's size.
         if created {
-            groups.remove(&req.group_id);
+            groups.remove(&group_id);
         }
-        return commit_error_response(req, e);
+        for p in response.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            p.error = e;
+        }
+        return response;
     }
     COMMITTED_PARTITIONS.increment(committed);
     response
@@ -192,7 +205,7 @@ pub fn import(groups: &mut Groups, req: &OffsetCommitRequest, cx: &mut Cx) -> Re
     }
     let simple =
         OffsetCommitRequest { generation_id: -1, member_id: String::new(), group_instance_id: None, ..req.clone() };
-    let resp = commit(groups, &simple, cx);
+    let resp = commit(groups, simple, cx);
     let mut written = 0;
     for p in resp.topics.iter().flat_map(|t| &t.partitions) {
         match p.error {

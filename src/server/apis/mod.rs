@@ -94,16 +94,15 @@ pub trait Api: 'static {
 
 /// How the dispatcher runs an API: a function that boxes the API's future.
 ///
-/// Every API's future is boxed, the group APIs clients send all the time
-/// included. A request's future is moved several times on its way to the
-/// heap (into the task-local scope, the connection's request future and its
-/// box), and an async function's future is as large as its largest await
-/// point: with Heartbeat, OffsetCommit and OffsetFetch served inside it,
-/// every request's future was 5.3 KB, copied at each of those moves; with
-/// all of them boxed it is 0.6 KB. The one allocation per request costs no
-/// more than the copies did: heartbeats measured 0.95–1.25× as fast (mean
-/// 1.11×) in five paired rounds (docs/benchmarks.md, "Hot path against the
-/// framing limit").
+/// A request's future is moved several times on its way to the heap (into
+/// the task-local scope, the connection's request future and its slot),
+/// and an async function's future is as large as its largest await point:
+/// with Heartbeat, OffsetCommit and OffsetFetch served inside it, every
+/// request's future was once 5.3 KB, copied at each of those moves; with
+/// all of them boxed it was 0.6 KB (docs/benchmarks.md, "Hot path against
+/// the framing limit"). Since Heartbeat's and OffsetCommit's futures shrank
+/// to a few hundred bytes, those two run inline again ([`serve`]); every
+/// other API's future is boxed.
 pub type BoxedServe = for<'a> fn(
     &'a Services,
     &'a RequestContext,
@@ -137,6 +136,30 @@ fn serve_boxed<'a, A: Api>(
     out: &'a mut BytesMut,
 ) -> Pin<Box<dyn Future<Output = Served> + Send + 'a>> {
     Box::pin(A::serve(svc, ctx, body, out))
+}
+
+/// Serves a request with its API's registry line.
+///
+/// Heartbeat and OffsetCommit, most of what a busy coordinator serves, run
+/// inline: their futures are small (`the_futures_of_heartbeats_and_commits_stay_small`
+/// keeps them at 512 bytes or less), and the request's slot in its
+/// connection's queue holds them without the allocation every other API's
+/// boxed future costs (docs/benchmarks.md, "Commits without copies of
+/// their names").
+pub async fn serve(
+    api: &'static Registered,
+    svc: &Services,
+    ctx: &RequestContext,
+    body: &mut Bytes,
+    out: &mut BytesMut,
+) -> Served {
+    match api.support.key {
+        k if k == heartbeat::Heartbeat::SUPPORT.key => heartbeat::Heartbeat::serve(svc, ctx, body, out).await,
+        k if k == offset_commit::OffsetCommit::SUPPORT.key => {
+            offset_commit::OffsetCommit::serve(svc, ctx, body, out).await
+        }
+        _ => (api.serve)(svc, ctx, body, out).await,
+    }
 }
 
 /// The registry line of an API.
