@@ -402,20 +402,25 @@ impl Log {
             return Err(err);
         }
         active.bytes = before + framed.len() as u64;
-        active.modified_ms = millis_since_epoch(SystemTime::now());
         self.end = first_index + payloads.len() as u64;
         if batched {
             match &mut self.pending {
+                // The batch's first append set the segment's time: the rest
+                // follow within the batch, and reading the clock for each
+                // cost more than the append's own bookkeeping.
                 Some(p) if p.segment_base == active.base && p.position + p.bytes.len() as u64 == before => {
                     p.bytes.extend_from_slice(&framed);
                     p.records += payloads.len() as u64;
                 }
                 pending => {
                     let records = payloads.len() as u64;
+                    active.modified_ms = millis_since_epoch(SystemTime::now());
                     *pending =
                         Some(Pending { segment_base: active.base, position: before, bytes: framed.clone(), records })
                 }
             }
+        } else {
+            active.modified_ms = millis_since_epoch(SystemTime::now());
         }
         if framed.capacity() <= KEPT_FRAMING_BYTES {
             self.framing = framed;

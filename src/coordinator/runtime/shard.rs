@@ -348,6 +348,9 @@ async fn run(
                 shell.on_shutdown();
             }
             Event::Msg(Some(ShardMsg::Request { req, reply })) => {
+                if serving {
+                    shell.begin_batch();
+                }
                 shell.on_request(req, reply);
                 if serving {
                     // Take whatever else is queued before committing (group commit).

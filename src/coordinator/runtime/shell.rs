@@ -114,6 +114,10 @@ pub struct ShardShell<L: ShardLog, C> {
     /// Stopped with everything this shard wrote durable in its own log
     /// files (its final fsync succeeded, or it never served).
     stopped_durably: bool,
+    /// The time the requests of the batch being drained are served at
+    /// ([`ShardShell::begin_batch`]): read once for them all, not once a
+    /// request (clock reads were ~3 % of a busy daemon's CPU).
+    batch_now: Option<i64>,
 }
 
 /// Kafka answers heartbeats "blindly" while loading.
@@ -127,7 +131,14 @@ pub fn loading_response(req: &Request) -> Response {
 impl<L: ShardLog, C: Clock> ShardShell<L, C> {
     /// A shard whose log is loading.
     pub fn loading(settings: ShellSettings, clock: C) -> Self {
-        ShardShell { settings, clock, phase: Phase::Loading, effects: Vec::new(), stopped_durably: false }
+        ShardShell {
+            settings,
+            clock,
+            phase: Phase::Loading,
+            effects: Vec::new(),
+            stopped_durably: false,
+            batch_now: None,
+        }
     }
 
     /// The log loaded into `core` (or could not be read).
@@ -248,15 +259,24 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
         s.pending.insert(token, reply);
         let mut out = std::mem::take(&mut s.replies);
         let mut sink = LogSink { log: &mut s.log, shard: self.settings.id };
-        s.core.handle(self.clock.now_ms(), token, req, &mut sink, &mut out);
+        let now = self.batch_now.unwrap_or_else(|| self.clock.now_ms());
+        s.core.handle(now, token, req, &mut sink, &mut out);
         route(&self.settings, s, &mut out);
         keep_replies(s, out);
         stop_if_poisoned(&self.settings, s, &mut self.effects);
     }
 
+    /// The start of a batch of requests drained from the mailbox back to
+    /// back: they are all served at the time read now. A batch takes at most
+    /// a few milliseconds, far below any timeout it could shift.
+    pub fn begin_batch(&mut self) {
+        self.batch_now = Some(self.clock.now_ms());
+    }
+
     /// The end of a batch of requests: due timers run, then one fsync covers
     /// every write of the batch (group commit).
     pub fn on_batch_end(&mut self) {
+        self.batch_now = None;
         if matches!(self.phase, Phase::Serving(_)) {
             self.fire_timers();
             self.after_event();
@@ -345,6 +365,7 @@ impl<L: ShardLog, C: Clock> ShardShell<L, C> {
     /// compaction is finished; pending writes are made durable and
     /// acknowledged; then the shard stops ([`ShardShell::is_stopped`]).
     pub fn on_shutdown(&mut self) {
+        self.batch_now = None;
         let now = self.clock.now_ms();
         let s = match &mut self.phase {
             Phase::Serving(s) => s,

@@ -481,3 +481,30 @@ impl RecvNow for oneshot::Receiver<Response> {
         answer(&mut self).expect("answered at once")
     }
 }
+
+/// The requests of one batch are served at the time the batch began (one
+/// clock read for them all); once it ends, the next request reads the clock
+/// again, so sessions and commit times never stay at a batch's time.
+#[test]
+fn a_batch_is_served_at_its_start_and_the_next_request_at_the_clock() {
+    let mut rig = Rig::new();
+    rig.shell.begin_batch();
+    rig.clock.advance(5);
+    let (tx, _first) = oneshot::channel();
+    rig.shell.on_request(commit("g", 1), tx);
+    rig.shell.on_batch_end();
+    rig.clock.advance(7);
+    let _second = rig.one(commit("g", 2));
+    let stamps: Vec<i64> = rig
+        .log()
+        .all()
+        .iter()
+        .filter_map(|p| match crate::coordinator::state::records::decode_view(p) {
+            Ok(crate::coordinator::state::records::RecordView::Offset { value: Some(v), .. }) => {
+                Some(v.commit_timestamp)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stamps, [T0, T0 + 12]);
+}
