@@ -52,22 +52,14 @@ fn offset_commit_v9_to_an_unknown_group_is_group_id_not_found() {
 fn commit_metadata_and_leader_epoch_round_trip_and_oversized_metadata_fails_only_its_partition() {
     let mut h = Harness::new();
     let big = "x".repeat(4097);
-    let t = h.send(Request::Commit(OffsetCommitRequest {
-        version: 8,
-        group_id: "g".into(),
-        generation_id: -1,
-        member_id: String::new(),
-        group_instance_id: None,
-        retention_time_ms: -1,
-        topics: vec![CommitTopic {
-            name: "t".into(),
-            partitions: vec![
-                CommitPartition { partition: 0, offset: 10, leader_epoch: 3, metadata: Some("meta-0".into()) },
-                CommitPartition { partition: 1, offset: 11, leader_epoch: -1, metadata: Some(big) },
-                CommitPartition { partition: 2, offset: 12, leader_epoch: -1, metadata: Some("é".repeat(4096)) },
-            ],
-        }],
-    }));
+    let t = h.send(simple_commit(vec![CommitTopic {
+        name: "t".into(),
+        partitions: vec![
+            CommitPartition { partition: 0, offset: 10, leader_epoch: 3, metadata: Some("meta-0".into()) },
+            CommitPartition { partition: 1, offset: 11, leader_epoch: -1, metadata: Some(big) },
+            CommitPartition { partition: 2, offset: 12, leader_epoch: -1, metadata: Some("é".repeat(4096)) },
+        ],
+    }]));
     match h.take(t) {
         Some(Response::Commit(r)) => {
             let e: Vec<ErrorCode> = r.topics[0].partitions.iter().map(|p| p.error).collect();
@@ -84,21 +76,13 @@ fn commit_metadata_and_leader_epoch_round_trip_and_oversized_metadata_fails_only
 fn a_commit_the_log_fails_to_write_fails_every_partition_also_those_with_oversized_metadata() {
     let mut h = Harness::new();
     h.sink.fail_next = 1;
-    let t = h.send(Request::Commit(OffsetCommitRequest {
-        version: 8,
-        group_id: "g".into(),
-        generation_id: -1,
-        member_id: String::new(),
-        group_instance_id: None,
-        retention_time_ms: -1,
-        topics: vec![CommitTopic {
-            name: "t".into(),
-            partitions: vec![
-                CommitPartition { partition: 0, offset: 10, leader_epoch: -1, metadata: None },
-                CommitPartition { partition: 1, offset: 11, leader_epoch: -1, metadata: Some("x".repeat(4097)) },
-            ],
-        }],
-    }));
+    let t = h.send(simple_commit(vec![CommitTopic {
+        name: "t".into(),
+        partitions: vec![
+            CommitPartition { partition: 0, offset: 10, leader_epoch: -1, metadata: None },
+            CommitPartition { partition: 1, offset: 11, leader_epoch: -1, metadata: Some("x".repeat(4097)) },
+        ],
+    }]));
     match h.take(t) {
         Some(Response::Commit(r)) => {
             let e: Vec<ErrorCode> = r.topics[0].partitions.iter().map(|p| p.error).collect();
@@ -244,4 +228,46 @@ fn deleting_a_topic_tombstones_its_offsets_in_every_group() {
     assert_eq!(h.fetch("a", "gone", 0).offset, -1);
     assert_eq!(h.fetch("b", "gone", 3).offset, -1);
     assert_eq!(h.fetch("a", "kept", 0).offset, 2);
+}
+
+/// A commit without generation (a simple group's) to group "g".
+fn simple_commit(topics: Vec<CommitTopic>) -> Request {
+    Request::Commit(OffsetCommitRequest {
+        version: 8,
+        group_id: "g".into(),
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        retention_time_ms: -1,
+        topics,
+    })
+}
+
+#[test]
+fn a_commit_with_a_record_that_cannot_be_stored_fails_every_partition_in_order_and_writes_nothing() {
+    let mut h = Harness::new();
+    let part = |partition, metadata: &str| CommitPartition {
+        partition,
+        offset: 5,
+        leader_epoch: -1,
+        metadata: Some(metadata.into()),
+    };
+    let long = "t".repeat(40_000);
+    let t = h.send(simple_commit(vec![
+        // Written first, and one refused for its metadata's size.
+        CommitTopic { name: "a".into(), partitions: vec![part(0, ""), part(1, &"m".repeat(5_000))] },
+        // A topic name Kafka's offset records cannot hold.
+        CommitTopic { name: long.clone(), partitions: vec![part(0, ""), part(1, "")] },
+        CommitTopic { name: "c".into(), partitions: vec![part(2, "")] },
+    ]));
+    let Some(Response::Commit(r)) = h.take(t) else { panic!("expected a commit answer") };
+    let answered: Vec<(&str, i32, ErrorCode)> =
+        r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| (t.name.as_str(), p.partition, p.error))).collect();
+    let failed = ErrorCode::UNKNOWN_SERVER_ERROR;
+    assert_eq!(
+        answered,
+        [("a", 0, failed), ("a", 1, failed), (long.as_str(), 0, failed), (long.as_str(), 1, failed), ("c", 2, failed)]
+    );
+    assert!(h.log().is_empty());
+    assert_eq!(h.state("g"), None, "the simple group this commit would have created is gone");
 }

@@ -802,43 +802,6 @@ fn a_group_id_too_long_for_kafkas_records_is_refused_and_nothing_is_written() {
 }
 
 #[test]
-fn a_commit_with_a_record_that_cannot_be_stored_fails_every_partition_in_order_and_writes_nothing() {
-    let mut h = Harness::new();
-    let part = |partition, metadata: &str| CommitPartition {
-        partition,
-        offset: 5,
-        leader_epoch: -1,
-        metadata: Some(metadata.into()),
-    };
-    let long = "t".repeat(40_000);
-    let t = h.send(Request::Commit(OffsetCommitRequest {
-        version: 8,
-        group_id: "g".into(),
-        generation_id: -1,
-        member_id: String::new(),
-        group_instance_id: None,
-        retention_time_ms: -1,
-        topics: vec![
-            // Written first, and one refused for its metadata's size.
-            CommitTopic { name: "a".into(), partitions: vec![part(0, ""), part(1, &"m".repeat(5_000))] },
-            // A topic name Kafka's offset records cannot hold.
-            CommitTopic { name: long.clone(), partitions: vec![part(0, ""), part(1, "")] },
-            CommitTopic { name: "c".into(), partitions: vec![part(2, "")] },
-        ],
-    }));
-    let Some(Response::Commit(r)) = h.take(t) else { panic!("expected a commit answer") };
-    let answered: Vec<(&str, i32, ErrorCode)> =
-        r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| (t.name.as_str(), p.partition, p.error))).collect();
-    let failed = ErrorCode::UNKNOWN_SERVER_ERROR;
-    assert_eq!(
-        answered,
-        [("a", 0, failed), ("a", 1, failed), (long.as_str(), 0, failed), (long.as_str(), 1, failed), ("c", 2, failed)]
-    );
-    assert!(h.log().is_empty());
-    assert_eq!(h.state("g"), None, "the simple group this commit would have created is gone");
-}
-
-#[test]
 fn a_superseded_parked_join_is_answered() {
     let mut h = Harness::new();
     let (ids, _) = stable_group(&mut h, "g", 2);
