@@ -37,9 +37,9 @@ pub type ReplyToken = u64;
 /// ([`ShardCall`]), which fixes the one kind of answer it gets.
 #[derive(Debug, Clone)]
 pub enum Request {
-    /// Boxed, as SyncGroup: the two largest requests are rare, and an
-    /// unboxed one would make every request as large (moved several times
-    /// on its way into and out of the shard's mailbox).
+    /// JoinGroup and SyncGroup are boxed: the two largest requests are
+    /// rare, and either unboxed would make every request as large (moved
+    /// several times on its way into and out of the shard's mailbox).
     Join(Box<JoinGroupRequest>),
     Sync(Box<SyncGroupRequest>),
     Heartbeat(HeartbeatRequest),
