@@ -119,6 +119,7 @@ async fn route(path: &str, state: &HttpState) -> (u16, &'static str, String) {
         "/metrics" => match &state.metrics {
             Some(h) => {
                 let mut text = h.render();
+                super::striped::render(&mut text);
                 text.push_str(&state_gauges(state).await);
                 (200, "text/plain; version=0.0.4", text)
             }

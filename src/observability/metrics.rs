@@ -81,7 +81,7 @@ pub const HISTOGRAMS: &[&str] = &[
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Latency buckets in seconds (100 µs .. 30 s).
-const SECONDS: &[f64] =
+pub(crate) const SECONDS: &[f64] =
     &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 /// Records per fsync.
 const BATCH: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0];
@@ -90,29 +90,6 @@ const BATCH: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 10
 /// before it would stay bound to the no-op recorder).
 pub fn installed() -> bool {
     HANDLE.get().is_some_and(Option::is_some)
-}
-
-/// A label-less counter for hot paths. The `counter!` macro hashes the
-/// metric's key and looks it up in the recorder's registry on every call,
-/// which a commit paid three times (docs/benchmarks.md, "Fewer allocations
-/// per request"); this keeps the handle, once the recorder is installed, so
-/// that it is never bound to the no-op recorder that precedes it.
-pub struct HotCounter {
-    name: &'static str,
-    handle: OnceLock<metrics::Counter>,
-}
-
-impl HotCounter {
-    pub const fn new(name: &'static str) -> HotCounter {
-        HotCounter { name, handle: OnceLock::new() }
-    }
-
-    pub fn increment(&self, n: u64) {
-        match installed() {
-            true => self.handle.get_or_init(|| metrics::counter!(self.name)).increment(n),
-            false => metrics::counter!(self.name).increment(n),
-        }
-    }
 }
 
 /// Installs the process-wide recorder once; later calls (several daemons
@@ -159,12 +136,8 @@ fn start_upkeep(handle: PrometheusHandle) {
 
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-    describe_counter!("kcoord_requests_total", "Requests received, by API and version (answered or not)");
-    describe_histogram!(
-        "kcoord_request_duration_seconds",
-        Unit::Seconds,
-        "Time from decoding a request to its response, by API and version"
-    );
+    // kcoord_requests_total, kcoord_request_duration_seconds and the hot
+    // counters are kept and described by `striped`.
     describe_counter!(
         "kcoord_request_errors_total",
         "Error codes returned, by API and error; closed_* for requests that closed the connection unanswered"
@@ -178,9 +151,6 @@ fn describe() {
         "Consumer-group epoch bump until every member reconciled to its target"
     );
     describe_counter!("kcoord_session_expirations_total", "Members removed because their session expired");
-    describe_counter!("kcoord_committed_partitions_total", "Partitions committed by OffsetCommit");
-    describe_counter!("kcoord_log_appends_total", "Writes to the coordinator logs");
-    describe_counter!("kcoord_log_appended_records_total", "Records written to the coordinator logs");
     describe_histogram!("kcoord_fsync_duration_seconds", Unit::Seconds, "fdatasync latency of the coordinator logs");
     describe_histogram!("kcoord_fsync_batch_records", "Records made durable by one fsync (group commit)");
     describe_counter!("kcoord_journal_bytes_total", "Bytes written to the node's journal (storage.fsync = always)");

@@ -7,6 +7,7 @@ pub mod lag_history;
 pub mod metrics;
 pub mod rate_log;
 pub mod state_gauges;
+pub mod striped;
 
 /// Log end offsets of partitions, for consumer lag (standalone mode).
 pub trait LogEndOffsets: Send + Sync {

@@ -5,7 +5,6 @@
 //! error label naming why (see [`CloseReason`]): those are exactly the
 //! requests an operator most needs to see.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::coordinator::messages as m;
@@ -13,52 +12,10 @@ use crate::error_code::ErrorCode;
 use crate::protocol::versions::ApiSupport;
 use crate::topics::{admin, fetch, list_offsets, produce, producer_ids};
 
-/// Version labels without allocating per request.
-const VERSION_LABELS: [&str; 20] =
-    ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19"];
-
-/// One API version's request metrics, registered once.
-struct RequestMetrics {
-    count: metrics::Counter,
-    duration: metrics::Histogram,
-}
-
-/// API keys whose handles are kept (Kafka's keys are below this).
-const CACHED_KEYS: usize = 128;
-
-/// The handles per API key and version. The metrics macros build a labelled
-/// key and look it up in the recorder's registry on every call, which cost
-/// the hot path measurably (docs/benchmarks.md, "Hot path against the
-/// framing limit"); a handle updates the same series
-/// directly. Filled only once the daemon's recorder is installed, so that
-/// a handle is never bound to the no-op recorder that precedes it.
-static HANDLES: [[OnceLock<RequestMetrics>; VERSION_LABELS.len()]; CACHED_KEYS] =
-    [const { [const { OnceLock::new() }; VERSION_LABELS.len()] }; CACHED_KEYS];
-
-fn register(api: &'static str, v: &'static str) -> RequestMetrics {
-    RequestMetrics {
-        count: metrics::counter!("kcoord_requests_total", "api" => api, "version" => v),
-        duration: metrics::histogram!("kcoord_request_duration_seconds", "api" => api, "version" => v),
-    }
-}
-
-/// Records one request, answered or not.
+/// Records one request, answered or not (kept in stripes, not in the
+/// recorder: see `observability::striped`).
 pub fn request(api: &ApiSupport, version: i16, elapsed: Duration) {
-    let index = usize::try_from(version).ok().filter(|&i| i < VERSION_LABELS.len());
-    let slot = index.and_then(|i| HANDLES.get(usize::try_from(api.key).ok()?)?.get(i));
-    let v = index.and_then(|i| VERSION_LABELS.get(i)).copied().unwrap_or("other");
-    match slot {
-        Some(slot) if crate::observability::metrics::installed() => {
-            let m = slot.get_or_init(|| register(api.name, v));
-            m.count.increment(1);
-            m.duration.record(elapsed.as_secs_f64());
-        }
-        _ => {
-            let m = register(api.name, v);
-            m.count.increment(1);
-            m.duration.record(elapsed.as_secs_f64());
-        }
-    }
+    crate::observability::striped::request(api.key, api.name, version, elapsed);
 }
 
 /// Why a request got no answer and its connection was closed. The labels

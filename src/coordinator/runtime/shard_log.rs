@@ -10,7 +10,7 @@ use std::io;
 use crate::coordinator::state::records::EncodedRecords;
 use crate::coordinator::state::store::RecordSink;
 use crate::error_code::ErrorCode;
-use crate::observability::metrics::HotCounter;
+use crate::observability::striped::{LOG_APPENDED_RECORDS, LOG_APPENDS};
 use crate::storage::{JournalWrite, Log, SnapshotDone, SnapshotPlan, SyncJob};
 
 /// What a finished snapshot covers, for the log line that reports it.
@@ -140,9 +140,6 @@ impl ShardLog for Log {
     }
 }
 
-static APPENDS: HotCounter = HotCounter::new("kcoord_log_appends_total");
-static APPENDED_RECORDS: HotCounter = HotCounter::new("kcoord_log_appended_records_total");
-
 /// Writes the core's records to a shard's log.
 pub struct LogSink<'a, L> {
     pub log: &'a mut L,
@@ -160,8 +157,8 @@ impl<L: ShardLog> RecordSink for LogSink<'_, L> {
         };
         match written {
             Ok(()) => {
-                APPENDS.increment(1);
-                APPENDED_RECORDS.increment(records.len() as u64);
+                LOG_APPENDS.increment(1);
+                LOG_APPENDED_RECORDS.increment(records.len() as u64);
                 Ok(())
             }
             Err(e) => {

@@ -12,9 +12,7 @@ use super::delegation;
 use super::messages::*;
 use super::records::{OffsetValue, Record};
 use crate::error_code::ErrorCode;
-use crate::observability::metrics::HotCounter;
-
-static COMMITTED_PARTITIONS: HotCounter = HotCounter::new("kcoord_committed_partitions_total");
+use crate::observability::striped::COMMITTED_PARTITIONS;
 
 /// Every partition of the request answered with `error`.
 pub fn commit_error_response(req: &OffsetCommitRequest, error: ErrorCode) -> OffsetCommitResponse {
