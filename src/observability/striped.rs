@@ -57,7 +57,8 @@ fn this_threads_stripe() -> usize {
     thread_local! {
         static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
     }
-    STRIPE.with(|s| *s)
+    // A thread that records while it exits shares the first stripe.
+    STRIPE.try_with(|s| *s).unwrap_or(0)
 }
 
 /// A label-less counter for hot paths.
