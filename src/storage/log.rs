@@ -246,6 +246,10 @@ pub struct Log {
     /// The last append's framing buffer, reused by the next one (up to
     /// [`KEPT_FRAMING_BYTES`]): most appends are a record or two.
     framing: Vec<u8>,
+    /// The bytes of the last pending batch once written, reused for the
+    /// next batch (up to [`KEPT_FRAMING_BYTES`]): a batched log used to
+    /// allocate each batch's buffer and grow it append by append.
+    spare_pending: Vec<u8>,
 }
 
 /// A journaled or batched log's appends since it last handed bytes to the
@@ -305,6 +309,7 @@ impl Log {
             snapshot: recovered.snapshot.map(|m| SnapshotState { base: m.base, bytes: m.bytes }),
             poisoned: None,
             framing: Vec::new(),
+            spare_pending: Vec::new(),
         })
     }
 
@@ -415,8 +420,10 @@ impl Log {
                 pending => {
                     let records = payloads.len() as u64;
                     active.modified_ms = millis_since_epoch(SystemTime::now());
-                    *pending =
-                        Some(Pending { segment_base: active.base, position: before, bytes: framed.clone(), records })
+                    let mut bytes = std::mem::take(&mut self.spare_pending);
+                    bytes.clear();
+                    bytes.extend_from_slice(&framed);
+                    *pending = Some(Pending { segment_base: active.base, position: before, bytes, records });
                 }
             }
         } else {
@@ -448,7 +455,7 @@ impl Log {
         }
         self.synced = self.end;
         // The closed segment is durable on its own now.
-        self.pending = None;
+        self.drop_pending();
         let segment = Segment::create(&*self.options.fs, &self.dir, self.end, self.options.files.as_ref())?;
         if let Err(e) = self.options.fs.sync_dir(&self.dir) {
             let reason = format!("fsyncing the directory after creating {} failed ({e})", segment.path.display());
@@ -532,8 +539,24 @@ impl Log {
             return Ok(());
         }
         self.flush_pending()?;
-        self.pending = None;
+        self.drop_pending();
         Ok(())
+    }
+
+    /// Forgets the pending batch once its bytes are written, keeping its
+    /// buffer for the next one.
+    fn drop_pending(&mut self) {
+        if let Some(p) = self.pending.take() {
+            if p.bytes.capacity() <= KEPT_FRAMING_BYTES {
+                self.spare_pending = p.bytes;
+            }
+        }
+    }
+
+    /// The capacity kept for the next pending batch (tests).
+    #[cfg(test)]
+    pub(crate) fn spare_batch_capacity(&self) -> usize {
+        self.spare_pending.capacity()
     }
 
     /// Records below this index are in the segment files (the page cache
@@ -635,7 +658,7 @@ impl Log {
         self.flush_pending()?;
         self.active()?.file()?.sync_data()?;
         self.synced = self.end;
-        self.pending = None;
+        self.drop_pending();
         Ok(())
     }
 

@@ -309,6 +309,36 @@ fn logs_sharing_a_small_file_cache_work_with_their_files_closed_in_between() {
     }
 }
 
+/// A batch's buffer serves the next batch (one allocation less per batch,
+/// and none to grow it append by append), unless the batch was large: a
+/// burst does not keep its memory.
+#[test]
+fn a_batched_log_reuses_a_small_batch_buffer_for_the_next_batch_and_drops_a_large_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(tmp.path(), LogOptions { batched_writes: true, ..options(1 << 20) });
+    let mut next = 0u64;
+    let mut batch = |log: &mut Log, n: u64| {
+        for _ in 0..n {
+            log.append(&[&record(next)]).unwrap();
+            next += 1;
+        }
+        log.write_appended().unwrap();
+    };
+    batch(&mut log, 4);
+    let kept = log.spare_batch_capacity();
+    assert!(kept >= 4 * FRAME as usize, "{kept}");
+    batch(&mut log, 4);
+    assert_eq!(log.spare_batch_capacity(), kept, "the same buffer again");
+    let large = 70 * 1024 / FRAME + 1;
+    batch(&mut log, large);
+    assert_eq!(log.spare_batch_capacity(), 0, "a batch over 64 KiB is not kept");
+    batch(&mut log, 2);
+    drop(log);
+
+    let (_, seen) = open(tmp.path(), LogOptions { batched_writes: true, ..options(1 << 20) });
+    assert_eq!(payloads(&seen), (0..next).map(record).collect::<Vec<_>>(), "every batch replays in order");
+}
+
 #[test]
 fn a_batched_log_writes_its_appends_with_one_write_when_asked_and_a_failed_write_poisons_it() {
     let tmp = tempfile::tempdir().unwrap();
