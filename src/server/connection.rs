@@ -1,7 +1,7 @@
 //! One client connection: read frames, serve them concurrently, write the
 //! responses strictly in request order.
 //!
-//! Requests are served as futures in a `FuturesOrdered`: they make progress
+//! Requests are served as futures in an [`InOrder`] queue: they make progress
 //! concurrently (a parked JoinGroup does not stop a later Metadata from being
 //! computed), but responses leave in the order requests arrived, which every
 //! client checks through correlation ids. At most
@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::Either;
-use futures_util::stream::{FuturesOrdered, StreamExt};
+use futures_util::stream::StreamExt;
 use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -49,6 +49,7 @@ use tokio_util::codec::FramedRead;
 
 use super::dispatch::{self, Caller, Outcome};
 use super::frame::{Frame, FrameCodec, FrameError, StreamLarge};
+use super::in_order::InOrder;
 use super::limits::RateLimitedLog;
 use super::{ListenerInfo, Services};
 use crate::security::sasl::{Admit, Reply, SaslSession};
@@ -242,7 +243,7 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
     // Coalesces pipelined small responses into few writes; larger responses
     // bypass it. Kept small because every idle connection holds one.
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, wr);
-    let mut inflight: FuturesOrdered<InFlight<_>> = FuturesOrdered::new();
+    let mut inflight: InOrder<InFlight<_>> = InOrder::new();
     let max_inflight = svc.config.server.max_inflight_per_connection as usize;
     // This connection's request bytes in flight, and its limit.
     let mut inflight_bytes = 0usize;

@@ -7,6 +7,7 @@ pub mod authorize;
 pub mod connection;
 pub mod dispatch;
 pub mod frame;
+mod in_order;
 pub mod limits;
 pub mod listener;
 pub mod observe;
