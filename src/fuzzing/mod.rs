@@ -158,6 +158,7 @@ pub fn frame(data: &[u8]) {
                     crate::security::ANONYMOUS.into(),
                 )),
                 frame,
+                std::time::Instant::now(),
             ),
         )
         .await

@@ -180,7 +180,7 @@ pub fn render(out: &mut String) {
                 writeln!(out, "kcoord_requests_total{{api=\"{}\",version=\"{}\"}} {}", s.api, s.version, count(cells));
         }
         out.push_str(
-            "# HELP kcoord_request_duration_seconds Time from decoding a request to its response, by API and version\n",
+            "# HELP kcoord_request_duration_seconds Time from a request's arrival to its response being ready, by API and version\n",
         );
         out.push_str("# TYPE kcoord_request_duration_seconds histogram\n");
         for (s, cells) in &read {

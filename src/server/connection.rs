@@ -249,7 +249,7 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
     let mut inflight_bytes = 0usize;
     let max_inflight_bytes = svc.config.server.max_request_bytes as usize;
     // A frame read while the daemon's budget was spent, waiting for permits.
-    let mut parked: Option<(Bytes, Permit)> = None;
+    let mut parked: Option<(Bytes, Permit, std::time::Instant)> = None;
     let mut reading = !*shutdown.borrow();
     let mut link: Option<Link> = None;
     let mut clock = Timeouts::new(&svc.config.server, Instant::now());
@@ -302,10 +302,10 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                 clock.last_write = Instant::now();
             }
             permit = wait_for_permit(&mut parked), if parked.is_some() => {
-                let Some((frame, _)) = parked.take() else { continue };
+                let Some((frame, _, arrived)) = parked.take() else { continue };
                 let Ok(permit) = permit else { return };
                 inflight_bytes += frame.len();
-                inflight.push_back(Either::Left(local(&svc, &caller, frame, permit)));
+                inflight.push_back(Either::Left(local(&svc, &caller, frame, permit, arrived)));
             }
             frame = frames.next(), if can_read => {
                 match frame {
@@ -369,15 +369,16 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                         match route {
                             Route::Local => {
                                 let n = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+                                let arrived = frames.decoder().activity().last_read.map_or_else(std::time::Instant::now, Instant::into_std);
                                 match svc.request_budget.clone().try_acquire_many_owned(n) {
                                     Ok(permit) => {
                                         inflight_bytes += frame.len();
-                                        inflight.push_back(Either::Left(local(&svc, &caller, frame, permit)));
+                                        inflight.push_back(Either::Left(local(&svc, &caller, frame, permit, arrived)));
                                     }
                                     Err(tokio::sync::TryAcquireError::NoPermits) => {
                                         tracing::debug!(%peer, bytes = n, "request budget spent; waiting before serving");
                                         let wait = Box::pin(svc.request_budget.clone().acquire_many_owned(n));
-                                        parked = Some((frame, wait));
+                                        parked = Some((frame, wait, arrived));
                                     }
                                     Err(tokio::sync::TryAcquireError::Closed) => return,
                                 }
@@ -458,19 +459,20 @@ impl Mute {
     }
 }
 
-/// Serves a local request, holding its share of the daemon's request budget
-/// until it is answered.
+/// Serves a local request that arrived at `arrived`, holding its share of
+/// the daemon's request budget until it is answered.
 fn local(
     svc: &Arc<Services>,
     caller: &Arc<Caller>,
     frame: Bytes,
     permit: OwnedSemaphorePermit,
+    arrived: std::time::Instant,
 ) -> impl Future<Output = (Outcome, usize)> + Send + 'static {
     let svc = svc.clone();
     let caller = caller.clone();
     let len = frame.len();
     async move {
-        let outcome = dispatch::handle_frame(svc, caller, frame).await;
+        let outcome = dispatch::handle_frame(svc, caller, frame, arrived).await;
         drop(permit);
         (outcome, len)
     }
@@ -483,9 +485,11 @@ fn link_draining(link: &Option<Link>) -> bool {
 }
 
 /// Completes when the parked frame's permits are granted (never if none is parked).
-async fn wait_for_permit(parked: &mut Option<(Bytes, Permit)>) -> Result<OwnedSemaphorePermit, AcquireError> {
+async fn wait_for_permit(
+    parked: &mut Option<(Bytes, Permit, std::time::Instant)>,
+) -> Result<OwnedSemaphorePermit, AcquireError> {
     match parked {
-        Some((_, wait)) => wait.await,
+        Some((_, wait, _)) => wait.await,
         None => std::future::pending().await,
     }
 }

@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -157,8 +158,10 @@ fn response_limit(svc: &Services) -> usize {
     (svc.config.server.max_response_bytes as usize).min(crate::protocol::codec::MAX_FRAME_BYTES)
 }
 
-/// Serves one request frame.
-pub async fn handle_frame(svc: Arc<Services>, caller: Arc<Caller>, mut frame: Bytes) -> Outcome {
+/// Serves one request frame, which arrived at `arrived` (when its last
+/// bytes were read: the connection's reader notes that once per read, so
+/// timing a request costs one clock read, at its answer).
+pub async fn handle_frame(svc: Arc<Services>, caller: Arc<Caller>, mut frame: Bytes, arrived: Instant) -> Outcome {
     let prefix = match header::peek_prefix(&frame) {
         Ok(p) => p,
         Err(e) => return Outcome::Close(e.to_string()),
@@ -196,7 +199,7 @@ pub async fn handle_frame(svc: Arc<Services>, caller: Arc<Caller>, mut frame: By
         }
     };
     let support = &api.support;
-    let started = std::time::Instant::now();
+    let started = arrived;
     let request_bytes = frame.len();
     let header = match header::parse_request_header(&mut frame, support.is_flexible(prefix.api_version)) {
         Ok(h) => h,
@@ -276,7 +279,7 @@ mod tests {
     /// The size of the future an async function returns, without calling it.
     fn future_size<F, Fut>(_: F) -> usize
     where
-        F: FnOnce(Arc<Services>, Arc<Caller>, Bytes) -> Fut,
+        F: FnOnce(Arc<Services>, Arc<Caller>, Bytes, Instant) -> Fut,
     {
         std::mem::size_of::<Fut>()
     }
