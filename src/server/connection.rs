@@ -286,9 +286,19 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                     return;
                 }
                 // Write every response that is already done, then flush once.
-                while let Some(Some((outcome, bytes))) = inflight.next().now_or_never() {
-                    inflight_bytes = inflight_bytes.saturating_sub(bytes);
-                    if !write_outcome(&mut writer, mute.note(outcome), peer).await {
+                if !write_ready(&mut inflight, &mut inflight_bytes, &mut writer, &mut mute, peer).await {
+                    return;
+                }
+                // With requests still in flight, let the shards run once
+                // before flushing: answers they finish meanwhile leave in the
+                // same write. A pipelining client then gets its answers in
+                // half as many writes, and commits under load went ~20 %
+                // faster (docs/benchmarks.md, "One turn for the shards
+                // before a flush"); a client waiting for one answer never
+                // waits for this.
+                if !inflight.is_empty() {
+                    tokio::task::yield_now().await;
+                    if !write_ready(&mut inflight, &mut inflight_bytes, &mut writer, &mut mute, peer).await {
                         return;
                     }
                 }
@@ -437,6 +447,28 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
         }
     }
     let _ = writer.shutdown().await;
+}
+
+/// Writes every answer that is ready, in order, into the buffer; returns
+/// false if the connection must close.
+async fn write_ready<F, W>(
+    inflight: &mut InOrder<F>,
+    inflight_bytes: &mut usize,
+    writer: &mut BufWriter<W>,
+    mute: &mut Mute,
+    peer: SocketAddr,
+) -> bool
+where
+    F: Future<Output = (Outcome, usize)>,
+    W: ClientWrite,
+{
+    while let Some(Some((outcome, bytes))) = inflight.next().now_or_never() {
+        *inflight_bytes = inflight_bytes.saturating_sub(bytes);
+        if !write_outcome(writer, mute.note(outcome), peer).await {
+            return false;
+        }
+    }
+    true
 }
 
 /// Until when a throttled client is not read (KIP-219: its answer goes out
