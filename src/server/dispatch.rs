@@ -199,12 +199,11 @@ pub async fn handle_frame(svc: Arc<Services>, caller: Arc<Caller>, mut frame: By
         }
     };
     let support = &api.support;
-    let started = arrived;
     let request_bytes = frame.len();
     let header = match header::parse_request_header(&mut frame, support.is_flexible(prefix.api_version)) {
         Ok(h) => h,
         Err(e) => {
-            observe::request(support, prefix.api_version, started.elapsed());
+            observe::request(support, prefix.api_version, arrived.elapsed());
             observe::closed(support.name, observe::CloseReason::Decode);
             return Outcome::Close(format!("{} request header: {e}", support.name));
         }
@@ -222,7 +221,7 @@ pub async fn handle_frame(svc: Arc<Services>, caller: Arc<Caller>, mut frame: By
         Some(_) => Box::pin(super::throttle::busy(routed)).await,
         None => (routed.await, std::time::Duration::ZERO),
     };
-    observe::request(support, prefix.api_version, started.elapsed());
+    observe::request(support, prefix.api_version, arrived.elapsed());
     let mute = match (&svc.quotas, &routed) {
         (Some(q), Ok(answered)) => {
             let flexible = support.is_flexible(prefix.api_version);
