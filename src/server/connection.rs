@@ -65,6 +65,9 @@ type Served = Pin<Box<dyn Future<Output = (Outcome, usize)> + Send>>;
 /// (forwarded, SASL, closing) is boxed.
 type InFlight<L> = Either<L, Served>;
 type Permit = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
+/// A frame read while the daemon's request budget was spent: the frame, the
+/// wait for its permits, and when it arrived (its time counts from then).
+type Parked = (Bytes, Permit, std::time::Instant);
 
 /// Per-connection write buffer.
 const WRITE_BUFFER_BYTES: usize = 8 * 1024;
@@ -249,7 +252,7 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
     let mut inflight_bytes = 0usize;
     let max_inflight_bytes = svc.config.server.max_request_bytes as usize;
     // A frame read while the daemon's budget was spent, waiting for permits.
-    let mut parked: Option<(Bytes, Permit, std::time::Instant)> = None;
+    let mut parked: Option<Parked> = None;
     let mut reading = !*shutdown.borrow();
     let mut link: Option<Link> = None;
     let mut clock = Timeouts::new(&svc.config.server, Instant::now());
@@ -517,9 +520,7 @@ fn link_draining(link: &Option<Link>) -> bool {
 }
 
 /// Completes when the parked frame's permits are granted (never if none is parked).
-async fn wait_for_permit(
-    parked: &mut Option<(Bytes, Permit, std::time::Instant)>,
-) -> Result<OwnedSemaphorePermit, AcquireError> {
+async fn wait_for_permit(parked: &mut Option<Parked>) -> Result<OwnedSemaphorePermit, AcquireError> {
     match parked {
         Some((_, wait, _)) => wait.await,
         None => std::future::pending().await,
