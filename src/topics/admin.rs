@@ -405,11 +405,7 @@ impl DataPlane {
         let dirs: Vec<PathBuf> =
             (0..partitions).map(|p| super::service::partition_dir(&self.settings.root, name, p)).collect();
         let fs = self.disk();
-        let remove_dirs = || {
-            for d in &dirs {
-                let _ = fs.remove_dir_all(d);
-            }
-        };
+        let remove_dirs = || super::service::discard_partition_dirs(&*fs, &dirs);
         let logs = match self.open_partitions(&probe, true) {
             Ok(l) => l,
             Err(e) => {

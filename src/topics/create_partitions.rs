@@ -190,11 +190,7 @@ impl DataPlane {
         let dirs: Vec<_> =
             (current..t.count).map(|p| super::service::partition_dir(&self.settings.root, &t.name, p)).collect();
         let fs = self.disk();
-        let remove_dirs = || {
-            for d in &dirs {
-                let _ = fs.remove_dir_all(d);
-            }
-        };
+        let remove_dirs = || super::service::discard_partition_dirs(&*fs, &dirs);
         let new_logs = match self.open_partitions_from(&grown, current, true) {
             Ok(l) => l,
             Err(e) => {

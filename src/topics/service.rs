@@ -22,6 +22,13 @@
 //! partition directories no catalog topic owns are removed, so a deleted
 //! topic never comes back and its data is never served again (also not to a
 //! topic created again with its name).
+//!
+//! A creation that fails after its partition directories exist (the catalog
+//! write failed, whose outcome a crash may still decide either way) discards
+//! them the same way, but with the renames made durable before anything is
+//! removed ([`discard_partition_dirs`]): a directory removed in place can be
+//! cut by a crash between its files, and a topic the catalog kept would then
+//! not open.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -384,6 +391,38 @@ fn remove_deleted_dirs(fs: &dyn FileSystem, root: &Path) {
             remove_partition_dir(fs, &path);
         }
     }
+}
+
+/// Discards the partition directories of a creation (of a topic or of
+/// partitions) that failed. Removing one in place could be cut by a crash
+/// between its files (the segment gone, its manifest kept), and a catalog
+/// write that failed may still have recorded the topic, whose next start
+/// would then refuse the half-removed log as damaged. So each is renamed
+/// aside first, as a deletion renames them, the renames are made durable,
+/// and only then are the directories removed. A crash before that leaves
+/// them whole (an empty partition, or one the next start removes as no
+/// topic's); after it, directories the next start removes. If the renames
+/// cannot be made durable, nothing is removed: the next start does it.
+pub(super) fn discard_partition_dirs(fs: &dyn FileSystem, dirs: &[PathBuf]) {
+    let mut aside = Vec::with_capacity(dirs.len());
+    for dir in dirs {
+        let to = trash_name(dir);
+        match fs.rename(dir, &to) {
+            Ok(()) => aside.push(to),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot set aside the directory of a partition whose creation failed; the next start removes it if no topic owns it")
+            }
+        }
+    }
+    let parents: std::collections::BTreeSet<&Path> = aside.iter().filter_map(|d| d.parent()).collect();
+    for parent in parents {
+        if let Err(e) = fs.sync_dir(parent) {
+            tracing::warn!(dir = %parent.display(), error = %e, "cannot fsync the topics directory; the next start removes the partition directories set aside");
+            return;
+        }
+    }
+    aside.iter().for_each(|d| remove_partition_dir(fs, d));
 }
 
 /// Removes a deleted partition directory (a warning if it cannot: the
