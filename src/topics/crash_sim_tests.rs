@@ -198,20 +198,25 @@ impl PartitionRun {
     }
 }
 
+/// A partition log's options on the simulated disk, as the data plane sets
+/// them (a segment-file cache, no journal).
+fn partition_options(sim: &SimDisk, segment_bytes: u64) -> LogOptions {
+    LogOptions {
+        segment_bytes,
+        repair: false,
+        files: Some(FileCache::on(sim.disk(), 8)),
+        fs: sim.disk(),
+        journaled: false,
+        batched_writes: false,
+    }
+}
+
 #[test]
 fn acknowledged_acks_all_produces_survive_simulated_crashes_and_retention() {
     campaign("acknowledged_acks_all_produces_survive", 60, |seed| {
         let sim = SimDisk::new(seed);
         sim.set_reorder(false);
-        let files = FileCache::on(sim.disk(), 8);
-        let options = LogOptions {
-            segment_bytes: 300,
-            repair: false,
-            files: Some(files),
-            fs: sim.disk(),
-            journaled: false,
-            batched_writes: false,
-        };
+        let options = partition_options(&sim, 300);
         PartitionRun { sim, options, model: PartitionModel::default() }.run();
     });
 }
@@ -445,14 +450,7 @@ fn the_partition_directories_of_a_failed_creation_are_whole_or_gone_after_a_cras
         let sim = SimDisk::new(seed);
         let root = Path::new("/data/topics");
         crate::storage::fsutil::create_dir_all_durably_on(&sim, root).unwrap();
-        let options = LogOptions {
-            segment_bytes: 1 << 20,
-            repair: false,
-            files: Some(FileCache::on(sim.disk(), 8)),
-            fs: sim.disk(),
-            journaled: false,
-            batched_writes: false,
-        };
+        let options = partition_options(&sim, 1 << 20);
         let open = |p: i32, dir: &Path| {
             Partition::open("t", p, dir, options.clone(), FsyncPolicy::Always, i64::MAX, 0).map(drop)
         };
