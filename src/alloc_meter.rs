@@ -5,9 +5,10 @@
 //!
 //! It counts what [`GuardedAllocator`] serves from mimalloc (memory the
 //! process may commit). The huge reservations the guard maps with
-//! `MAP_NORESERVE` (hostile array lengths in `kafka-protocol`, see
-//! [`crate::alloc_guard`]) are address space that is never touched beyond a
-//! frame's worth; they are counted apart, in [`Reading::reserved`].
+//! `MAP_NORESERVE` (hostile array lengths in `kafka-protocol`: huge ones, and
+//! those over a decode's budget; see [`crate::alloc_guard`]) are address
+//! space that is never touched beyond a frame's worth; they are counted
+//! apart, in [`Reading::reserved`].
 //!
 //! Every allocation pays a few atomic operations here, so the binary keeps
 //! the plain [`GuardedAllocator`]; the fuzz targets and
@@ -16,7 +17,7 @@
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use crate::alloc_guard::{is_huge, GuardedAllocator};
+use crate::alloc_guard::GuardedAllocator;
 
 /// See the module documentation.
 pub struct MeteredAllocator;
@@ -34,7 +35,7 @@ pub struct Reading {
     pub peak_growth: usize,
     /// The largest single allocation (or reallocation's new size).
     pub largest: usize,
-    /// Huge allocations served as `MAP_NORESERVE` reservations.
+    /// Allocations served as `MAP_NORESERVE` reservations.
     pub reserved: usize,
 }
 
@@ -61,9 +62,8 @@ pub fn read(baseline: usize) -> Reading {
     }
 }
 
-fn grew(layout: Layout) {
-    let size = layout.size();
-    if is_huge(&layout) {
+fn grew(size: usize, reserved: bool) {
+    if reserved {
         RESERVED.fetch_add(1, Relaxed);
         return;
     }
@@ -72,9 +72,9 @@ fn grew(layout: Layout) {
     LARGEST.fetch_max(size, Relaxed);
 }
 
-fn shrank(layout: Layout) {
-    if !is_huge(&layout) {
-        LIVE.fetch_sub(layout.size(), Relaxed);
+fn shrank(size: usize, reserved: bool) {
+    if !reserved {
+        LIVE.fetch_sub(size, Relaxed);
     }
 }
 
@@ -82,33 +82,31 @@ fn shrank(layout: Layout) {
 // counters only observe sizes.
 unsafe impl GlobalAlloc for MeteredAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { GuardedAllocator.alloc(layout) };
+        let (p, reserved) = unsafe { GuardedAllocator.allocate(layout, false) };
         if !p.is_null() {
-            grew(layout);
+            grew(layout.size(), reserved);
         }
         p
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { GuardedAllocator.alloc_zeroed(layout) };
+        let (p, reserved) = unsafe { GuardedAllocator.allocate(layout, true) };
         if !p.is_null() {
-            grew(layout);
+            grew(layout.size(), reserved);
         }
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { GuardedAllocator.dealloc(ptr, layout) };
-        shrank(layout);
+        let reserved = unsafe { GuardedAllocator.free(ptr, layout) };
+        shrank(layout.size(), reserved);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { GuardedAllocator.realloc(ptr, layout, new_size) };
+        let (p, old_reserved, new_reserved) = unsafe { GuardedAllocator.reallocate(ptr, layout, new_size) };
         if !p.is_null() {
-            shrank(layout);
-            if let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) {
-                grew(new_layout);
-            }
+            shrank(layout.size(), old_reserved);
+            grew(new_size, new_reserved);
         }
         p
     }

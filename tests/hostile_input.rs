@@ -436,3 +436,37 @@ async fn random_frames_do_not_kill_the_daemon() {
 }
 
 use tokio::io::AsyncWriteExt;
+
+/// The 30-byte CreateTopics v3 frame the `session` fuzz target found: its
+/// topics array declares 813,923 entries. Kafka refuses such a request
+/// before it allocates ("Tried to allocate a collection of size N, but there
+/// are only M bytes remaining"); so does kcoord, without committing the
+/// 91 MB its decoder asks for.
+#[test]
+fn an_array_declaring_more_entries_than_its_request_holds_is_refused() {
+    // The array count 0x000c6b63, then the 12 bytes the fuzzer left.
+    let mut body = Bytes::from_static(b"\x00\x0c\x6b\x63oord-fuzz\x02\x31\x00");
+    let err = kcoord::protocol::codec::decode::<CreateTopicsRequest>("CreateTopics", &mut body, 3)
+        .expect_err("a request this short cannot hold 813,923 topics");
+    assert!(err.reason.contains("more entries than the 16-byte body holds"), "{err}");
+}
+
+/// The budget refuses only what no body could hold: a request with tens of
+/// thousands of entries, far above the budget's 1 MiB floor, decodes.
+#[test]
+fn a_large_request_with_every_entry_present_decodes() {
+    let topics: Vec<_> = (0..20_000)
+        .map(|i| {
+            create_topics_request::CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(format!("t{i}"))))
+                .with_num_partitions(1)
+                .with_replication_factor(1)
+        })
+        .collect();
+    let req = CreateTopicsRequest::default().with_topics(topics);
+    let mut body = BytesMut::new();
+    req.encode(&mut body, 3).unwrap();
+    let decoded =
+        kcoord::protocol::codec::decode::<CreateTopicsRequest>("CreateTopics", &mut body.freeze(), 3).unwrap();
+    assert_eq!(decoded.topics.len(), 20_000);
+}

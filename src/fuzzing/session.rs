@@ -26,6 +26,9 @@
 //!   [`crate::alloc_meter`]; checked when the meter is installed).
 //!
 //! `KCOORD_FUZZ_DEBUG=1` prints how each input ended and what it allocated.
+//! `KCOORD_FUZZ_STALL_SECS=N` has an input still running after N seconds
+//! print every thread's stack (with gdb) and abort: libFuzzer's own timeout
+//! report carries no stack without the sanitizers.
 
 #![allow(clippy::panic, reason = "A fuzz target's oracle: a failed check is the finding.")]
 
@@ -214,6 +217,7 @@ pub fn session(data: &[u8]) {
         answers: 0,
     };
     let baseline = crate::alloc_meter::start();
+    let _watched = stall_watch::Input::start();
     let end = d.runtime.block_on(converse(d, security, stream, &mut oracle));
     let used = crate::alloc_meter::read(baseline);
     if std::env::var_os("KCOORD_FUZZ_DEBUG").is_some() {
@@ -263,4 +267,62 @@ async fn converse(d: &super::InProcess, security: Arc<ListenerSecurity>, stream:
     writing.abort();
     serving.abort();
     end
+}
+
+/// The opt-in stall watchdog (module documentation).
+mod stall_watch {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    /// When the running input started, in milliseconds since [`epoch`]
+    /// plus one; 0 while no input runs.
+    static STARTED: AtomicU64 = AtomicU64::new(0);
+
+    fn epoch() -> Instant {
+        static E: OnceLock<Instant> = OnceLock::new();
+        *E.get_or_init(Instant::now)
+    }
+
+    fn now_ms() -> u64 {
+        epoch().elapsed().as_millis() as u64 + 1
+    }
+
+    /// Marks one input as running until dropped.
+    pub struct Input;
+
+    impl Input {
+        pub fn start() -> Option<Input> {
+            static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+            LIMIT
+                .get_or_init(|| {
+                    let secs = std::env::var("KCOORD_FUZZ_STALL_SECS").ok()?.parse().ok()?;
+                    std::thread::spawn(move || watch(secs));
+                    Some(secs)
+                })
+                .as_ref()?;
+            STARTED.store(now_ms(), Ordering::Relaxed);
+            Some(Input)
+        }
+    }
+
+    impl Drop for Input {
+        fn drop(&mut self) {
+            STARTED.store(0, Ordering::Relaxed);
+        }
+    }
+
+    fn watch(secs: u64) {
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+            let started = STARTED.load(Ordering::Relaxed);
+            if started != 0 && now_ms().saturating_sub(started) > secs * 1000 {
+                eprintln!("session: an input has run for over {secs} s; every thread's stack follows");
+                let _ = std::process::Command::new("gdb")
+                    .args(["-p", &std::process::id().to_string(), "-batch", "-ex", "thread apply all bt"])
+                    .status();
+                std::process::abort();
+            }
+        }
+    }
 }

@@ -197,9 +197,11 @@ impl Connection {
         self.reader.read_exact(&mut buf).await?;
         let mut bytes = Bytes::from(buf);
         let header_version = <R::Response as HeaderVersion>::header_version(version);
-        let header =
-            ResponseHeader::decode(&mut bytes, header_version).map_err(|e| ClientError::Decode(e.to_string()))?;
-        let resp = R::Response::decode(&mut bytes, version).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let len = bytes.len();
+        let header = super::codec::guarded(len, || ResponseHeader::decode(&mut bytes, header_version))
+            .map_err(ClientError::Decode)?;
+        let resp =
+            super::codec::guarded(len, || R::Response::decode(&mut bytes, version)).map_err(ClientError::Decode)?;
         let _ = bytes.remaining();
         Ok((header.correlation_id, resp))
     }

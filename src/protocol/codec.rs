@@ -25,14 +25,30 @@ pub struct EncodeError {
     pub reason: String,
 }
 
-/// Decodes a body. Panics inside the codec are caught and reported as a
-/// malformed request; oversized array reservations are defused by
-/// [`crate::alloc_guard`].
+/// Decodes a body with [`guarded`].
 pub fn decode<T: Decodable>(api: &'static str, body: &mut Bytes, version: i16) -> Result<T, DecodeError> {
-    match catch_unwind(AssertUnwindSafe(|| T::decode(body, version))) {
+    let len = body.len();
+    guarded(len, || T::decode(body, version)).map_err(|reason| DecodeError { api, version, reason })
+}
+
+/// Runs a kafka-protocol decode of a `body_len`-byte body (a request, or
+/// an upstream's response). A panic inside the codec is an error, and so is
+/// an array that declares more entries than the body holds, whatever the
+/// decoder made of it: its reservation was refused
+/// ([`crate::alloc_guard::within_decode_budget`]), as Kafka refuses such a
+/// request before it allocates.
+pub fn guarded<T, E: std::fmt::Display>(body_len: usize, decode: impl FnOnce() -> Result<T, E>) -> Result<T, String> {
+    let (decoded, refused) =
+        crate::alloc_guard::within_decode_budget(body_len, || catch_unwind(AssertUnwindSafe(decode)));
+    if let Some(bytes) = refused {
+        return Err(format!(
+            "an array declares more entries than the {body_len}-byte body holds (its decoder asked for {bytes} bytes)"
+        ));
+    }
+    match decoded {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(DecodeError { api, version, reason: e.to_string() }),
-        Err(_) => Err(DecodeError { api, version, reason: "decoder panicked".into() }),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("decoder panicked".into()),
     }
 }
 

@@ -21,6 +21,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::upstream::UpstreamTopic;
+use crate::protocol::codec;
 
 /// Where clients reach each kcoord node, by the upstream broker id it fronts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -197,9 +198,11 @@ fn edit<R: Decodable + Encodable>(
 ) -> Result<Bytes, String> {
     let header_version = kind.api().response_header_version(version);
     let mut body = frame.slice(4.min(frame.len())..);
-    let header = ResponseHeader::decode(&mut body, header_version)
+    let len = body.len();
+    let header = codec::guarded(len, || ResponseHeader::decode(&mut body, header_version))
         .map_err(|e| format!("{} v{version} response header: {e}", kind.name()))?;
-    let mut resp = R::decode(&mut body, version).map_err(|e| format!("{} v{version} response: {e}", kind.name()))?;
+    let mut resp = codec::guarded(len, || R::decode(&mut body, version))
+        .map_err(|e| format!("{} v{version} response: {e}", kind.name()))?;
     if !f(&mut resp) {
         return Ok(frame);
     }
