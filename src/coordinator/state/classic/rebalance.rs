@@ -156,6 +156,26 @@ fn maybe_elect_new_joined_leader(g: &mut ClassicGroup) -> bool {
     }
 }
 
+/// How long a join phase that no member rejoined waits before it is checked
+/// again: the rebalance timeout, as Kafka, or [`MIN_JOIN_EXTENSION_MS`]
+/// when that is zero or negative. JoinGroup's rebalance timeout is not
+/// validated (in Kafka either), and such a check ran again at the very
+/// instant it was armed: the shard fired that timer forever and answered
+/// nothing else (found by the `session` fuzz target; Kafka spins on it too,
+/// as an endless series of timer events). Only a member joining meanwhile
+/// makes the check do anything: rejoins and expired sessions complete the
+/// phase on their own.
+fn join_extension_ms(rebalance_timeout_ms: i32) -> i32 {
+    if rebalance_timeout_ms > 0 {
+        rebalance_timeout_ms
+    } else {
+        MIN_JOIN_EXTENSION_MS
+    }
+}
+
+/// See [`join_extension_ms`].
+pub const MIN_JOIN_EXTENSION_MS: i32 = 1_000;
+
 /// Kafka's `completeClassicGroupJoin`.
 pub fn complete_join(g: &mut ClassicGroup, cx: &mut Cx) {
     g.join_timer.cancel();
@@ -183,7 +203,7 @@ pub fn complete_join(g: &mut ClassicGroup, cx: &mut Cx) {
         // them to rejoin or for their sessions to expire.
         tracing::warn!(group = %g.group_id, "no member rejoined; extending the join phase");
         let timeout = g.rebalance_timeout_ms();
-        schedule_join_timer(g, timeout, None, cx);
+        schedule_join_timer(g, join_extension_ms(timeout), None, cx);
         return;
     }
     g.init_next_generation(cx.now);

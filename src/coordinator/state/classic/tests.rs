@@ -331,20 +331,59 @@ fn no_member_rejoining_extends_the_join_phase() {
     assert_eq!((g.state.as_str(), g.generation_id), ("Empty", 2));
 }
 
+/// JoinGroup's rebalance timeout is not validated (as in Kafka), so a
+/// client may send 0 or a negative one. With only static members left that
+/// do not rejoin, the join phase is extended by the rebalance timeout; a
+/// non-positive one re-armed the join timer at the instant it fired, and
+/// the shard ran that timer forever, answering nothing again (found by the
+/// session fuzz target). Runs on a thread so that a regression fails
+/// instead of hanging the test run.
+#[test]
+fn a_join_phase_waiting_on_static_members_with_a_zero_or_negative_rebalance_timeout_does_not_stop_the_shard() {
+    // (A stored -1 is read back as the session timeout, as Kafka's v0 members.)
+    for rebalance in [0, -5_000] {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut h = Harness::new();
+            let members = vec![loaded_member("s0", Some("i0"), rebalance), loaded_member("s1", Some("i1"), rebalance)];
+            load_members(&mut h, "g", members);
+            // s1 leaves: a rebalance that s0, static, never rejoins.
+            h.leave("g", &[("", Some("i1"))]);
+            h.advance(5_000);
+            assert_eq!(h.heartbeat("g", "s0", 5), ErrorCode::REBALANCE_IN_PROGRESS);
+            // A member joining meanwhile is taken in at the next check, within a second.
+            let (t, e) = h.join_dynamic("g", "e", &["range"]);
+            h.advance(1_000);
+            let r = h.join_response(t);
+            assert_eq!((r.error, r.generation_id, r.leader.as_str()), (ErrorCode::NONE, 6, e.as_str()));
+            done.send(()).unwrap();
+        });
+        let outcome = finished.recv_timeout(std::time::Duration::from_secs(60));
+        assert!(outcome.is_ok(), "rebalance timeout {rebalance}: the shard kept firing the join timer");
+    }
+}
+
 pub(super) fn load_group(h: &mut Harness, group: &str, n: usize) -> Vec<String> {
-    let members: Vec<MemberValue> = (0..n)
-        .map(|i| MemberValue {
-            member_id: format!("m{i}"),
-            group_instance_id: None,
-            client_id: "c".into(),
-            client_host: "/127.0.0.1".into(),
-            rebalance_timeout: 60_000,
-            session_timeout: 10_000,
-            subscription: subscription(&["t"]),
-            assignment: Bytes::from_static(b"a"),
-        })
-        .collect();
-    let ids = members.iter().map(|m| m.member_id.clone()).collect();
+    let members: Vec<MemberValue> = (0..n).map(|i| loaded_member(&format!("m{i}"), None, 60_000)).collect();
+    load_members(h, group, members)
+}
+
+fn loaded_member(id: &str, instance: Option<&str>, rebalance_timeout: i32) -> MemberValue {
+    MemberValue {
+        member_id: id.into(),
+        group_instance_id: instance.map(String::from),
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        rebalance_timeout,
+        session_timeout: 10_000,
+        subscription: subscription(&["t"]),
+        assignment: Bytes::from_static(b"a"),
+    }
+}
+
+/// Loads a Stable group of `members` at generation 5, led by the first.
+fn load_members(h: &mut Harness, group: &str, members: Vec<MemberValue>) -> Vec<String> {
+    let ids: Vec<String> = members.iter().map(|m| m.member_id.clone()).collect();
     h.core.load(StoredRecord {
         timestamp: T0,
         record: Record::group(
@@ -353,7 +392,7 @@ pub(super) fn load_group(h: &mut Harness, group: &str, n: usize) -> Vec<String> 
                 protocol_type: "consumer".into(),
                 generation: 5,
                 protocol: Some("range".into()),
-                leader: Some("m0".into()),
+                leader: ids.first().cloned(),
                 current_state_timestamp: T0,
                 members,
             },
