@@ -70,6 +70,19 @@ fn grew(size: usize, reserved: bool) {
     let live = LIVE.fetch_add(size, Relaxed).wrapping_add(size);
     PEAK.fetch_max(live, Relaxed);
     LARGEST.fetch_max(size, Relaxed);
+    let trace_over = TRACE_OVER.load(Relaxed);
+    if trace_over != 0 && size > trace_over {
+        // Capturing allocates only small blocks, which never come back here.
+        eprintln!("alloc_meter: an allocation of {size} bytes from\n{}", std::backtrace::Backtrace::force_capture());
+    }
+}
+
+static TRACE_OVER: AtomicUsize = AtomicUsize::new(0);
+
+/// Prints the stack of every allocation larger than `bytes` (0: none), to
+/// find where a fuzz input's over-the-cap allocation came from.
+pub fn trace_allocations_over(bytes: usize) {
+    TRACE_OVER.store(bytes, Relaxed);
 }
 
 fn shrank(size: usize, reserved: bool) {

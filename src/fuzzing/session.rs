@@ -25,7 +25,9 @@
 //!   at once, in one allocation or in all together (see
 //!   [`crate::alloc_meter`]; checked when the meter is installed).
 //!
-//! `KCOORD_FUZZ_DEBUG=1` prints how each input ended and what it allocated.
+//! `KCOORD_FUZZ_DEBUG=1` prints how each input ended and what it allocated;
+//! `KCOORD_FUZZ_TRACE_ALLOCATIONS=1` prints the stack of every allocation
+//! over the cap (on any thread: it may be background work of the daemon).
 //! `KCOORD_FUZZ_STALL_SECS=N` has an input still running after N seconds
 //! print every thread's stack (with gdb) and abort: libFuzzer's own timeout
 //! report carries no stack without the sanitizers.
@@ -217,6 +219,9 @@ pub fn session(data: &[u8]) {
         answers: 0,
     };
     let baseline = crate::alloc_meter::start();
+    if std::env::var_os("KCOORD_FUZZ_TRACE_ALLOCATIONS").is_some() {
+        crate::alloc_meter::trace_allocations_over(ALLOCATION_CAP);
+    }
     let _watched = stall_watch::Input::start();
     let end = d.runtime.block_on(converse(d, security, stream, &mut oracle));
     let used = crate::alloc_meter::read(baseline);
