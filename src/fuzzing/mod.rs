@@ -128,11 +128,12 @@ fn daemon() -> Option<&'static InProcess> {
             .ok()?
             .set("group.new_member_join_timeout_ms=200")
             .ok()?
-            // Every KIP-848 member an input fences leaves tombstones, kept in
-            // memory until a compaction finds them older than the retention:
-            // with Kafka's 24 h and compactions every 64 MiB the table grew
-            // for as long as the fuzzer ran, and its rehash (38 MB after 2 M
-            // inputs) was charged to whichever input set it off.
+            // A deleted group's tombstone stays in memory until a compaction
+            // finds it older than the retention; with Kafka's 24 h and
+            // compactions every 64 MiB, the groups the inputs delete would
+            // pile up for as long as the fuzzer runs, and a rehash of that
+            // table would be charged to whichever input set it off. Frequent
+            // compactions also put snapshots under the fuzzer.
             .set("offsets.tombstone_retention_ms=1000")
             .ok()?
             .set("offsets.compaction_trigger_bytes=4194304")

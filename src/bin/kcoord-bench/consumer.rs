@@ -9,6 +9,8 @@
 //! - `consumer-convergence`: N members while a topic grows (CreatePartitions);
 //!   time until every member owns its share of the new partitions.
 //! - `consumer-memory` (daemon.rs): resident memory per member.
+//! - `consumer-churn` (daemon.rs): resident memory growth per member that
+//!   joined and left.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -97,6 +99,17 @@ impl CMember {
     pub async fn heartbeat(&mut self, conn: &mut Connection, topic: &str, v: i16) -> Result<bool, ClientError> {
         let r = conn.call(&self.request(topic), v).await?;
         self.apply(&r)
+    }
+
+    /// Leaves the group (epoch -1), as a consumer's close does.
+    pub async fn leave(&mut self, conn: &mut Connection, v: i16) -> Result<(), ClientError> {
+        let req = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(&self.group)))
+            .with_member_id(s(&self.id))
+            .with_member_epoch(-1);
+        let r = conn.call(&req, v).await?;
+        self.apply(&r)?;
+        Ok(())
     }
 }
 

@@ -290,6 +290,64 @@ pub async fn consumer_memory(
     Ok(r)
 }
 
+/// Members of one KIP-848 group join (one heartbeat at epoch 0) and leave
+/// (epoch -1), `batch` at a time, until `members` have come and gone, as a
+/// crash-looping or short-lived consumer fleet does. Each leave writes
+/// tombstones for the member's records; the resident memory growth per
+/// member over the second half of the run (after the allocator and the
+/// log's first compactions have warmed up) is what churn costs for good.
+pub async fn consumer_churn(bin: &Path, members: usize, batch: usize) -> Result<Report, ClientError> {
+    let tmp = tempdir()?;
+    let d = spawn(
+        bin,
+        &tmp.join("data"),
+        &[
+            "--set",
+            "storage.fsync=never",
+            "--set",
+            "group.initial_rebalance_delay_ms=0",
+            "--set",
+            "offsets.partitions=1",
+            "--set",
+            &format!("group.consumer.max_size={}", batch.max(1)),
+        ],
+    )?;
+    d.wait_ready(Duration::from_secs(60));
+    let topic = "churntopic";
+    scenarios::ensure_topic(&d.addr, topic, 8).await?;
+    let mut conn = kcoord::protocol::client::Connection::connect_negotiated(&d.addr, "kcoord-bench-churn").await?;
+    let v = crate::consumer::version(&conn)?;
+    let rounds = members.div_ceil(batch.max(1));
+    let started = Instant::now();
+    let mut rss_half = 0;
+    for round in 0..rounds {
+        if round == rounds / 2 {
+            rss_half = d.rss();
+        }
+        let mut joined: Vec<crate::consumer::CMember> =
+            (0..batch.max(1)).map(|i| crate::consumer::CMember::new("churn", round * batch + i)).collect();
+        for m in &mut joined {
+            m.heartbeat(&mut conn, topic, v).await?;
+        }
+        for m in &mut joined {
+            m.leave(&mut conn, v).await?;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let rss_end = d.rss();
+    let second_half = (rounds - rounds / 2) * batch.max(1);
+    let mut r = Report::new("consumer-churn", json!({"members": rounds * batch.max(1), "batch": batch}));
+    r.metric("rss_half_mb", rss_half as f64 / 1e6, "MB");
+    r.metric("rss_final_mb", rss_end as f64 / 1e6, "MB");
+    r.metric("bytes_per_churned_member", rss_end.saturating_sub(rss_half) as f64 / second_half.max(1) as f64, "B");
+    r.metric("members_per_sec", (rounds * batch.max(1)) as f64 / elapsed.max(1e-9), "1/s");
+    r.metric("log_bytes", dir_size(&tmp.join("data")) as f64, "B");
+    drop(conn);
+    drop(d);
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(r)
+}
+
 /// Commits offset `p` for partitions `range` of "memtopic" in each group,
 /// as a group without members (generation -1).
 async fn commit_offsets(

@@ -176,6 +176,17 @@ enum Scenario {
         #[arg(long, default_value_t = 10)]
         members: usize,
     },
+    /// (kcoord only) KIP-848: members of one group join and leave, BATCH at
+    /// a time, until MEMBERS have come and gone; resident memory growth per
+    /// churned member over the second half.
+    ConsumerChurn {
+        #[arg(long)]
+        kcoord_bin: PathBuf,
+        #[arg(long, default_value_t = 200_000)]
+        members: usize,
+        #[arg(long, default_value_t = 100)]
+        batch: usize,
+    },
     /// (kcoord only) Resident memory per group, member and committed offset
     /// (partitions must be at least 1: the first offset creates each group).
     Memory {
@@ -247,6 +258,7 @@ fn main() -> ExitCode {
             Scenario::Recovery { .. }
                 | Scenario::Memory { .. }
                 | Scenario::ConsumerMemory { .. }
+                | Scenario::ConsumerChurn { .. }
                 | Scenario::Echo { .. }
         );
         if needs_broker {
@@ -289,6 +301,9 @@ fn main() -> ExitCode {
             }
             Scenario::ConsumerMemory { kcoord_bin, groups, members } => {
                 daemon::consumer_memory(kcoord_bin, *groups, *members, common.members_per_connection).await
+            }
+            Scenario::ConsumerChurn { kcoord_bin, members, batch } => {
+                daemon::consumer_churn(kcoord_bin, (*members).clamp(1, 10_000_000), (*batch).clamp(1, 10_000)).await
             }
             Scenario::RawHeartbeat { connections } => {
                 echo::raw_heartbeat(&common, (*connections).clamp(1, 10_000)).await

@@ -10,8 +10,10 @@
 //!
 //! In our log a record is stored as one payload:
 //! `[u8 format=0][i64 append timestamp ms][i32 key length][key][i32 value length or -1][value]`.
-//! The timestamp lets compaction keep tombstones for
-//! `offsets.tombstone_retention_ms`, as Kafka's log cleaner does.
+//! The timestamp lets compaction keep a deleted group's tombstone for
+//! `offsets.tombstone_retention_ms` (Kafka's log cleaner keeps every
+//! tombstone that long; a kcoord snapshot is the whole state, so other
+//! tombstones shadow nothing in it and are dropped).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 

@@ -45,15 +45,21 @@ impl RecordSink for MemorySink {
     }
 }
 
-/// Durable state: the latest record per key, plus recent tombstones.
+/// Durable state: the latest record per key, plus recent group tombstones.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Store {
     groups: FastMap<String, GroupValue>,
     /// KIP-848 consumer groups: live state is this fold, nothing else.
     consumer: ConsumerGroups,
     offsets: FastMap<String, GroupOffsets>,
-    /// Tombstones and when they were written, kept for compaction.
-    tombstones: FastMap<RecordKey, i64>,
+    /// Deleted groups and when their tombstone was written, kept for
+    /// `offsets.tombstone_retention_ms` because [`Store::was_deleted`]
+    /// consults them. Only group tombstones are remembered: a snapshot is
+    /// the whole state, so a tombstone carried into one shadows nothing,
+    /// and remembering every offset's and KIP-848 member's tombstone made
+    /// memory grow with the rate of deletions (a member churn of a few
+    /// thousand a second reached gigabytes within the day's retention).
+    group_tombstones: FastMap<String, i64>,
     offset_count: usize,
     /// Sidecar mode: groups whose offsets the upstream's coordinator keeps.
     delegated: FastMap<String, DelegationValue>,
@@ -67,21 +73,15 @@ impl Store {
     /// Applies one record. This is the only way durable state changes.
     pub fn replay(&mut self, stored: &StoredRecord) {
         let key = &stored.record.key;
-        match &stored.record.value {
-            Some(_) => {
-                if !self.tombstones.is_empty() {
-                    self.tombstones.remove(key);
-                }
-            }
-            None => {
-                self.tombstones.insert(key.clone(), stored.timestamp);
-            }
-        }
         match (key, &stored.record.value) {
             (RecordKey::Group { group }, Some(RecordValue::Group(v))) => {
+                if !self.group_tombstones.is_empty() {
+                    self.group_tombstones.remove(group);
+                }
                 self.groups.insert(group.clone(), v.clone());
             }
             (RecordKey::Group { group }, None) => {
+                self.group_tombstones.insert(group.clone(), stored.timestamp);
                 self.groups.remove(group);
             }
             (RecordKey::Offset { group, topic, partition }, Some(RecordValue::Offset(v))) => {
@@ -108,22 +108,10 @@ impl Store {
     pub fn replay_view(&mut self, view: &RecordView<'_>) {
         match view {
             RecordView::Other(stored) => self.replay(stored),
-            RecordView::Offset { timestamp, group, topic, partition, value } => {
-                let owned_key =
-                    || RecordKey::Offset { group: group.to_string(), topic: topic.to_string(), partition: *partition };
-                match value {
-                    Some(v) => {
-                        if !self.tombstones.is_empty() {
-                            self.tombstones.remove(&owned_key());
-                        }
-                        self.put_offset(group, topic, *partition, v);
-                    }
-                    None => {
-                        self.tombstones.insert(owned_key(), *timestamp);
-                        self.remove_offset(group, topic, *partition);
-                    }
-                }
-            }
+            RecordView::Offset { group, topic, partition, value, .. } => match value {
+                Some(v) => self.put_offset(group, topic, *partition, v),
+                None => self.remove_offset(group, topic, *partition),
+            },
         }
     }
 
@@ -186,7 +174,7 @@ impl Store {
     /// Whether the group was deleted recently enough that its tombstone is
     /// still kept (`offsets.tombstone_retention_ms`).
     pub fn was_deleted(&self, group: &str) -> bool {
-        !self.tombstones.is_empty() && self.tombstones.contains_key(&RecordKey::Group { group: group.to_string() })
+        !self.group_tombstones.is_empty() && self.group_tombstones.contains_key(group)
     }
 
     /// Whether (and how far) the group's offsets are delegated to the
@@ -218,24 +206,24 @@ impl Store {
     }
 
     /// The records that rebuild this state, for a compaction snapshot:
-    /// tombstones younger than `tombstone_retention_ms` (older ones are
-    /// forgotten here), then every group record, then every offset. The
+    /// group tombstones younger than `tombstone_retention_ms` (older ones
+    /// are forgotten here), then every group record, then every offset. The
     /// order matters for the live groups rebuilt on load: a tombstone must
     /// not come after the values it no longer shadows (a group tombstone
     /// after a later simple commit's offset would delete that group), and
     /// group records (classic, then consumer) come before offsets so that
     /// offsets do not create simple groups in place of real ones.
     pub fn snapshot(&mut self, now: i64, tombstone_retention_ms: i64) -> Vec<Bytes> {
-        self.tombstones.retain(|_, ts| now.saturating_sub(*ts) < tombstone_retention_ms);
-        let mut out = Vec::with_capacity(self.groups.len() + self.offset_count + self.tombstones.len());
+        self.group_tombstones.retain(|_, ts| now.saturating_sub(*ts) < tombstone_retention_ms);
+        let mut out = Vec::with_capacity(self.groups.len() + self.offset_count + self.group_tombstones.len());
         // Everything here was decoded from records that were encoded once
         // already, so encoding again cannot fail.
         let mut push = |record: Record, ts: i64| match records::encode(&record, ts) {
             Ok(p) => out.push(p),
             Err(e) => tracing::error!(error = %e, "a stored record no longer encodes"),
         };
-        for (key, ts) in &self.tombstones {
-            push(Record { key: key.clone(), value: None }, *ts);
+        for (group, ts) in &self.group_tombstones {
+            push(Record::group_tombstone(group), *ts);
         }
         let mut groups: Vec<_> = self.groups.iter().collect();
         groups.sort_by(|a, b| a.0.cmp(b.0));
@@ -267,6 +255,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
+    use super::super::records::ConsumerKey;
     use super::*;
 
     fn ov(offset: i64) -> OffsetValue {
@@ -315,15 +304,54 @@ mod tests {
         s.replay(&stored(Record::delegation("d", Some(DelegationValue { handed_over: true })), 11));
         s.replay(&stored(Record::delegation("e", Some(DelegationValue { handed_over: false })), 12));
         s.replay(&stored(Record::delegation("e", None), 900));
+        s.replay(&stored(Record::group_tombstone("recent"), 500));
         let snap = s.snapshot(1000, 950);
         let mut rebuilt = Store::new();
         for p in &snap {
             rebuilt.replay(&records::decode(p).unwrap());
         }
-        // The tombstone written at 10 is older than 950 ms and was dropped.
         assert_eq!(rebuilt, s);
-        assert_eq!(s.tombstones.len(), 2);
+        // The group tombstone written at 10 is older than 950 ms and was
+        // dropped; the one written at 500 is kept.
+        assert!(!rebuilt.was_deleted("old"));
+        assert!(rebuilt.was_deleted("recent"));
         assert_eq!(rebuilt.delegation("d"), Some(DelegationValue { handed_over: true }));
         assert_eq!(rebuilt.delegation("e"), None);
+    }
+
+    /// Offsets and KIP-848 members are deleted at the rate clients churn;
+    /// nothing reads their tombstones once applied, so none is held in
+    /// memory or copied into snapshots. Only a deleted group is remembered,
+    /// for as long as the retention says, and re-creating it forgets it.
+    #[test]
+    fn only_deleted_groups_are_remembered_after_their_tombstones_apply() {
+        let mut s = Store::new();
+        for i in 0..1000 {
+            let member = format!("member-{i}");
+            s.replay(&stored(Record::offset("g", "t", i, ov(i as i64)), 1));
+            s.replay(&stored(Record::offset_tombstone("g", "t", i), 2));
+            s.replay(&stored(Record::consumer("g", ConsumerKey::Member(member.clone()), None), 2));
+            s.replay(&stored(Record::consumer("g", ConsumerKey::CurrentAssignment(member), None), 2));
+        }
+        s.replay(&stored(Record::group_tombstone("gone"), 3));
+        assert_eq!(s.group_tombstones.len(), 1);
+        assert!(s.was_deleted("gone"));
+        let snap = s.snapshot(4, 86_400_000);
+        assert_eq!(snap.len(), 1, "only the deleted group's tombstone is carried into the snapshot");
+        s.replay(&stored(
+            Record::group(
+                "gone",
+                GroupValue {
+                    protocol_type: "consumer".into(),
+                    generation: 1,
+                    protocol: None,
+                    leader: None,
+                    current_state_timestamp: 5,
+                    members: vec![],
+                },
+            ),
+            5,
+        ));
+        assert!(!s.was_deleted("gone"));
     }
 }
