@@ -52,6 +52,19 @@ pub fn spawn(bin: &Path, data_dir: &Path, extra: &[&str]) -> std::io::Result<Spa
     Ok(Spawned { child, addr, stderr })
 }
 
+/// Starts kcoord in `dir/data` with `storage.fsync=never` and each of
+/// `settings` (`key=value`): the memory scenarios measure what the daemon
+/// keeps, not what the disk costs.
+fn spawn_unsynced(bin: &Path, dir: &Path, settings: &[String]) -> std::io::Result<Spawned> {
+    let mut args = vec!["--set".to_string(), "storage.fsync=never".to_string()];
+    for s in settings {
+        args.push("--set".into());
+        args.push(s.clone());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    spawn(bin, &dir.join("data"), &args)
+}
+
 impl Spawned {
     /// Resident memory of the daemon, in bytes.
     pub fn rss(&self) -> u64 {
@@ -166,17 +179,10 @@ pub async fn memory(
         return Err(ClientError::Io(std::io::Error::other(why)));
     }
     let tmp = tempdir()?;
-    let d = spawn(
+    let d = spawn_unsynced(
         bin,
-        &tmp.join("data"),
-        &[
-            "--set",
-            "storage.fsync=never",
-            "--set",
-            "group.initial_rebalance_delay_ms=1000",
-            "--set",
-            "server.max_connections=100000",
-        ],
+        &tmp,
+        &["group.initial_rebalance_delay_ms=1000".into(), "server.max_connections=100000".into()],
     )?;
     d.wait_ready(Duration::from_secs(60));
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -242,18 +248,13 @@ pub async fn consumer_memory(
     per_conn: usize,
 ) -> Result<Report, ClientError> {
     let tmp = tempdir()?;
-    let d = spawn(
+    let d = spawn_unsynced(
         bin,
-        &tmp.join("data"),
+        &tmp,
         &[
-            "--set",
-            "storage.fsync=never",
-            "--set",
-            "group.initial_rebalance_delay_ms=1000",
-            "--set",
-            "server.max_connections=100000",
-            "--set",
-            &format!("group.consumer.max_size={}", members.max(1)),
+            "group.initial_rebalance_delay_ms=1000".into(),
+            "server.max_connections=100000".into(),
+            format!("group.consumer.max_size={}", members.max(1)),
         ],
     )?;
     d.wait_ready(Duration::from_secs(60));
@@ -298,18 +299,13 @@ pub async fn consumer_memory(
 /// log's first compactions have warmed up) is what churn costs for good.
 pub async fn consumer_churn(bin: &Path, members: usize, batch: usize) -> Result<Report, ClientError> {
     let tmp = tempdir()?;
-    let d = spawn(
+    let d = spawn_unsynced(
         bin,
-        &tmp.join("data"),
+        &tmp,
         &[
-            "--set",
-            "storage.fsync=never",
-            "--set",
-            "group.initial_rebalance_delay_ms=0",
-            "--set",
-            "offsets.partitions=1",
-            "--set",
-            &format!("group.consumer.max_size={}", batch.max(1)),
+            "group.initial_rebalance_delay_ms=0".into(),
+            "offsets.partitions=1".into(),
+            format!("group.consumer.max_size={}", batch.max(1)),
         ],
     )?;
     d.wait_ready(Duration::from_secs(60));
