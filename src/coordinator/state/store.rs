@@ -10,8 +10,8 @@ use bytes::Bytes;
 
 use super::consumer::group::{self as consumer_group, ConsumerGroup, ConsumerGroups};
 use super::records::{
-    self, DelegationValue, EncodedRecords, GroupValue, OffsetValue, Record, RecordKey, RecordValue, RecordView,
-    StoredRecord,
+    self, ConsumerKey, DelegationValue, EncodedRecords, GroupValue, OffsetValue, Record, RecordKey, RecordValue,
+    RecordView, StoredRecord,
 };
 use super::FastMap;
 use crate::error_code::ErrorCode;
@@ -75,13 +75,11 @@ impl Store {
         let key = &stored.record.key;
         match (key, &stored.record.value) {
             (RecordKey::Group { group }, Some(RecordValue::Group(v))) => {
-                if !self.group_tombstones.is_empty() {
-                    self.group_tombstones.remove(group);
-                }
+                self.note_group_deletion(group, false, stored.timestamp);
                 self.groups.insert(group.clone(), v.clone());
             }
             (RecordKey::Group { group }, None) => {
-                self.group_tombstones.insert(group.clone(), stored.timestamp);
+                self.note_group_deletion(group, true, stored.timestamp);
                 self.groups.remove(group);
             }
             (RecordKey::Offset { group, topic, partition }, Some(RecordValue::Offset(v))) => {
@@ -91,6 +89,12 @@ impl Store {
                 self.remove_offset(group, topic, *partition);
             }
             (RecordKey::Consumer { group, kind }, value) => {
+                // A consumer group's metadata record is the group itself: its
+                // tombstone deletes the group, as a GroupMetadata tombstone
+                // deletes a classic one.
+                if matches!(kind, ConsumerKey::Metadata) {
+                    self.note_group_deletion(group, value.is_none(), stored.timestamp);
+                }
                 consumer_group::replay(&mut self.consumer, group, kind, value.as_ref());
             }
             (RecordKey::Delegation { group }, Some(RecordValue::Delegation(v))) => {
@@ -101,6 +105,16 @@ impl Store {
             }
             // A key/value type mismatch cannot be produced by the decoder.
             _ => {}
+        }
+    }
+
+    /// Remembers a group whose tombstone (classic or consumer) was written
+    /// at `timestamp`, or forgets it once a record re-creates the group.
+    fn note_group_deletion(&mut self, group: &str, deleted: bool, timestamp: i64) {
+        if deleted {
+            self.group_tombstones.insert(group.to_string(), timestamp);
+        } else if !self.group_tombstones.is_empty() {
+            self.group_tombstones.remove(group);
         }
     }
 
@@ -171,8 +185,8 @@ impl Store {
         self.offsets.contains_key(group)
     }
 
-    /// Whether the group was deleted recently enough that its tombstone is
-    /// still kept (`offsets.tombstone_retention_ms`).
+    /// Whether the group (classic or consumer) was deleted recently enough
+    /// that its tombstone is still kept (`offsets.tombstone_retention_ms`).
     pub fn was_deleted(&self, group: &str) -> bool {
         !self.group_tombstones.is_empty() && self.group_tombstones.contains_key(group)
     }
@@ -255,7 +269,6 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use super::super::records::ConsumerKey;
     use super::*;
 
     fn ov(offset: i64) -> OffsetValue {
