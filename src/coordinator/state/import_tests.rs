@@ -6,7 +6,8 @@ use super::messages::*;
 use super::testkit::Harness;
 use crate::error_code::ErrorCode;
 
-fn import(h: &mut Harness, group: &str, offsets: &[(i32, i64)]) -> Result<ImportOutcome, ErrorCode> {
+/// The upstream's copy of `group`'s offsets on topic "t", offered for import.
+pub(super) fn import(h: &mut Harness, group: &str, offsets: &[(i32, i64)]) -> Result<ImportOutcome, ErrorCode> {
     let topics = if offsets.is_empty() {
         vec![]
     } else {

@@ -620,31 +620,14 @@ fn a_deleted_consumer_group_is_not_brought_back_by_an_import() {
     let mut h = Harness::new();
     ok(&mut h, joining("m1", &["foo"]));
     ok(&mut h, hb("m1", -1));
-    h.commit("grp", "", -1, "foo", 0, 5);
+    h.commit("grp", "", -1, "t", 0, 5);
     let t = h.send(Request::Delete(DeleteGroup { group_id: "grp".into() }));
     assert_eq!(h.take(t), Some(Response::Delete(ErrorCode::NONE)));
     assert!(h.core.store().was_deleted("grp"));
     assert_replays(&h);
-    let upstream_copy = crate::coordinator::messages::OffsetCommitRequest {
-        version: 8,
-        group_id: "grp".into(),
-        generation_id: -1,
-        member_id: String::new(),
-        group_instance_id: None,
-        retention_time_ms: -1,
-        topics: vec![crate::coordinator::messages::CommitTopic {
-            name: "foo".into(),
-            partitions: vec![crate::coordinator::messages::CommitPartition {
-                partition: 0,
-                offset: 5,
-                leader_epoch: -1,
-                metadata: None,
-            }],
-        }],
-    };
-    let t = h.send(Request::Import(crate::coordinator::core::Import(upstream_copy)));
-    assert_eq!(h.take(t), Some(Response::Import(Ok(crate::coordinator::core::ImportOutcome::AlreadyKnown))));
-    assert_eq!(h.fetch("grp", "foo", 0).offset, -1);
+    let outcome = crate::coordinator::state::import_tests::import(&mut h, "grp", &[(0, 5)]);
+    assert_eq!(outcome, Ok(crate::coordinator::core::ImportOutcome::AlreadyKnown));
+    assert_eq!(h.fetch("grp", "t", 0).offset, -1);
     // Joining again re-creates the group and forgets the deletion.
     ok(&mut h, joining("m2", &["foo"]));
     assert!(!h.core.store().was_deleted("grp"));
