@@ -41,6 +41,10 @@ enum Command {
         /// `key=value` lines or TOML, like kafka-consumer-groups.sh's.
         #[arg(long, global = true, value_name = "FILE")]
         command_config: Option<std::path::PathBuf>,
+        /// Any broker of the cluster, or kcoord itself; before or after the
+        /// subcommand, also as kafka-consumer-groups.sh's --bootstrap-server.
+        #[arg(long, global = true, visible_alias = "bootstrap-server", value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
+        bootstrap: String,
         #[command(subcommand)]
         command: GroupsCommand,
     },
@@ -133,8 +137,6 @@ fn print_result(result: Result<String, String>) -> ExitCode {
 enum GroupsCommand {
     /// List groups (with --state, their states; --state S filters).
     List {
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        bootstrap: String,
         #[arg(long, num_args = 0..=1, default_missing_value = "")]
         state: Option<String>,
         /// Show each group's type (classic or consumer); with a value, only that type.
@@ -143,8 +145,6 @@ enum GroupsCommand {
     },
     /// Describe a group: offsets and owners (default), --members, or --state.
     Describe {
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        bootstrap: String,
         #[arg(long)]
         group: String,
         #[arg(long, conflicts_with = "state")]
@@ -158,22 +158,16 @@ enum GroupsCommand {
     },
     /// A group's committed offsets, log end offsets, lag and metadata.
     Offsets {
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        bootstrap: String,
         #[arg(long)]
         group: String,
     },
     /// Delete groups (only groups without active members).
     Delete {
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        bootstrap: String,
         #[arg(long = "group", required = true)]
         groups: Vec<String>,
     },
     /// Reset a group's offsets (dry run unless --execute; the group must be inactive).
     ResetOffsets {
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        bootstrap: String,
         #[arg(long)]
         group: String,
         /// TOPIC or TOPIC:P1,P2 (repeatable).
@@ -204,7 +198,7 @@ enum GroupsCommand {
 }
 
 /// Runs an admin command; prints its output or "Error: ..." like Kafka's tools.
-fn run_groups(command: GroupsCommand, command_config: Option<std::path::PathBuf>) -> ExitCode {
+fn run_groups(command: GroupsCommand, bootstrap: &str, command_config: Option<std::path::PathBuf>) -> ExitCode {
     use kcoord::admin::{cluster::Cluster, groups};
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
@@ -214,26 +208,19 @@ fn run_groups(command: GroupsCommand, command_config: Option<std::path::PathBuf>
         }
     };
     let result = runtime.block_on(async move {
-        let bootstrap = match &command {
-            GroupsCommand::List { bootstrap, .. }
-            | GroupsCommand::Describe { bootstrap, .. }
-            | GroupsCommand::Offsets { bootstrap, .. }
-            | GroupsCommand::Delete { bootstrap, .. }
-            | GroupsCommand::ResetOffsets { bootstrap, .. } => bootstrap.clone(),
-        };
         let security = match &command_config {
             Some(path) => kcoord::security::client::ClientSecurity::from_file(path)
                 .map_err(|e| kcoord::admin::cluster::AdminError::Message(format!("--command-config {e}")))?,
             None => kcoord::security::client::ClientSecurity::plaintext(),
         };
-        let mut cluster = Cluster::connect_with(&bootstrap, security).await?;
+        let mut cluster = Cluster::connect_with(bootstrap, security).await?;
         match command {
-            GroupsCommand::List { state, group_type, .. } => {
+            GroupsCommand::List { state, group_type } => {
                 let states: Vec<String> = state.iter().filter(|s| !s.is_empty()).cloned().collect();
                 let types: Vec<String> = group_type.iter().filter(|s| !s.is_empty()).cloned().collect();
                 groups::list(&mut cluster, state.is_some(), &states, group_type.is_some(), &types).await
             }
-            GroupsCommand::Describe { group, members, state, verbose, .. } => {
+            GroupsCommand::Describe { group, members, state, verbose } => {
                 let view = if members {
                     "members"
                 } else if state {
@@ -243,8 +230,8 @@ fn run_groups(command: GroupsCommand, command_config: Option<std::path::PathBuf>
                 };
                 groups::describe(&mut cluster, &group, view, verbose).await
             }
-            GroupsCommand::Offsets { group, .. } => groups::offsets(&mut cluster, &group).await,
-            GroupsCommand::Delete { groups: names, .. } => groups::delete(&mut cluster, &names).await,
+            GroupsCommand::Offsets { group } => groups::offsets(&mut cluster, &group).await,
+            GroupsCommand::Delete { groups: names } => groups::delete(&mut cluster, &names).await,
             GroupsCommand::ResetOffsets {
                 group,
                 topics,
@@ -445,7 +432,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(a)) => (a.build(), a.repair, false),
         Some(Command::Config(a)) => (a.build(), a.repair, true),
         Some(Command::Sidecar(a)) => (a.build(), a.serve.repair, false),
-        Some(Command::Groups { command, command_config }) => return run_groups(command, command_config),
+        Some(Command::Groups { command, bootstrap, command_config }) => return run_groups(command, &bootstrap, command_config),
         Some(Command::Users { command }) => return run_users(command),
         Some(Command::Acls { command }) => return print_result(kcoord::admin::acls::run(command)),
         None => (cli.serve.build(), cli.serve.repair, false),

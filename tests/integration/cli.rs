@@ -563,16 +563,12 @@ async fn the_groups_commands_list_describe_reset_and_delete() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let run = |args: &[&str]| {
-        let out = kcoord().arg("groups").args(args).args(["--bootstrap", &addr]).output().unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).to_string(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
-    };
+    let run = |args: &[&str]| groups(&addr, args);
     let (ok, out, err) = run(&["list"]);
     assert!(ok && out.lines().any(|l| l == "cli-group"), "{out}{err}");
+    // kafka-consumer-groups.sh's spelling, before the subcommand, works too.
+    let out = kcoord().args(["groups", "--bootstrap-server", &addr, "list"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).lines().any(|l| l == "cli-group"), "{out:?}");
     let (ok, out, err) = run(&["list", "--state"]);
     assert!(ok && out.contains("cli-group") && out.contains("Empty"), "{out}{err}");
     let (ok, out, err) = run(&["describe", "--group", "cli-group"]);
