@@ -43,7 +43,13 @@ enum Command {
         command_config: Option<std::path::PathBuf>,
         /// Any broker of the cluster, or kcoord itself; before or after the
         /// subcommand, also as kafka-consumer-groups.sh's --bootstrap-server.
-        #[arg(long, global = true, visible_alias = "bootstrap-server", value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
+        #[arg(
+            long,
+            global = true,
+            visible_alias = "bootstrap-server",
+            value_name = "HOST:PORT",
+            default_value = "127.0.0.1:9092"
+        )]
         bootstrap: String,
         #[command(subcommand)]
         command: GroupsCommand,
@@ -432,7 +438,9 @@ fn main() -> ExitCode {
         Some(Command::Serve(a)) => (a.build(), a.repair, false),
         Some(Command::Config(a)) => (a.build(), a.repair, true),
         Some(Command::Sidecar(a)) => (a.build(), a.serve.repair, false),
-        Some(Command::Groups { command, bootstrap, command_config }) => return run_groups(command, &bootstrap, command_config),
+        Some(Command::Groups { command, bootstrap, command_config }) => {
+            return run_groups(command, &bootstrap, command_config)
+        }
         Some(Command::Users { command }) => return run_users(command),
         Some(Command::Acls { command }) => return print_result(kcoord::admin::acls::run(command)),
         None => (cli.serve.build(), cli.serve.repair, false),

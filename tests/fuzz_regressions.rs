@@ -22,11 +22,18 @@ static ALLOC: kcoord::alloc_meter::MeteredAllocator = kcoord::alloc_meter::Meter
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn replay(target: &str, run: fn(&[u8])) -> usize {
+    replay_from(&[target], target, run)
+}
+
+/// Replays the seeds of every target in `seeds_of` and the regressions of
+/// `target` through `run`.
+fn replay_from(seeds_of: &[&str], target: &str, run: fn(&[u8])) -> usize {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let dirs = seeds_of.iter().map(|t| root.join("seeds").join(t)).chain([root.join("regressions").join(target)]);
     let mut n = 0;
-    for kind in ["seeds", "regressions"] {
-        let Ok(dir) = std::fs::read_dir(root.join(kind).join(target)) else { continue };
+    for dir in dirs {
+        let Ok(dir) = std::fs::read_dir(dir) else { continue };
         for entry in dir.flatten() {
             let path = entry.path();
             if path.file_name().is_some_and(|f| f.to_string_lossy().starts_with('.')) {
@@ -63,6 +70,14 @@ fn sidecar_seeds_and_regressions_replay_cleanly() {
 #[test]
 fn session_seeds_and_regressions_replay_cleanly() {
     assert!(replay("session", kcoord::fuzzing::session) >= kcoord::fuzzing::session_seeds().len());
+}
+
+/// The `sidecar_session` target starts from the `session` target's seeds:
+/// the same conversations, through a sidecar.
+#[test]
+fn session_seeds_and_sidecar_regressions_replay_cleanly_through_a_sidecar() {
+    let n = replay_from(&["session", "sidecar_session"], "sidecar_session", kcoord::fuzzing::sidecar_session);
+    assert!(n >= kcoord::fuzzing::session_seeds().len());
 }
 
 /// The committed seeds of the `session` target are the ones

@@ -89,63 +89,106 @@ fn tempfile_dir() -> std::io::Result<std::path::PathBuf> {
 mod session;
 mod session_seeds;
 
-pub use session::session;
+pub use session::{session, sidecar_session};
 pub use session_seeds::session_seeds;
 
 struct InProcess {
     runtime: tokio::runtime::Runtime,
+    /// The daemon the inputs talk to.
     services: Arc<Services>,
+    /// The listener inputs arrive on: its node id is the broker a sidecar
+    /// forwards to.
+    listener: crate::server::ListenerInfo,
     /// A SASL_PLAINTEXT listener's settings (PLAIN and SCRAM, user `fuzz`,
-    /// password `fuzz`) for the `session` target.
+    /// password `fuzz`) for the `session` targets.
     sasl: Arc<crate::security::ListenerSecurity>,
-    _daemon: crate::RunningDaemon,
+    /// The daemons running: the one served, and a sidecar's upstream.
+    _daemons: Vec<crate::RunningDaemon>,
 }
 
-/// The in-process daemon all targets share, started on first use. Group
-/// timeouts are short so that members left behind by earlier inputs
-/// expire quickly instead of holding later rebalances up.
+/// The in-process standalone daemon the `frame` and `session` targets
+/// share, started on first use.
 fn daemon() -> Option<&'static InProcess> {
     static D: OnceLock<Option<InProcess>> = OnceLock::new();
     D.get_or_init(|| {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().ok()?;
-        let dir = tempfile_dir().ok()?;
-        let config = crate::config::ConfigBuilder::new()
-            .set("server.listen=\"127.0.0.1:0\"")
-            .ok()?
-            .set(&format!("storage.data_dir=\"{}\"", dir.display()))
-            .ok()?
-            .set("storage.fsync=\"never\"")
-            .ok()?
-            .set("offsets.partitions=2")
-            .ok()?
-            .set("group.initial_rebalance_delay_ms=0")
-            .ok()?
-            .set("topics.define=[\"t:2\"]")
-            .ok()?
-            .set("group.min_session_timeout_ms=10")
-            .ok()?
-            .set("group.max_session_timeout_ms=200")
-            .ok()?
-            .set("group.new_member_join_timeout_ms=200")
-            .ok()?
-            // A deleted group's tombstone stays in memory until a compaction
-            // finds it older than the retention; with Kafka's 24 h and
-            // compactions every 64 MiB, the groups the inputs delete would
-            // pile up for as long as the fuzzer runs, and a rehash of that
-            // table would be charged to whichever input set it off. Frequent
-            // compactions also put snapshots under the fuzzer.
-            .set("offsets.tombstone_retention_ms=1000")
-            .ok()?
-            .set("offsets.compaction_trigger_bytes=4194304")
-            .ok()?
-            .build()
-            .ok()?;
-        let daemon = runtime.block_on(crate::Daemon::start(config)).ok()?;
-        let services = daemon.services().clone();
-        runtime.block_on(services.coordinator.wait_until_loaded());
-        Some(InProcess { runtime, services, sasl: session::sasl_listener(), _daemon: daemon })
+        let daemon = runtime.block_on(start_daemon(&[]))?;
+        Some(InProcess::serving(runtime, vec![daemon], 0))
     })
     .as_ref()
+}
+
+/// The in-process sidecar the `sidecar_session` target uses, in front of
+/// an in-process standalone daemon as its one-broker upstream (broker 1),
+/// both on one runtime, started on first use.
+fn sidecar_daemon() -> Option<&'static InProcess> {
+    static D: OnceLock<Option<InProcess>> = OnceLock::new();
+    D.get_or_init(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().ok()?;
+        let upstream = runtime.block_on(start_daemon(&["server.node_id=1".into()]))?;
+        let sidecar = runtime.block_on(start_daemon(&[
+            format!("sidecar.upstream=[\"{}\"]", upstream.local_addr()),
+            "sidecar.write_through_interval_ms=20".into(),
+        ]))?;
+        Some(InProcess::serving(runtime, vec![sidecar, upstream], 1))
+    })
+    .as_ref()
+}
+
+impl InProcess {
+    /// Inputs go to the first of `daemons`, on a listener of broker `node_id`.
+    fn serving(runtime: tokio::runtime::Runtime, daemons: Vec<crate::RunningDaemon>, node_id: i32) -> InProcess {
+        let services = daemons.first().map(|d| d.services().clone());
+        let services = services.unwrap_or_else(|| unreachable!("a fuzz daemon set is never empty"));
+        runtime.block_on(services.coordinator.wait_until_loaded());
+        InProcess {
+            runtime,
+            services,
+            listener: crate::server::ListenerInfo { node_id, index: 0 },
+            sasl: session::sasl_listener(),
+            _daemons: daemons,
+        }
+    }
+}
+
+/// Starts a daemon on a fresh data directory with the targets' settings
+/// and `extra`. Group timeouts are short so that members left behind by
+/// earlier inputs expire quickly instead of holding later rebalances up.
+async fn start_daemon(extra: &[String]) -> Option<crate::RunningDaemon> {
+    let dir = tempfile_dir().ok()?;
+    let mut config = crate::config::ConfigBuilder::new()
+        .set("server.listen=\"127.0.0.1:0\"")
+        .ok()?
+        .set(&format!("storage.data_dir=\"{}\"", dir.display()))
+        .ok()?
+        .set("storage.fsync=\"never\"")
+        .ok()?
+        .set("offsets.partitions=2")
+        .ok()?
+        .set("group.initial_rebalance_delay_ms=0")
+        .ok()?
+        .set("topics.define=[\"t:2\"]")
+        .ok()?
+        .set("group.min_session_timeout_ms=10")
+        .ok()?
+        .set("group.max_session_timeout_ms=200")
+        .ok()?
+        .set("group.new_member_join_timeout_ms=200")
+        .ok()?
+        // A deleted group's tombstone stays in memory until a compaction
+        // finds it older than the retention; with Kafka's 24 h and
+        // compactions every 64 MiB, the groups the inputs delete would
+        // pile up for as long as the fuzzer runs, and a rehash of that
+        // table would be charged to whichever input set it off. Frequent
+        // compactions also put snapshots under the fuzzer.
+        .set("offsets.tombstone_retention_ms=1000")
+        .ok()?
+        .set("offsets.compaction_trigger_bytes=4194304")
+        .ok()?;
+    for setting in extra {
+        config = config.set(setting).ok()?;
+    }
+    crate::Daemon::start(config.build().ok()?).await.ok()
 }
 
 /// A request frame (without its length prefix) through the real dispatch

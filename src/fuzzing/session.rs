@@ -8,6 +8,12 @@
 //! and cost a syscall per read; the connection code is the same generic
 //! code either way (`connection::serve_in_memory`).
 //!
+//! The `sidecar_session` target runs the same conversations against a
+//! sidecar in front of a second in-process daemon. Its upstream link is a
+//! loopback socket, opened by an input's first forwarded request only;
+//! Linux reuses loopback TIME_WAIT ports for new connections
+//! (`net.ipv4.tcp_tw_reuse` = 2, the default), so ports do not run out.
+//!
 //! Input: the first byte picks the listener (even: PLAINTEXT; odd:
 //! SASL_PLAINTEXT with PLAIN and SCRAM); the rest is the byte stream. The
 //! oracle, besides "no panic, no abort":
@@ -47,7 +53,6 @@ use crate::security::sasl::SaslSettings;
 use crate::security::scram::ScramMechanism;
 use crate::security::ListenerSecurity;
 use crate::server::connection::serve_in_memory;
-use crate::server::ListenerInfo;
 
 /// How long the client waits, with no byte arriving, before it gives up on
 /// a connection whose outstanding requests may legitimately wait.
@@ -206,6 +211,20 @@ enum End {
 /// daemon, so groups and offsets persist from one input to the next.
 pub fn session(data: &[u8]) {
     let Some(d) = super::daemon() else { panic!("the in-process daemon did not start") };
+    run(d, data);
+}
+
+/// The same conversation with a sidecar in front of a one-broker upstream
+/// (an in-process standalone daemon): group requests are served by the
+/// sidecar, everything else crosses its upstream link (decoded only where
+/// answers carry addresses), and the oracle is the same, answers in order
+/// included, over local and forwarded requests alike.
+pub fn sidecar_session(data: &[u8]) {
+    let Some(d) = super::sidecar_daemon() else { panic!("the in-process sidecar did not start") };
+    run(d, data);
+}
+
+fn run(d: &super::InProcess, data: &[u8]) {
     let Some((&selector, stream)) = data.split_first() else { return };
     let security = if selector % 2 == 1 { d.sasl.clone() } else { ListenerSecurity::plaintext() };
     let server = &d.services.config.server;
@@ -241,7 +260,7 @@ async fn converse(d: &super::InProcess, security: Arc<ListenerSecurity>, stream:
     let (client, server) = tokio::io::duplex(PIPE_BYTES);
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let peer: SocketAddr = ([127, 0, 0, 1], 1).into();
-    let listener = ListenerInfo { node_id: 0, index: 0 };
+    let listener = d.listener;
     let services = d.services.clone();
     let serving =
         tokio::spawn(async move { serve_in_memory(server, peer, listener, &security, services, shutdown).await });
