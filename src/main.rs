@@ -172,6 +172,15 @@ enum GroupsCommand {
         #[arg(long = "group", required = true)]
         groups: Vec<String>,
     },
+    /// Delete a group's committed offsets of topics or partitions (the
+    /// group must not be consuming them), as kafka-consumer-groups.sh --delete-offsets.
+    DeleteOffsets {
+        #[arg(long)]
+        group: String,
+        /// TOPIC or TOPIC:P1,P2 (repeatable).
+        #[arg(long = "topic", required = true)]
+        topics: Vec<String>,
+    },
     /// Reset a group's offsets (dry run unless --execute; the group must be inactive).
     ResetOffsets {
         #[arg(long)]
@@ -238,6 +247,9 @@ fn run_groups(command: GroupsCommand, bootstrap: &str, command_config: Option<st
             }
             GroupsCommand::Offsets { group } => groups::offsets(&mut cluster, &group).await,
             GroupsCommand::Delete { groups: names } => groups::delete(&mut cluster, &names).await,
+            GroupsCommand::DeleteOffsets { group, topics } => {
+                groups::delete_offsets(&mut cluster, &group, &topics).await
+            }
             GroupsCommand::ResetOffsets {
                 group,
                 topics,

@@ -494,6 +494,101 @@ pub async fn delete(cluster: &mut Cluster, groups: &[String]) -> Result<String> 
     }
 }
 
+/// The first line `delete-offsets` prints for the request's outcome, as
+/// kafka-consumer-groups.sh words it; an error's line goes to stderr.
+fn delete_offsets_headline(group: &str, topics: &[String], top: i16) -> std::result::Result<String, String> {
+    use crate::ErrorCode as E;
+    match crate::ErrorCode(top) {
+        E::NONE => Ok(format!("Request succeed for deleting offsets with topic {} group {group}", topics.join(", "))),
+        E::INVALID_GROUP_ID => Err(format!("'{group}' is not valid.")),
+        E::GROUP_ID_NOT_FOUND => Err(format!("'{group}' does not exist.")),
+        E::GROUP_AUTHORIZATION_FAILED => Err(format!("Access to '{group}' is not authorized.")),
+        E::NON_EMPTY_GROUP => {
+            Err(format!("Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty."))
+        }
+        E::GROUP_SUBSCRIBED_TO_TOPIC | E::TOPIC_AUTHORIZATION_FAILED | E::UNKNOWN_TOPIC_OR_PARTITION => {
+            Err("Encounter some partition level error, see the follow-up details:".into())
+        }
+        _ => Err(format!("Encounter some unknown error: {}", error_name(top))),
+    }
+}
+
+/// `groups delete-offsets`: deletes `group`'s committed offsets of the
+/// partitions `topics` name (OffsetDelete), and reports each partition as
+/// kafka-consumer-groups.sh --delete-offsets does. A topic that does not
+/// exist is reported as partition "Not Provided"; any error fails the
+/// command, with the table after its message.
+pub async fn delete_offsets(cluster: &mut Cluster, group: &str, topics: &[String]) -> Result<String> {
+    let scope = TopicScope::parse(topics, false, std::iter::empty())?;
+    let counts = if scope.whole_topics.is_empty() {
+        BTreeMap::new()
+    } else {
+        cluster.metadata(Some(&scope.whole_topics)).await?.0
+    };
+    // The error of each partition; partition −1 is a topic that does not exist.
+    let mut status: BTreeMap<(String, i32), i16> = BTreeMap::new();
+    let mut tps = scope.partitions.clone();
+    for t in &scope.whole_topics {
+        match counts.get(t) {
+            Some(&n) => tps.extend((0..n).map(|p| (t.clone(), p))),
+            None => {
+                status.insert((t.clone(), -1), crate::ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0);
+            }
+        }
+    }
+    let mut top = 0;
+    if !tps.is_empty() {
+        let coordinator = cluster.coordinator(group).await?;
+        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for (t, p) in &tps {
+            by_topic.entry(t.as_str()).or_default().push(*p);
+        }
+        let req = OffsetDeleteRequest::default().with_group_id(GroupId(s(group))).with_topics(
+            by_topic
+                .into_iter()
+                .map(|(t, ps)| {
+                    offset_delete_request::OffsetDeleteRequestTopic::default()
+                        .with_name(TopicName(s(t)))
+                        .with_partitions(
+                            ps.into_iter()
+                                .map(|p| {
+                                    offset_delete_request::OffsetDeleteRequestPartition::default()
+                                        .with_partition_index(p)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        );
+        let r = cluster.call_settled(&coordinator, &req, 0, |r| r.error_code).await?;
+        top = r.error_code;
+        let answered: HashMap<(&str, i32), i16> = r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(move |p| ((t.name.0.as_str(), p.partition_index), p.error_code)))
+            .collect();
+        for (t, p) in tps {
+            // As the AdminClient: a request-level error fails every partition.
+            let code = if top != 0 { top } else { answered.get(&(t.as_str(), p)).copied().unwrap_or_default() };
+            status.insert((t, p), code);
+        }
+    }
+    let rows: Vec<Vec<String>> = status
+        .iter()
+        .map(|((t, p), code)| {
+            let partition = if *p >= 0 { p.to_string() } else { "Not Provided".into() };
+            let outcome = if *code == 0 { "Successful".into() } else { format!("Error: {}", error_name(*code)) };
+            vec![t.clone(), partition, outcome]
+        })
+        .collect();
+    let details = table(&["TOPIC", "PARTITION", "STATUS"], &rows);
+    let first_error = status.values().copied().find(|&c| c != 0).unwrap_or_default();
+    match delete_offsets_headline(group, topics, if top != 0 { top } else { first_error }) {
+        Ok(headline) => Ok(format!("{headline}\n\n{details}")),
+        Err(headline) => Err(AdminError::Message(format!("{headline}\n\n{details}"))),
+    }
+}
+
 /// Where `reset-offsets` moves each partition.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ResetSpec {
@@ -504,15 +599,16 @@ pub enum ResetSpec {
     Datetime(String),
 }
 
-/// The partitions a `reset-offsets` names: whole topics still to be
-/// expanded through Metadata, and explicit partitions ("topic:0,1").
+/// The partitions `--topic` arguments name (`reset-offsets`,
+/// `delete-offsets`): whole topics still to be expanded through Metadata,
+/// and explicit partitions ("topic:0,1").
 #[derive(Debug, Default, PartialEq)]
-struct ResetScope {
+struct TopicScope {
     whole_topics: Vec<String>,
     partitions: BTreeSet<(String, i32)>,
 }
 
-impl ResetScope {
+impl TopicScope {
     /// Reads `--topic` arguments; `--all-topics` means every partition the
     /// group has committed.
     fn parse<'a>(
@@ -520,7 +616,7 @@ impl ResetScope {
         all_topics: bool,
         committed: impl Iterator<Item = &'a (String, i32)>,
     ) -> Result<Self> {
-        let mut scope = ResetScope::default();
+        let mut scope = TopicScope::default();
         if all_topics {
             scope.partitions.extend(committed.cloned());
         }
@@ -669,7 +765,7 @@ pub async fn reset_offsets(
             snap.state
         )));
     }
-    let scope = ResetScope::parse(topics, all_topics, snap.committed.keys())?;
+    let scope = TopicScope::parse(topics, all_topics, snap.committed.keys())?;
     let (partition_counts, leaders) = cluster.metadata(Some(&scope.topic_names())).await?;
     let tps = scope.expand(&partition_counts)?;
     if let ResetSpec::ShiftBy(_) = spec {
@@ -712,7 +808,7 @@ mod tests {
     #[test]
     fn reset_scope_reads_whole_topics_partition_lists_and_all_topics() {
         let committed = [tp("c", 0), tp("c", 3)];
-        let scope = ResetScope::parse(&["a".into(), "b:1, 2".into()], true, committed.iter()).unwrap();
+        let scope = TopicScope::parse(&["a".into(), "b:1, 2".into()], true, committed.iter()).unwrap();
         assert_eq!(scope.whole_topics, vec!["a".to_string()]);
         assert_eq!(
             scope.partitions.iter().cloned().collect::<Vec<_>>(),
@@ -721,10 +817,10 @@ mod tests {
         assert_eq!(scope.topic_names(), vec!["a", "b", "c"]);
         let counts = BTreeMap::from([("a".to_string(), 2)]);
         assert_eq!(scope.expand(&counts).unwrap().len(), 6);
-        assert!(ResetScope::parse(&["b:x".into()], false, [].iter()).is_err(), "a partition must be a number");
-        let unknown = ResetScope::parse(&["z".into()], false, [].iter()).unwrap();
+        assert!(TopicScope::parse(&["b:x".into()], false, [].iter()).is_err(), "a partition must be a number");
+        let unknown = TopicScope::parse(&["z".into()], false, [].iter()).unwrap();
         assert!(unknown.expand(&counts).is_err(), "an unknown topic is an error");
-        assert!(ResetScope::default().expand(&counts).is_err(), "nothing in scope is an error");
+        assert!(TopicScope::default().expand(&counts).is_err(), "nothing in scope is an error");
     }
 
     #[test]

@@ -542,27 +542,89 @@ async fn a_consumer_group_is_listed_with_its_type_and_described_with_epochs_and_
     child.kill().ok();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_groups_commands_list_describe_reset_and_delete() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut child, addr) = start(dir.path(), &["--topic", "t6:6"]);
+/// Commits `offsets` (partition, offset) of `topic` for `group` without a
+/// generation, as an admin tool does; retries while the shard still loads.
+async fn simple_commit(addr: &str, group: &str, topic: &str, offsets: &[(i32, i64)], metadata: Option<&str>) {
     let mut c = Client::connect(addr.parse().unwrap()).await;
+    let partitions = offsets.iter().map(|&(p, o)| {
+        OffsetCommitRequestPartition::default()
+            .with_partition_index(p)
+            .with_committed_offset(o)
+            .with_committed_metadata(metadata.map(sb))
+    });
     let req = OffsetCommitRequest::default()
-        .with_group_id(GroupId(sb("cli-group")))
+        .with_group_id(GroupId(sb(group)))
         .with_generation_id_or_member_epoch(-1)
-        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(sb("t6"))).with_partitions(vec![
-            OffsetCommitRequestPartition::default()
-                .with_partition_index(0)
-                .with_committed_offset(7)
-                .with_committed_metadata(Some(sb("note"))),
-        ])]);
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(sb(topic)))
+            .with_partitions(partitions.collect())]);
     loop {
         let r = c.send(&req, 8).await;
-        if r.topics[0].partitions[0].error_code == 0 {
+        if r.topics[0].partitions.iter().all(|p| p.error_code == 0) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_offsets_removes_the_named_partitions_offsets_and_reports_each_as_kafka_consumer_groups_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = start(dir.path(), &["--topic", "t3:3", "--topic", "u2:2"]);
+    simple_commit(&addr, "del-offsets", "t3", &[(0, 5), (1, 6), (2, 7)], None).await;
+    simple_commit(&addr, "del-offsets", "u2", &[(0, 8), (1, 9)], None).await;
+    let committed = |out: &str| -> Vec<(String, String)> {
+        out.lines()
+            .filter(|l| l.starts_with("del-offsets "))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .map(|r| (r[1].to_string(), r[2].to_string()))
+            .collect()
+    };
+
+    // A whole topic and one partition of another.
+    let (ok, out, err) =
+        groups(&addr, &["delete-offsets", "--group", "del-offsets", "--topic", "t3", "--topic", "u2:1"]);
+    assert!(ok, "{out}{err}");
+    assert!(out.starts_with("Request succeed for deleting offsets with topic t3, u2:1 group del-offsets\n"), "{out}");
+    assert_eq!(row(&out, "TOPIC"), ["TOPIC", "PARTITION", "STATUS"]);
+    for (t, p) in [("t3", "0"), ("t3", "1"), ("t3", "2"), ("u2", "1")] {
+        let r: Vec<&str> = out
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|r| r.get(..2) == Some(&[t, p][..]))
+            .unwrap();
+        assert_eq!(r[2], "Successful", "{out}");
+    }
+    let (_, out, _) = groups(&addr, &["offsets", "--group", "del-offsets"]);
+    assert_eq!(committed(&out), [("u2".to_string(), "0".to_string())], "only u2-0 is left: {out}");
+
+    // A topic that does not exist is reported, not silently skipped.
+    let (ok, out, err) = groups(&addr, &["delete-offsets", "--group", "del-offsets", "--topic", "nope"]);
+    assert!(!ok, "{out}");
+    assert!(err.contains("Encounter some partition level error"), "{err}");
+    assert!(
+        err.contains("nope") && err.contains("Not Provided") && err.contains("UNKNOWN_TOPIC_OR_PARTITION"),
+        "{err}"
+    );
+
+    // A group that does not exist.
+    let (ok, _, err) = groups(&addr, &["delete-offsets", "--group", "no-such-group", "--topic", "t3:0"]);
+    assert!(!ok && err.contains("'no-such-group' does not exist."), "{err}");
+
+    // A group consuming the topic keeps its offsets: the partition says why.
+    let mut c = Client::connect(addr.parse().unwrap()).await;
+    consumer::join_alone(&mut c, "del-busy", "u2", &[0, 1]).await;
+    let (ok, _, err) = groups(&addr, &["delete-offsets", "--group", "del-busy", "--topic", "u2"]);
+    assert!(!ok, "{err}");
+    assert!(err.contains("GROUP_SUBSCRIBED_TO_TOPIC"), "{err}");
+    child.kill().ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_groups_commands_list_describe_reset_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = start(dir.path(), &["--topic", "t6:6"]);
+    simple_commit(&addr, "cli-group", "t6", &[(0, 7)], Some("note")).await;
     let run = |args: &[&str]| groups(&addr, args);
     let (ok, out, err) = run(&["list"]);
     assert!(ok && out.lines().any(|l| l == "cli-group"), "{out}{err}");
