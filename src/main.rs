@@ -149,10 +149,14 @@ enum GroupsCommand {
         #[arg(long = "type", num_args = 0..=1, default_missing_value = "")]
         group_type: Option<String>,
     },
-    /// Describe a group: offsets and owners (default), --members, or --state.
+    /// Describe groups: offsets and owners (default), --members, or --state.
     Describe {
-        #[arg(long)]
-        group: String,
+        /// Repeatable: the groups are described one after another.
+        #[arg(long = "group", required_unless_present = "all_groups")]
+        groups: Vec<String>,
+        /// Every group of the cluster, as kafka-consumer-groups.sh --all-groups.
+        #[arg(long, conflicts_with = "groups")]
+        all_groups: bool,
         #[arg(long, conflicts_with = "state")]
         members: bool,
         #[arg(long)]
@@ -235,7 +239,7 @@ fn run_groups(command: GroupsCommand, bootstrap: &str, command_config: Option<st
                 let types: Vec<String> = group_type.iter().filter(|s| !s.is_empty()).cloned().collect();
                 groups::list(&mut cluster, state.is_some(), &states, group_type.is_some(), &types).await
             }
-            GroupsCommand::Describe { group, members, state, verbose } => {
+            GroupsCommand::Describe { groups: names, all_groups, members, state, verbose } => {
                 let view = if members {
                     "members"
                 } else if state {
@@ -243,7 +247,7 @@ fn run_groups(command: GroupsCommand, bootstrap: &str, command_config: Option<st
                 } else {
                     "offsets"
                 };
-                groups::describe(&mut cluster, &group, view, verbose).await
+                groups::describe_many(&mut cluster, &names, all_groups, view, verbose).await
             }
             GroupsCommand::Offsets { group } => groups::offsets(&mut cluster, &group).await,
             GroupsCommand::Delete { groups: names } => groups::delete(&mut cluster, &names).await,

@@ -56,6 +56,40 @@ pub async fn list(
     show_type: bool,
     types: &[String],
 ) -> Result<String> {
+    let groups = listed_groups(cluster, states, types).await?.into_iter();
+    if !show_state && !show_type {
+        return Ok(groups.map(|(g, _)| format!("{g}\n")).collect());
+    }
+    let mut headers = vec!["GROUP"];
+    if show_type {
+        headers.push("TYPE");
+    }
+    if show_state {
+        headers.push("STATE");
+    }
+    let rows: Vec<Vec<String>> = groups
+        .map(|(g, (st, ty))| {
+            let mut row = vec![g];
+            if show_type {
+                row.push(type_name(&ty));
+            }
+            if show_state {
+                row.push(st);
+            }
+            row
+        })
+        .collect();
+    Ok(table(&headers, &rows))
+}
+
+/// Every broker's groups (ListGroups merged across nodes, as the
+/// AdminClient does) in the given states and of the given types (any if
+/// empty): group → (state, type).
+async fn listed_groups(
+    cluster: &mut Cluster,
+    states: &[String],
+    types: &[String],
+) -> Result<BTreeMap<String, (String, String)>> {
     let (_, _) = cluster.metadata(Some(&[])).await?;
     let brokers: Vec<String> = cluster.brokers.values().cloned().collect();
     // group → (state, type)
@@ -81,33 +115,11 @@ pub async fn list(
     }
     let wanted_states: BTreeSet<String> = states.iter().map(|x| x.to_ascii_lowercase()).collect();
     let wanted_types: BTreeSet<String> = types.iter().map(|x| x.to_ascii_lowercase()).collect();
-    let groups = groups.into_iter().filter(|(_, (st, ty))| {
+    groups.retain(|_, (st, ty)| {
         (wanted_states.is_empty() || wanted_states.contains(&st.to_ascii_lowercase()))
             && (wanted_types.is_empty() || wanted_types.contains(&ty.to_ascii_lowercase()))
     });
-    if !show_state && !show_type {
-        return Ok(groups.map(|(g, _)| format!("{g}\n")).collect());
-    }
-    let mut headers = vec!["GROUP"];
-    if show_type {
-        headers.push("TYPE");
-    }
-    if show_state {
-        headers.push("STATE");
-    }
-    let rows: Vec<Vec<String>> = groups
-        .map(|(g, (st, ty))| {
-            let mut row = vec![g];
-            if show_type {
-                row.push(type_name(&ty));
-            }
-            if show_state {
-                row.push(st);
-            }
-            row
-        })
-        .collect();
-    Ok(table(&headers, &rows))
+    Ok(groups)
 }
 
 /// A group type as kafka-consumer-groups.sh prints it (`Classic`, `Consumer`).
@@ -307,10 +319,38 @@ async fn log_ends(cluster: &mut Cluster, partitions: &BTreeSet<(String, i32)>) -
 /// `verbose` adds, for a KIP-848 consumer group, the epochs (`--state`) and
 /// each member's epochs, subscription and current and target assignments
 /// (`--members`), as `kafka-consumer-groups.sh --verbose` does.
+/// `groups describe` of several groups (`--group` repeated, or every
+/// group with `--all-groups`), one after another with a blank line between
+/// them, as kafka-consumer-groups.sh prints them. With `--all-groups`, a
+/// group deleted since it was listed is left out.
+pub async fn describe_many(
+    cluster: &mut Cluster,
+    groups: &[String],
+    all_groups: bool,
+    view: &str,
+    verbose: bool,
+) -> Result<String> {
+    let names: Vec<String> =
+        if all_groups { listed_groups(cluster, &[], &[]).await?.into_keys().collect() } else { groups.to_vec() };
+    let mut parts = Vec::with_capacity(names.len());
+    for g in &names {
+        match describe(cluster, g, view, verbose).await {
+            Err(AdminError::Message(m)) if all_groups && m == gone(g) => {}
+            other => parts.push(other?),
+        }
+    }
+    Ok(parts.join("\n"))
+}
+
+/// What `describe` says of a group that does not exist.
+fn gone(group: &str) -> String {
+    format!("Consumer group '{group}' does not exist.")
+}
+
 pub async fn describe(cluster: &mut Cluster, group: &str, view: &str, verbose: bool) -> Result<String> {
     let snap = snapshot(cluster, group).await?;
     if snap.state == "Dead" {
-        return Err(AdminError::Message(format!("Consumer group '{group}' does not exist.")));
+        return Err(AdminError::Message(gone(group)));
     }
     let mut out = String::new();
     match view {

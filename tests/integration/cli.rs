@@ -645,6 +645,18 @@ async fn the_groups_commands_list_describe_reset_and_delete() {
     assert_eq!(&row[..4], &["cli-group", "t6", "0", "7"]);
     let (ok, out, _) = run(&["offsets", "--group", "cli-group"]);
     assert!(ok && out.contains("note"), "{out}");
+    // Several groups, named or all of them, one table after another.
+    simple_commit(&addr, "cli-other", "t6", &[(1, 3)], None).await;
+    let group_rows = |out: &str| -> Vec<String> {
+        out.lines().filter(|l| l.starts_with("cli-")).map(|l| l.split_whitespace().take(4).collect()).collect()
+    };
+    let (ok, out, err) = run(&["describe", "--all-groups"]);
+    assert!(ok, "{out}{err}");
+    assert_eq!(group_rows(&out), ["cli-groupt607", "cli-othert613"], "{out}");
+    assert_eq!(out.matches("GROUP ").count(), 2, "a header per group: {out}");
+    let (ok, named, err) = run(&["describe", "--group", "cli-other", "--group", "cli-group"]);
+    assert!(ok, "{named}{err}");
+    assert_eq!(group_rows(&named), ["cli-othert613", "cli-groupt607"], "in the order given: {named}");
     // Reset: a dry run changes nothing; --execute commits.
     let (ok, out, _) = run(&["reset-offsets", "--group", "cli-group", "--topic", "t6:0", "--to-offset", "0"]);
     assert!(ok && out.contains("NEW-OFFSET") && out.contains("dry run"), "{out}");
