@@ -207,6 +207,13 @@ enum GroupsCommand {
         /// (Z, +02:00) the time is UTC, not the local time zone kafka-consumer-groups.sh uses.
         #[arg(long, group = "spec", value_name = "YYYY-MM-DDTHH:mm:SS.sss")]
         to_datetime: Option<String>,
+        /// Moves each partition to its first offset at or after this long ago
+        /// (ISO-8601, as Java's Duration: PT30M, PT1H, P1DT12H).
+        #[arg(long, group = "spec", value_name = "PnDTnHnMnS", allow_hyphen_values = true)]
+        by_duration: Option<String>,
+        /// Keeps each committed offset (the log end where there is none).
+        #[arg(long, group = "spec")]
+        to_current: bool,
         /// Only show the new offsets (the default).
         #[arg(long, conflicts_with = "execute")]
         dry_run: bool,
@@ -263,9 +270,13 @@ fn run_groups(command: GroupsCommand, bootstrap: &str, command_config: Option<st
                 to_offset,
                 shift_by,
                 to_datetime,
+                by_duration,
+                to_current,
                 execute,
                 ..
             } => {
+                use kcoord::admin::cluster::AdminError;
+                use kcoord::admin::time::{parse_datetime_ms, parse_duration_ms};
                 let spec = if to_earliest {
                     groups::ResetSpec::Earliest
                 } else if to_latest {
@@ -275,10 +286,24 @@ fn run_groups(command: GroupsCommand, bootstrap: &str, command_config: Option<st
                 } else if let Some(n) = shift_by {
                     groups::ResetSpec::ShiftBy(n)
                 } else if let Some(d) = to_datetime {
-                    groups::ResetSpec::Datetime(d)
+                    let ms = parse_datetime_ms(&d).ok_or_else(|| {
+                        AdminError::Message(format!("invalid --to-datetime {d:?}: use YYYY-MM-DDTHH:mm:SS.sss"))
+                    })?;
+                    groups::ResetSpec::Timestamp(ms)
+                } else if let Some(d) = by_duration {
+                    let ago = parse_duration_ms(&d).ok_or_else(|| {
+                        AdminError::Message(format!("invalid --by-duration {d:?}: use PnDTnHnMnS, e.g. PT1H30M"))
+                    })?;
+                    // Before 1970 is "from the first record" (a negative
+                    // ListOffsets timestamp would ask for something else).
+                    groups::ResetSpec::Timestamp(kcoord::wall_clock::wall_clock_ms().saturating_sub(ago).max(0))
+                } else if to_current {
+                    groups::ResetSpec::Current
                 } else {
-                    return Err(kcoord::admin::cluster::AdminError::Message(
-                        "one of --to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime is required".into(),
+                    return Err(AdminError::Message(
+                        "one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime, \
+                         --by-duration is required"
+                            .into(),
                     ));
                 };
                 groups::reset_offsets(&mut cluster, &group, &topics, all_topics, &spec, execute).await

@@ -8,7 +8,6 @@ use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartiti
 use kafka_protocol::messages::*;
 
 use super::cluster::{error_name, AdminError, Cluster, Result};
-use super::time::parse_datetime_ms;
 use crate::protocol::client::s;
 use crate::protocol::consumer_protocol::parse_assignment;
 
@@ -636,7 +635,11 @@ pub enum ResetSpec {
     Latest,
     Offset(i64),
     ShiftBy(i64),
-    Datetime(String),
+    /// The first offset at or after a time, in ms since the epoch
+    /// (`--to-datetime`, `--by-duration`); the log end if there is none.
+    Timestamp(i64),
+    /// The committed offset, or the log end where there is none.
+    Current,
 }
 
 /// The partitions `--topic` arguments name (`reset-offsets`,
@@ -722,7 +725,8 @@ fn plan_reset(
                 ResetSpec::Latest => hi,
                 ResetSpec::Offset(o) => clamp(*o),
                 ResetSpec::ShiftBy(n) => clamp(committed.get(tp).map_or(lo, |c| c.0).saturating_add(*n)),
-                ResetSpec::Datetime(_) => bounds.by_time.as_ref().and_then(|m| m.get(tp).copied()).unwrap_or(hi),
+                ResetSpec::Timestamp(_) => bounds.by_time.as_ref().and_then(|m| m.get(tp).copied()).unwrap_or(hi),
+                ResetSpec::Current => committed.get(tp).map_or(hi, |c| c.0),
             };
             (tp.clone(), target)
         })
@@ -817,12 +821,7 @@ pub async fn reset_offsets(
         }
     }
     let by_time = match spec {
-        ResetSpec::Datetime(d) => {
-            let ms = parse_datetime_ms(d).ok_or_else(|| {
-                AdminError::Message(format!("invalid --to-datetime {d:?}: use YYYY-MM-DDTHH:mm:SS.sss"))
-            })?;
-            Some(cluster.list_offsets(&tps, ms, &leaders).await?)
-        }
+        ResetSpec::Timestamp(ms) => Some(cluster.list_offsets(&tps, *ms, &leaders).await?),
         _ => None,
     };
     let bounds = LogBounds {
@@ -879,7 +878,14 @@ mod tests {
         assert_eq!(plan(ResetSpec::Offset(500)), 100, "past the log end is clamped down");
         assert_eq!(plan(ResetSpec::ShiftBy(-20)), 30);
         assert_eq!(plan(ResetSpec::ShiftBy(i64::MAX)), 100, "no overflow");
-        assert_eq!(plan(ResetSpec::Datetime("x".into())), 42);
+        assert_eq!(plan(ResetSpec::Timestamp(1_700_000_000_000)), 42);
+        assert_eq!(plan(ResetSpec::Current), 50);
+        let nothing_committed = BTreeMap::new();
+        assert_eq!(
+            plan_reset(&ResetSpec::Current, &tps, &nothing_committed, &bounds)[&tp("t", 0)],
+            100,
+            "--to-current without a committed offset: the log end, as Kafka"
+        );
     }
 
     #[test]

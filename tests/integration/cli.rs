@@ -428,6 +428,21 @@ async fn the_groups_commands_show_members_and_states_and_shift_or_rewind_offsets
     let (_, out, _) = groups(&addr, &["offsets", "--group", "idle"]);
     assert_eq!(row(&out, "idle")[3], "5", "only --execute committed: {out}");
 
+    // --by-duration: the same, counted back from now (Java's Duration syntax).
+    let (ok, out, err) = reset(&["t2:0", "--by-duration", "P100000D"]);
+    assert!(ok, "{err}");
+    assert_eq!(row(&out, "idle")[3], "0", "before every record (and 1970): {out}");
+    let (_, out, _) = reset(&["t2:0", "--by-duration", "PT1H"]);
+    assert_eq!(row(&out, "idle")[3], "10", "after every record: the log end: {out}");
+    let (ok, _, err) = reset(&["t2:0", "--by-duration", "1h"]);
+    assert!(!ok && err.contains("invalid --by-duration"), "{err}");
+    // --to-current keeps committed offsets; the log end where there is none.
+    let (ok, out, err) = reset(&["t2", "--to-current"]);
+    assert!(ok, "{err}");
+    let rows: Vec<Vec<&str>> =
+        out.lines().filter(|l| l.starts_with("idle")).map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows, [["idle", "t2", "0", "5"], ["idle", "t2", "1", "0"]], "{out}");
+
     // An active group's offsets are not reset.
     let (ok, _, err) = groups(&addr, &["reset-offsets", "--group", "live", "--topic", "t2", "--to-earliest"]);
     assert!(!ok && err.contains("current state is Stable"), "{err}");
