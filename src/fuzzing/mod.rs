@@ -124,6 +124,7 @@ fn daemon() -> Option<&'static InProcess> {
 fn sidecar_daemon() -> Option<&'static InProcess> {
     static D: OnceLock<Option<InProcess>> = OnceLock::new();
     D.get_or_init(|| {
+        ignore_sigpipe();
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().ok()?;
         let upstream = runtime.block_on(start_daemon(&["server.node_id=1".into()]))?;
         let sidecar = runtime.block_on(start_daemon(&[
@@ -133,6 +134,19 @@ fn sidecar_daemon() -> Option<&'static InProcess> {
         Some(InProcess::serving(runtime, vec![sidecar, upstream], 1))
     })
     .as_ref()
+}
+
+/// Ignores SIGPIPE, as the runtime of a Rust binary (the daemon's) does
+/// before `main`: a write into a socket or pipe whose reader has gone then
+/// fails with EPIPE, which the sidecar handles, instead of killing the
+/// process. A fuzz target's `main` is libFuzzer's, which leaves SIGPIPE
+/// fatal.
+fn ignore_sigpipe() {
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler
+    // code; it is what std's runtime does at start-up.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
 }
 
 impl InProcess {
