@@ -254,7 +254,7 @@ fn run_groups(command: GroupsCommand, bootstrap: &str, command_config: Option<st
                 } else {
                     "offsets"
                 };
-                groups::describe_many(&mut cluster, &names, all_groups, view, verbose).await
+                groups::describe(&mut cluster, &names, all_groups, view, verbose).await
             }
             GroupsCommand::Offsets { group } => groups::offsets(&mut cluster, &group).await,
             GroupsCommand::Delete { groups: names } => groups::delete(&mut cluster, &names).await,

@@ -314,15 +314,12 @@ async fn log_ends(cluster: &mut Cluster, partitions: &BTreeSet<(String, i32)>) -
     cluster.list_offsets(&tps, -1, &leaders).await
 }
 
-/// `groups describe`: the default offsets view, or `--members`, or `--state`.
-/// `verbose` adds, for a KIP-848 consumer group, the epochs (`--state`) and
-/// each member's epochs, subscription and current and target assignments
-/// (`--members`), as `kafka-consumer-groups.sh --verbose` does.
 /// `groups describe` of several groups (`--group` repeated, or every
 /// group with `--all-groups`), one after another with a blank line between
-/// them, as kafka-consumer-groups.sh prints them. With `--all-groups`, a
-/// group deleted since it was listed is left out.
-pub async fn describe_many(
+/// them, as kafka-consumer-groups.sh prints them. A named group that does
+/// not exist fails the command; with `--all-groups`, a group deleted since
+/// it was listed is left out.
+pub async fn describe(
     cluster: &mut Cluster,
     groups: &[String],
     all_groups: bool,
@@ -333,23 +330,24 @@ pub async fn describe_many(
         if all_groups { listed_groups(cluster, &[], &[]).await?.into_keys().collect() } else { groups.to_vec() };
     let mut parts = Vec::with_capacity(names.len());
     for g in &names {
-        match describe(cluster, g, view, verbose).await {
-            Err(AdminError::Message(m)) if all_groups && m == gone(g) => {}
-            other => parts.push(other?),
+        match describe_one(cluster, g, view, verbose).await? {
+            Some(out) => parts.push(out),
+            None if all_groups => {}
+            None => return Err(AdminError::Message(format!("Consumer group '{g}' does not exist."))),
         }
     }
     Ok(parts.join("\n"))
 }
 
-/// What `describe` says of a group that does not exist.
-fn gone(group: &str) -> String {
-    format!("Consumer group '{group}' does not exist.")
-}
-
-pub async fn describe(cluster: &mut Cluster, group: &str, view: &str, verbose: bool) -> Result<String> {
+/// One group's `describe`: the default offsets view, or `--members`, or
+/// `--state`; None if the group does not exist. `verbose` adds, for a
+/// KIP-848 consumer group, the epochs (`--state`) and each member's epochs,
+/// subscription and current and target assignments (`--members`), as
+/// `kafka-consumer-groups.sh --verbose` does.
+async fn describe_one(cluster: &mut Cluster, group: &str, view: &str, verbose: bool) -> Result<Option<String>> {
     let snap = snapshot(cluster, group).await?;
     if snap.state == "Dead" {
-        return Err(AdminError::Message(gone(group)));
+        return Ok(None);
     }
     let mut out = String::new();
     match view {
@@ -433,7 +431,7 @@ pub async fn describe(cluster: &mut Cluster, group: &str, view: &str, verbose: b
             ));
         }
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// `--members` of a consumer group: Kafka's columns plus the instance id;
