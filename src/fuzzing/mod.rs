@@ -102,8 +102,9 @@ struct InProcess {
     /// A SASL_PLAINTEXT listener's settings (PLAIN and SCRAM, user `fuzz`,
     /// password `fuzz`) for the `session` targets.
     sasl: Arc<crate::security::ListenerSecurity>,
-    /// The daemons running: the one served, and a sidecar's upstream.
-    _daemons: Vec<crate::RunningDaemon>,
+    _served: crate::RunningDaemon,
+    /// A sidecar's upstream, kept running.
+    _upstream: Option<crate::RunningDaemon>,
 }
 
 /// The in-process standalone daemon the `frame` and `session` targets
@@ -113,7 +114,7 @@ fn daemon() -> Option<&'static InProcess> {
     D.get_or_init(|| {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().ok()?;
         let daemon = runtime.block_on(start_daemon(&[]))?;
-        Some(InProcess::serving(runtime, vec![daemon], 0))
+        Some(InProcess::serving(runtime, daemon, None, 0))
     })
     .as_ref()
 }
@@ -124,23 +125,22 @@ fn daemon() -> Option<&'static InProcess> {
 fn sidecar_daemon() -> Option<&'static InProcess> {
     static D: OnceLock<Option<InProcess>> = OnceLock::new();
     D.get_or_init(|| {
-        ignore_sigpipe();
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().ok()?;
         let upstream = runtime.block_on(start_daemon(&["server.node_id=1".into()]))?;
         let sidecar = runtime.block_on(start_daemon(&[
             format!("sidecar.upstream=[\"{}\"]", upstream.local_addr()),
             "sidecar.write_through_interval_ms=20".into(),
         ]))?;
-        Some(InProcess::serving(runtime, vec![sidecar, upstream], 1))
+        Some(InProcess::serving(runtime, sidecar, Some(upstream), 1))
     })
     .as_ref()
 }
 
 /// Ignores SIGPIPE, as the runtime of a Rust binary (the daemon's) does
 /// before `main`: a write into a socket or pipe whose reader has gone then
-/// fails with EPIPE, which the sidecar handles, instead of killing the
+/// fails with EPIPE, which the daemon handles, instead of killing the
 /// process. A fuzz target's `main` is libFuzzer's, which leaves SIGPIPE
-/// fatal.
+/// fatal; every in-process daemon starts through here.
 fn ignore_sigpipe() {
     // SAFETY: setting a signal's disposition to SIG_IGN installs no handler
     // code; it is what std's runtime does at start-up.
@@ -150,17 +150,22 @@ fn ignore_sigpipe() {
 }
 
 impl InProcess {
-    /// Inputs go to the first of `daemons`, on a listener of broker `node_id`.
-    fn serving(runtime: tokio::runtime::Runtime, daemons: Vec<crate::RunningDaemon>, node_id: i32) -> InProcess {
-        let services = daemons.first().map(|d| d.services().clone());
-        let services = services.unwrap_or_else(|| unreachable!("a fuzz daemon set is never empty"));
+    /// Inputs go to `served`, on a listener of broker `node_id`.
+    fn serving(
+        runtime: tokio::runtime::Runtime,
+        served: crate::RunningDaemon,
+        upstream: Option<crate::RunningDaemon>,
+        node_id: i32,
+    ) -> InProcess {
+        let services = served.services().clone();
         runtime.block_on(services.coordinator.wait_until_loaded());
         InProcess {
             runtime,
             services,
             listener: crate::server::ListenerInfo { node_id, index: 0 },
             sasl: session::sasl_listener(),
-            _daemons: daemons,
+            _served: served,
+            _upstream: upstream,
         }
     }
 }
@@ -169,6 +174,7 @@ impl InProcess {
 /// and `extra`. Group timeouts are short so that members left behind by
 /// earlier inputs expire quickly instead of holding later rebalances up.
 async fn start_daemon(extra: &[String]) -> Option<crate::RunningDaemon> {
+    ignore_sigpipe();
     let dir = tempfile_dir().ok()?;
     let mut config = crate::config::ConfigBuilder::new()
         .set("server.listen=\"127.0.0.1:0\"")
