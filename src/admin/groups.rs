@@ -556,16 +556,11 @@ fn delete_offsets_headline(group: &str, topics: &[String], top: i16) -> std::res
 /// exist is reported as partition "Not Provided"; any error fails the
 /// command, with the table after its message.
 pub async fn delete_offsets(cluster: &mut Cluster, group: &str, topics: &[String]) -> Result<String> {
-    let scope = TopicScope::parse(topics, false, std::iter::empty())?;
-    let counts = if scope.whole_topics.is_empty() {
-        BTreeMap::new()
-    } else {
-        cluster.metadata(Some(&scope.whole_topics)).await?.0
-    };
+    let TopicScope { whole_topics, partitions: mut tps } = TopicScope::parse(topics, false, std::iter::empty())?;
+    let counts = if whole_topics.is_empty() { BTreeMap::new() } else { cluster.metadata(Some(&whole_topics)).await?.0 };
     // The error of each partition; partition −1 is a topic that does not exist.
     let mut status: BTreeMap<(String, i32), i16> = BTreeMap::new();
-    let mut tps = scope.partitions.clone();
-    for t in &scope.whole_topics {
+    for t in &whole_topics {
         match counts.get(t) {
             Some(&n) => tps.extend((0..n).map(|p| (t.clone(), p))),
             None => {
