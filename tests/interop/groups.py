@@ -94,6 +94,14 @@ def kp_member(tmp_path, name, kcoord, group, topic, strategy="range", session_ms
     return Member(tmp_path, name, argv)
 
 
+def aio_member(tmp_path, name, kcoord, group, topic, strategy="roundrobin", instance_id=None, session_ms=6000):
+    argv = [sys.executable, str(WORKERS / "aio_member.py"), "--bootstrap", kcoord.bootstrap, "--group", group,
+            "--topic", topic, "--strategy", strategy, "--session-ms", str(session_ms)]
+    if instance_id:
+        argv += ["--instance-id", instance_id]
+    return Member(tmp_path, name, argv)
+
+
 def js_member(tmp_path, name, kcoord, group, topic):
     script = Path(__file__).resolve().parent / "js" / "group_member.js"
     state_file = tmp_path / f"{name}.json"

@@ -136,6 +136,42 @@ def test_kafka_python_idempotent_producer_and_consumer(make_kcoord):
     assert set(got) == expected_messages("kp", n)
 
 
+def test_aiokafka_idempotent_producer_and_consumer(make_kcoord):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    k = make_kcoord(topics=["aio:3"])
+    n = 2000
+
+    async def produce_then_consume():
+        producer = AIOKafkaProducer(bootstrap_servers=k.bootstrap, linger_ms=5, compression_type="gzip",
+                                    enable_idempotence=True)
+        await producer.start()
+        try:
+            sent = [await producer.send("aio", key=f"aio-k{i}".encode(), value=f"aio-v{i}".encode())
+                    for i in range(n)]
+            metadata = await asyncio.gather(*sent)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer("aio", bootstrap_servers=k.bootstrap, group_id="aio-group",
+                                    auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000)
+        await consumer.start()
+        got = []
+        try:
+            while len(got) < n:
+                for records in (await consumer.getmany(timeout_ms=1000)).values():
+                    got.extend((r.key.decode(), r.value.decode()) for r in records)
+        finally:
+            await consumer.stop()
+        return metadata, got
+
+    metadata, got = asyncio.run(asyncio.wait_for(produce_then_consume(), 120))
+    assert len({(m.partition, m.offset) for m in metadata}) == n
+    assert len(got) == n
+    assert set(got) == expected_messages("aio", n)
+
+
 @pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
 def test_kafkajs_produces_and_consumes_its_own_messages(make_kcoord, idempotent):
     k = make_kcoord(topics=["kj:3"])

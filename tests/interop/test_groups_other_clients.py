@@ -1,8 +1,8 @@
-"""Consumer groups with kafka-python and kafkajs, and what happens when
-clients with no protocol in common meet in one group."""
+"""Consumer groups with kafka-python, kafkajs and aiokafka, and what happens
+when clients with no protocol in common meet in one group."""
 
 from conftest import wait_for
-from groups import js_member, kp_member, rdk_member, stop_all, wait_balanced
+from groups import aio_member, js_member, kp_member, rdk_member, stop_all, wait_balanced
 
 import pytest
 
@@ -29,6 +29,47 @@ def test_kafka_python_group_forms_and_rebalances(k, tmp_path):
         members[1].kill()
         wait_balanced(members[2:], SIX, timeout=60)
         assert k.wait_rebalance_after("kp-group", len(causes)) == "session_expired", k.rebalance_causes("kp-group")
+    finally:
+        stop_all(members)
+
+
+def test_aiokafka_group_forms_and_rebalances(k, tmp_path):
+    members = [aio_member(tmp_path, f"aio{i}", k, "aio-group", "t6") for i in range(3)]
+    try:
+        wait_balanced(members, SIX)
+        causes = k.rebalance_causes("aio-group")
+        assert causes[0] == "member_joined", causes
+        members[0].close()
+        wait_balanced(members[1:], SIX, timeout=30)
+        assert k.wait_rebalance_after("aio-group", len(causes)) == "member_left", k.rebalance_causes("aio-group")
+        causes = k.rebalance_causes("aio-group")
+        members[1].kill()
+        wait_balanced(members[2:], SIX, timeout=60)
+        assert k.wait_rebalance_after("aio-group", len(causes)) == "session_expired", k.rebalance_causes("aio-group")
+    finally:
+        stop_all(members)
+
+
+def test_an_aiokafka_static_member_that_stops_and_comes_back_keeps_its_partitions_without_a_rebalance(k, tmp_path):
+    # aiokafka's static members send no LeaveGroup when they stop: the group
+    # keeps the member until its session expires, and the same instance id
+    # coming back in time takes its place and its partitions.
+    a = aio_member(tmp_path, "a", k, "aio-static", "t6", instance_id="instance-a", session_ms=10000)
+    b = aio_member(tmp_path, "b", k, "aio-static", "t6", instance_id="instance-b", session_ms=10000)
+    members = [a, b]
+    try:
+        wait_balanced(members, SIX)
+        before_a, before_b = a.assigned(), b.assigned()
+        revocations_b = b.state()["revocations"]
+        causes = k.rebalance_causes("aio-static")
+        a.close()
+        assert a.state().get("closed"), a.log_text()
+        a2 = aio_member(tmp_path, "a2", k, "aio-static", "t6", instance_id="instance-a", session_ms=10000)
+        members.append(a2)
+        wait_for("the returning static member to be assigned", lambda: a2.assigned() == before_a, timeout=30)
+        assert b.assigned() == before_b
+        assert b.state()["revocations"] == revocations_b, "the other member was not disturbed"
+        assert k.rebalance_causes("aio-static") == causes, "the member's return caused no rebalance"
     finally:
         stop_all(members)
 

@@ -77,3 +77,51 @@ def test_kafkajs_commits_fetches_and_resumes(make_kcoord):
     k.restart()
     out = node_script("commit_resume", k.bootstrap, "js-resume", "resume", "resume")
     assert out["first"] == 10
+
+
+def test_aiokafka_commits_fetches_and_resumes(make_kcoord):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition as ATP
+    from aiokafka.structs import OffsetAndMetadata
+
+    k = make_kcoord(topics=["resume:1"], settings=["storage.fsync=always"])
+    produce(k, "resume")
+    tp = ATP("resume", 0)
+
+    def consumer():
+        return AIOKafkaConsumer("resume", bootstrap_servers=k.bootstrap, group_id="aio-resume",
+                                auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                                heartbeat_interval_ms=500)
+
+    async def consume_and_commit():
+        c = consumer()
+        await c.start()
+        try:
+            seen = []
+            while len(seen) < 10:
+                seen.extend((await c.getmany(timeout_ms=500, max_records=10 - len(seen))).get(tp, []))
+            await c.commit({tp: OffsetAndMetadata(10, "aio-meta")})
+            return await c.committed(tp)
+        finally:
+            await c.stop()
+
+    async def first_after_restart():
+        c = consumer()
+        await c.start()
+        try:
+            while True:
+                records = (await c.getmany(timeout_ms=500, max_records=1)).get(tp, [])
+                if records:
+                    return records[0].offset
+        finally:
+            await c.stop()
+
+    assert asyncio.run(asyncio.wait_for(consume_and_commit(), 90)) == 10
+    # Another client reads the commit's metadata back.
+    c = Consumer({"bootstrap.servers": k.bootstrap, "group.id": "aio-resume"})
+    committed = c.committed([TopicPartition("resume", 0)], timeout=30)[0]
+    c.close()
+    assert (committed.offset, committed.metadata) == (10, "aio-meta")
+    k.restart()
+    assert asyncio.run(asyncio.wait_for(first_after_restart(), 90)) == 10

@@ -1,5 +1,5 @@
 """Every stock client over every security setup users run: confluent-kafka,
-kafka-python, kafkajs and kcat each join a group, consume, commit and read
+kafka-python, kafkajs, aiokafka and kcat each join a group, consume, commit and read
 their commit back over SASL_SSL with SCRAM-SHA-512 and with PLAIN, and over
 mutual TLS, where the principal is the certificate's subject: alice's
 certificate is granted by the ACLs, mallory's is refused with Kafka's
@@ -123,6 +123,33 @@ def kafka_python_consume_and_commit(security, group):
         c.close()
 
 
+def aiokafka_consume_and_commit(security, group):
+    """As kafka_python_consume_and_commit, with aiokafka; `security` holds
+    the consumer's keyword arguments and "tls": create_ssl_context's."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition as ATP
+    from aiokafka.helpers import create_ssl_context
+
+    security = dict(security)
+    security["ssl_context"] = create_ssl_context(**security.pop("tls"))
+
+    async def run():
+        c = AIOKafkaConsumer(TOPIC, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                             session_timeout_ms=6000, heartbeat_interval_ms=500, **security)
+        await c.start()
+        try:
+            seen = 0
+            while seen < 5:
+                seen += sum(len(r) for r in (await c.getmany(timeout_ms=1000, max_records=5 - seen)).values())
+            await c.commit({ATP(TOPIC, 0): 5})
+            return await c.committed(ATP(TOPIC, 0))
+        finally:
+            await c.stop()
+
+    return asyncio.run(asyncio.wait_for(run(), 90))
+
+
 def kcat_consume(conf, group, count=10):
     """kcat (Debian's librdkafka) consumes `count` records in `group` with
     auto-commit; returns the values it printed."""
@@ -170,6 +197,14 @@ def test_kafkajs_over_sasl_ssl_consumes_and_commits(sasl_ssl, mechanism):
     assert out["fetched"] == [{"partition": 0, "offset": 5}]
 
 
+@pytest.mark.parametrize("mechanism", SASL_MECHANISMS)
+def test_aiokafka_over_sasl_ssl_consumes_and_commits(sasl_ssl, mechanism):
+    security = {"bootstrap_servers": sasl_ssl["addr"], "security_protocol": "SASL_SSL",
+                "sasl_mechanism": mechanism, "sasl_plain_username": USER, "sasl_plain_password": PASSWORD,
+                "tls": {"cafile": sasl_ssl["ca"]}}
+    assert aiokafka_consume_and_commit(security, f"aio-{mechanism}") == 5
+
+
 @needs_kcat
 @pytest.mark.parametrize("mechanism", SASL_MECHANISMS)
 def test_kcat_over_sasl_ssl_consumes_in_a_group_and_commits(sasl_ssl, mechanism):
@@ -192,6 +227,13 @@ def test_kafka_python_over_mtls_consumes_and_commits(mtls):
     security = {"bootstrap_servers": mtls["addr"], "security_protocol": "SSL", "ssl_cafile": mtls["ca"],
                 "ssl_certfile": cert, "ssl_keyfile": key}
     assert kafka_python_consume_and_commit(security, "mtls-kp") == 5
+
+
+def test_aiokafka_over_mtls_consumes_and_commits(mtls):
+    cert, key = mtls["alice"]
+    security = {"bootstrap_servers": mtls["addr"], "security_protocol": "SSL",
+                "tls": {"cafile": mtls["ca"], "certfile": cert, "keyfile": key}}
+    assert aiokafka_consume_and_commit(security, "mtls-aio") == 5
 
 
 def test_kafkajs_over_mtls_consumes_and_commits(mtls):

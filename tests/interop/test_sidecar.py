@@ -509,6 +509,32 @@ def test_kafka_python_consumes_and_commits_in_a_group_through_the_sidecar(sideca
     assert_committed_everything(sidecar, "kp-sc")
 
 
+def test_aiokafka_consumes_and_commits_in_a_group_through_the_sidecar(sidecar, clients_messages):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition as ATP
+
+    async def consume_and_commit():
+        c = AIOKafkaConsumer("clients", bootstrap_servers=sidecar.bootstrap.split(","), group_id="aio-sc",
+                             auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                             heartbeat_interval_ms=500)
+        await c.start()
+        got = []
+        try:
+            while len(got) < 30:
+                for records in (await c.getmany(timeout_ms=500)).values():
+                    got.extend(r.key.decode() for r in records)
+            await c.commit()
+            return got, [await c.committed(ATP("clients", p)) for p in range(3)]
+        finally:
+            await c.stop()
+
+    got, fetched = asyncio.run(asyncio.wait_for(consume_and_commit(), 90))
+    assert fetched == [10, 10, 10]
+    assert sorted(got) == sorted(clients_messages)
+    assert_committed_everything(sidecar, "aio-sc")
+
+
 def test_kafkajs_consumes_and_commits_in_a_group_through_the_sidecar(sidecar, clients_messages):
     out = node_script("group_consume_commit", sidecar.bootstrap, "js-sc", "clients", 30)
     assert sorted(m["key"] for m in out["messages"]) == sorted(clients_messages)

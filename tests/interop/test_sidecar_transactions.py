@@ -21,7 +21,7 @@ from sidecar_harness import OFFSET_COMMIT, MockCluster, Sidecar
 from test_sidecar import CONSUMER, commit, committed, produce, retrying, show_logs_on_failure  # noqa: F401
 
 TXN_OFFSET_COMMIT, ADD_OFFSETS_TO_TXN, END_TXN = 28, 25, 26
-TOPICS = {"txin-classic": 3, "txin-consumer": 3, "txout": 3}
+TOPICS = {"txin-classic": 3, "txin-consumer": 3, "txin-aio": 3, "txout": 3}
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +121,52 @@ def test_a_transactional_consume_transform_produce_app_commits_its_offsets_throu
     finally:
         c.close()
     assert "handed the group's offsets over to the upstream" in sidecar.log()
+
+
+def test_aiokafka_commits_transactional_offsets_through_the_sidecar(mock, sidecar):
+    """aiokafka sends TxnOffsetCommit v0, which names the group only (no
+    member or generation): kcoord admits it in any state, as Kafka does, and
+    delegates it like the others."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition as ATP
+
+    topic, group, n = "txin-aio", "txg-aio", 3
+    produce(mock.bootstrap, topic, 30, "in-aio", partitions=n)
+    commit(sidecar.bootstrap, group, [TopicPartition(topic, q, 2) for q in range(n)])
+    bootstrap = sidecar.bootstrap.split(",")
+
+    async def transform():
+        c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                             session_timeout_ms=6000, heartbeat_interval_ms=500, isolation_level="read_committed")
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-aio")
+        await c.start()
+        await p.start()
+        try:
+            first = {}
+            while len(first) < n:
+                for tp, records in (await c.getmany(timeout_ms=500)).items():
+                    first.setdefault(tp.partition, records[0].offset)
+            mock.track_clear()
+            async with p.transaction():
+                for q in range(n):
+                    await p.send_and_wait("txout", b"x", key=f"out-{q}".encode(), partition=q)
+                await p.send_offsets_to_transaction({ATP(topic, q): 10 for q in range(n)}, group)
+            return first
+        finally:
+            await p.stop()
+            await c.stop()
+
+    first = asyncio.run(asyncio.wait_for(transform(), 120))
+    assert all(o >= 2 for o in first.values()), first
+    seen = [key for _, _, key in sorted(mock.track_dump())]
+    assert TXN_OFFSET_COMMIT in seen, "the transactional offsets reached the upstream's group coordinator"
+    assert OFFSET_COMMIT in seen[:seen.index(TXN_OFFSET_COMMIT)], seen
+    assert {q: o for q, (o, _) in committed(mock.bootstrap, group, topic, n).items()} == {q: 2 for q in range(n)}
+    # The group's offsets are the upstream's from now on.
+    commit(sidecar.bootstrap, group, [TopicPartition(topic, q, 7) for q in range(n)])
+    assert {q: o for q, (o, _) in committed(mock.bootstrap, group, topic, n).items()} == {q: 7 for q in range(n)}
+    assert {q: o for q, (o, _) in committed(sidecar.bootstrap, group, topic, n).items()} == {q: 7 for q in range(n)}
 
 
 def test_a_stale_generation_cannot_commit_transactional_offsets(mock, sidecar):
