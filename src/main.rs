@@ -185,10 +185,14 @@ enum GroupsCommand {
         #[arg(long = "topic", required = true)]
         topics: Vec<String>,
     },
-    /// Reset a group's offsets (dry run unless --execute; the group must be inactive).
+    /// Reset groups' offsets (dry run unless --execute; a group must be inactive).
     ResetOffsets {
-        #[arg(long)]
-        group: String,
+        /// Repeatable: each group is reset on its own.
+        #[arg(long = "group", required_unless_present = "all_groups")]
+        groups: Vec<String>,
+        /// Every group of the cluster.
+        #[arg(long, conflicts_with = "groups")]
+        all_groups: bool,
         /// TOPIC or TOPIC:P1,P2 (repeatable).
         #[arg(long = "topic")]
         topics: Vec<String>,
@@ -214,6 +218,13 @@ enum GroupsCommand {
         /// Keeps each committed offset (the log end where there is none).
         #[arg(long, group = "spec")]
         to_current: bool,
+        /// Takes the partitions and offsets from a CSV plan, as --export writes it
+        /// (topic,partition,offset for one --group; group,topic,partition,offset otherwise).
+        #[arg(long, group = "spec", value_name = "FILE", conflicts_with_all = ["topics", "all_topics"])]
+        from_file: Option<PathBuf>,
+        /// Prints the new offsets as a CSV plan instead of a table.
+        #[arg(long)]
+        export: bool,
         /// Only show the new offsets (the default).
         #[arg(long, conflicts_with = "execute")]
         dry_run: bool,
@@ -262,7 +273,8 @@ fn run_groups(command: GroupsCommand, bootstrap: &str, command_config: Option<st
                 groups::delete_offsets(&mut cluster, &group, &topics).await
             }
             GroupsCommand::ResetOffsets {
-                group,
+                groups: names,
+                all_groups,
                 topics,
                 all_topics,
                 to_earliest,
@@ -272,6 +284,8 @@ fn run_groups(command: GroupsCommand, bootstrap: &str, command_config: Option<st
                 to_datetime,
                 by_duration,
                 to_current,
+                from_file,
+                export,
                 execute,
                 ..
             } => {
@@ -299,14 +313,31 @@ fn run_groups(command: GroupsCommand, bootstrap: &str, command_config: Option<st
                     groups::ResetSpec::Timestamp(kcoord::wall_clock::wall_clock_ms().saturating_sub(ago).max(0))
                 } else if to_current {
                     groups::ResetSpec::Current
+                } else if let Some(path) = from_file {
+                    let text = std::fs::read_to_string(&path)
+                        .map_err(|e| AdminError::Message(format!("cannot read {}: {e}", path.display())))?;
+                    let only_group = if all_groups { None } else { names.first().filter(|_| names.len() == 1) };
+                    groups::ResetSpec::FromFile(
+                        kcoord::admin::reset_plan::parse(&text, only_group.map(String::as_str))
+                            .map_err(AdminError::Message)?,
+                    )
                 } else {
                     return Err(AdminError::Message(
                         "one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime, \
-                         --by-duration is required"
+                         --by-duration, --from-file is required"
                             .into(),
                     ));
                 };
-                groups::reset_offsets(&mut cluster, &group, &topics, all_topics, &spec, execute).await
+                let opts = groups::ResetOptions {
+                    groups: &names,
+                    all_groups,
+                    topics: &topics,
+                    all_topics,
+                    spec: &spec,
+                    execute,
+                    export,
+                };
+                groups::reset_offsets(&mut cluster, &opts).await
             }
         }
     });
@@ -314,6 +345,11 @@ fn run_groups(command: GroupsCommand, bootstrap: &str, command_config: Option<st
         Ok(out) => {
             print!("{out}");
             ExitCode::SUCCESS
+        }
+        Err(kcoord::admin::cluster::AdminError::AfterOutput { output, error }) => {
+            print!("{output}");
+            eprintln!("Error: {error}");
+            ExitCode::FAILURE
         }
         Err(e) => {
             eprintln!("Error: {e}");

@@ -22,6 +22,10 @@ pub enum AdminError {
     Client(#[from] ClientError),
     #[error("{0}")]
     Message(String),
+    /// A command that did part of its work (reset-offsets of several
+    /// groups): `output` is printed as success would be, then the error.
+    #[error("{error}")]
+    AfterOutput { output: String, error: String },
 }
 
 pub type Result<T> = std::result::Result<T, AdminError>;

@@ -8,6 +8,7 @@ use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartiti
 use kafka_protocol::messages::*;
 
 use super::cluster::{error_name, AdminError, Cluster, Result};
+use super::reset_plan::{self, Offsets, ResetPlan};
 use crate::protocol::client::s;
 use crate::protocol::consumer_protocol::parse_assignment;
 
@@ -633,6 +634,22 @@ pub enum ResetSpec {
     Timestamp(i64),
     /// The committed offset, or the log end where there is none.
     Current,
+    /// Each group's partitions and offsets as a plan names them
+    /// (`--from-file`); the partitions in scope are the plan's.
+    FromFile(ResetPlan),
+}
+
+/// What `groups reset-offsets` was asked to do.
+pub struct ResetOptions<'a> {
+    /// The groups named with `--group`, or every group (`--all-groups`).
+    pub groups: &'a [String],
+    pub all_groups: bool,
+    pub topics: &'a [String],
+    pub all_topics: bool,
+    pub spec: &'a ResetSpec,
+    pub execute: bool,
+    /// Print the plan as CSV (`--export`) instead of a table.
+    pub export: bool,
 }
 
 /// The partitions `--topic` arguments name (`reset-offsets`,
@@ -688,6 +705,15 @@ impl TopicScope {
         if self.partitions.is_empty() {
             return Err(AdminError::Message("no partitions to reset: give --topic or --all-topics".into()));
         }
+        let missing: Vec<String> = self
+            .partitions
+            .iter()
+            .filter(|(t, p)| partition_counts.get(t).is_none_or(|n| p >= n))
+            .map(|(t, p)| format!("{t}-{p}"))
+            .collect();
+        if !missing.is_empty() {
+            return Err(AdminError::Message(format!("The partitions \"{}\" do not exist", missing.join(","))));
+        }
         Ok(self.partitions.into_iter().collect())
     }
 }
@@ -700,10 +726,11 @@ struct LogBounds {
     by_time: Option<HashMap<(String, i32), i64>>,
 }
 
-/// The new offset of every partition: within the log's bounds, as
-/// kafka-consumer-groups.sh computes it.
+/// The new offset of every partition of `group`: within the log's bounds,
+/// as kafka-consumer-groups.sh computes it.
 fn plan_reset(
     spec: &ResetSpec,
+    group: &str,
     tps: &[(String, i32)],
     committed: &BTreeMap<(String, i32), (i64, String)>,
     bounds: &LogBounds,
@@ -720,17 +747,21 @@ fn plan_reset(
                 ResetSpec::ShiftBy(n) => clamp(committed.get(tp).map_or(lo, |c| c.0).saturating_add(*n)),
                 ResetSpec::Timestamp(_) => bounds.by_time.as_ref().and_then(|m| m.get(tp).copied()).unwrap_or(hi),
                 ResetSpec::Current => committed.get(tp).map_or(hi, |c| c.0),
+                ResetSpec::FromFile(plan) => clamp(plan.get(group).and_then(|o| o.get(tp)).copied().unwrap_or(lo)),
             };
             (tp.clone(), target)
         })
         .collect()
 }
 
-/// The table `reset-offsets` prints, with the dry-run reminder.
-fn render_reset(group: &str, new_offsets: &BTreeMap<(String, i32), i64>, executed: bool) -> String {
-    let rows: Vec<Vec<String>> = new_offsets
+/// The table `reset-offsets` prints (every group's rows, in the order the
+/// groups were given), with the dry-run reminder.
+fn render_reset(plans: &[(String, Offsets)], executed: bool) -> String {
+    let rows: Vec<Vec<String>> = plans
         .iter()
-        .map(|((t, p), o)| vec![group.to_string(), t.clone(), p.to_string(), o.to_string()])
+        .flat_map(|(group, offsets)| {
+            offsets.iter().map(move |((t, p), o)| vec![group.clone(), t.clone(), p.to_string(), o.to_string()])
+        })
         .collect();
     let mut out = table(&["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], &rows);
     if !executed {
@@ -785,16 +816,43 @@ async fn commit_reset(
     }
 }
 
-/// `groups reset-offsets`: computes new offsets; commits them only with
-/// `execute`, and only while the group has no active members.
-pub async fn reset_offsets(
-    cluster: &mut Cluster,
-    group: &str,
-    topics: &[String],
-    all_topics: bool,
-    spec: &ResetSpec,
-    execute: bool,
-) -> Result<String> {
+/// `groups reset-offsets`: computes each group's new offsets and commits
+/// them only with `execute`, and only for groups without active members.
+/// As kafka-consumer-groups.sh, a group that cannot be reset does not stop
+/// the others; the command then fails after printing what it did.
+pub async fn reset_offsets(cluster: &mut Cluster, opts: &ResetOptions<'_>) -> Result<String> {
+    let groups: Vec<String> = if opts.all_groups {
+        listed_groups(cluster, &[], &[]).await?.into_keys().collect()
+    } else {
+        opts.groups.to_vec()
+    };
+    let mut plans = Vec::new();
+    let mut errors = Vec::new();
+    for group in &groups {
+        match reset_group(cluster, group, opts).await {
+            Ok(offsets) => plans.push((group.clone(), offsets)),
+            Err(AdminError::Message(e)) if groups.len() > 1 => errors.push(e),
+            Err(e) => return Err(e),
+        }
+    }
+    let output = if opts.export {
+        // One group's plan leaves the group out, as Kafka's tool does.
+        reset_plan::export(&plans.iter().cloned().collect(), groups.len() != 1 || opts.all_groups)
+    } else if plans.is_empty() {
+        String::new()
+    } else {
+        render_reset(&plans, opts.execute)
+    };
+    if errors.is_empty() {
+        Ok(output)
+    } else {
+        Err(AdminError::AfterOutput { output, error: errors.join("\n") })
+    }
+}
+
+/// One group's part of `reset-offsets`: its new offsets, committed if asked.
+async fn reset_group(cluster: &mut Cluster, group: &str, opts: &ResetOptions<'_>) -> Result<Offsets> {
+    let spec = opts.spec;
     let snap = snapshot(cluster, group).await?;
     if snap.state != "Empty" && snap.state != "Dead" {
         return Err(AdminError::Message(format!(
@@ -802,7 +860,18 @@ pub async fn reset_offsets(
             snap.state
         )));
     }
-    let scope = TopicScope::parse(topics, all_topics, snap.committed.keys())?;
+    let scope = match spec {
+        ResetSpec::FromFile(plan) => TopicScope {
+            whole_topics: Vec::new(),
+            partitions: plan
+                .get(group)
+                .ok_or_else(|| AdminError::Message(format!("No reset plan for group {group} found")))?
+                .keys()
+                .cloned()
+                .collect(),
+        },
+        _ => TopicScope::parse(opts.topics, opts.all_topics, snap.committed.keys())?,
+    };
     let (partition_counts, leaders) = cluster.metadata(Some(&scope.topic_names())).await?;
     let tps = scope.expand(&partition_counts)?;
     if let ResetSpec::ShiftBy(_) = spec {
@@ -822,11 +891,11 @@ pub async fn reset_offsets(
         latest: cluster.list_offsets(&tps, -1, &leaders).await?,
         by_time,
     };
-    let new_offsets = plan_reset(spec, &tps, &snap.committed, &bounds);
-    if execute {
+    let new_offsets = plan_reset(spec, group, &tps, &snap.committed, &bounds);
+    if opts.execute {
         commit_reset(cluster, &snap.coordinator, group, &new_offsets).await?;
     }
-    Ok(render_reset(group, &new_offsets, execute))
+    Ok(new_offsets)
 }
 
 #[cfg(test)]
@@ -847,12 +916,15 @@ mod tests {
             vec![tp("b", 1), tp("b", 2), tp("c", 0), tp("c", 3)]
         );
         assert_eq!(scope.topic_names(), vec!["a", "b", "c"]);
-        let counts = BTreeMap::from([("a".to_string(), 2)]);
+        let counts = BTreeMap::from([("a".to_string(), 2), ("b".to_string(), 3), ("c".to_string(), 4)]);
         assert_eq!(scope.expand(&counts).unwrap().len(), 6);
         assert!(TopicScope::parse(&["b:x".into()], false, [].iter()).is_err(), "a partition must be a number");
         let unknown = TopicScope::parse(&["z".into()], false, [].iter()).unwrap();
         assert!(unknown.expand(&counts).is_err(), "an unknown topic is an error");
         assert!(TopicScope::default().expand(&counts).is_err(), "nothing in scope is an error");
+        let beyond = TopicScope::parse(&["b:0,7".into(), "z:1".into()], false, [].iter()).unwrap();
+        let err = beyond.expand(&counts).unwrap_err().to_string();
+        assert_eq!(err, "The partitions \"b-7,z-1\" do not exist");
     }
 
     #[test]
@@ -864,7 +936,7 @@ mod tests {
             latest: HashMap::from([(tp("t", 0), 100)]),
             by_time: Some(HashMap::from([(tp("t", 0), 42)])),
         };
-        let plan = |spec| plan_reset(&spec, &tps, &committed, &bounds)[&tp("t", 0)];
+        let plan = |spec| plan_reset(&spec, "g", &tps, &committed, &bounds)[&tp("t", 0)];
         assert_eq!(plan(ResetSpec::Earliest), 10);
         assert_eq!(plan(ResetSpec::Latest), 100);
         assert_eq!(plan(ResetSpec::Offset(5)), 10, "below the log start is clamped up");
@@ -875,17 +947,21 @@ mod tests {
         assert_eq!(plan(ResetSpec::Current), 50);
         let nothing_committed = BTreeMap::new();
         assert_eq!(
-            plan_reset(&ResetSpec::Current, &tps, &nothing_committed, &bounds)[&tp("t", 0)],
+            plan_reset(&ResetSpec::Current, "g", &tps, &nothing_committed, &bounds)[&tp("t", 0)],
             100,
             "--to-current without a committed offset: the log end, as Kafka"
         );
+        let file = |o: i64| ResetSpec::FromFile(BTreeMap::from([("g".to_string(), BTreeMap::from([(tp("t", 0), o)]))]));
+        assert_eq!(plan(file(33)), 33, "a plan's offset is taken as it is");
+        assert_eq!(plan(file(0)), 10, "and clamped to the log like --to-offset");
+        assert_eq!(plan(file(1_000)), 100);
     }
 
     #[test]
     fn a_dry_run_says_that_nothing_changed() {
-        let offsets = BTreeMap::from([(tp("t", 0), 7)]);
-        assert!(render_reset("g", &offsets, false).contains("dry run"));
-        let executed = render_reset("g", &offsets, true);
+        let plans = vec![("g".to_string(), BTreeMap::from([(tp("t", 0), 7)]))];
+        assert!(render_reset(&plans, false).contains("dry run"));
+        let executed = render_reset(&plans, true);
         assert!(!executed.contains("dry run") && executed.contains("NEW-OFFSET"));
     }
 

@@ -4,6 +4,7 @@
 pub mod acls;
 pub mod cluster;
 pub mod groups;
+pub mod reset_plan;
 pub mod time;
 pub mod users;
 

@@ -636,6 +636,94 @@ async fn delete_offsets_removes_the_named_partitions_offsets_and_reports_each_as
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_offsets_exports_a_plan_that_from_file_applies_to_one_group_or_several() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = start(dir.path(), &["--topic", "t2:2"]);
+    let ten = [("k", "v"); 10];
+    for p in 0..2 {
+        eventually("the partition to accept records", || {
+            let addr = addr.clone();
+            async move {
+                let mut c = Client::connect(addr.parse().unwrap()).await;
+                let (error, _) = support::produce(&mut c, 9, "t2", p, support::batch(&ten, T, None)).await;
+                (error == 0).then_some(())
+            }
+        })
+        .await;
+    }
+    simple_commit(&addr, "plan-a", "t2", &[(0, 3), (1, 4)], None).await;
+    simple_commit(&addr, "plan-b", "t2", &[(0, 5)], None).await;
+    let offsets = |group: &str| -> Vec<String> {
+        let (_, out, _) = groups(&addr, &["offsets", "--group", group]);
+        out.lines()
+            .filter(|l| l.split_whitespace().next() == Some(group))
+            .map(|l| l.split_whitespace().take(4).collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    let plan = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+
+    // One group's plan is topic,partition,offset; several groups' name theirs.
+    let (ok, out, err) =
+        groups(&addr, &["reset-offsets", "--group", "plan-a", "--all-topics", "--to-current", "--export"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "t2,0,3\nt2,1,4\n");
+    let two = ["reset-offsets", "--group", "plan-a", "--group", "plan-b", "--topic", "t2:0", "--to-latest", "--export"];
+    let (ok, out, err) = groups(&addr, &two);
+    assert!(ok, "{err}");
+    assert_eq!(out, "plan-a,t2,0,10\nplan-b,t2,0,10\n");
+    let (ok, out, err) = groups(&addr, &["reset-offsets", "--all-groups", "--all-topics", "--to-current", "--export"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "plan-a,t2,0,3\nplan-a,t2,1,4\nplan-b,t2,0,5\n");
+
+    // An edited plan applied from a file: its partitions, clamped to the log.
+    let edited = plan("a.csv", "t2,0,8\nt2,1,99\n");
+    let (ok, out, err) = groups(&addr, &["reset-offsets", "--group", "plan-a", "--from-file", &edited, "--execute"]);
+    assert!(ok, "{err}");
+    assert_eq!(row(&out, "GROUP"), ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]);
+    assert_eq!(offsets("plan-a"), ["plan-a t2 0 8", "plan-a t2 1 10"]);
+    // A four-column plan restores several groups, one never seen before too.
+    let restore = plan("all.csv", "plan-b,t2,0,2\nplan-new,t2,1,6\n\n");
+    let (ok, _, err) = groups(
+        &addr,
+        &["reset-offsets", "--group", "plan-b", "--group", "plan-new", "--from-file", &restore, "--execute"],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(offsets("plan-b"), ["plan-b t2 0 2"]);
+    assert_eq!(offsets("plan-new"), ["plan-new t2 1 6"]);
+
+    // A group the plan leaves out, or one with active members, is not reset,
+    // and says why; the others are, and the command fails.
+    let mut c = Client::connect(addr.parse().unwrap()).await;
+    consumer::join_alone(&mut c, "plan-live", "t2", &[0, 1]).await;
+    let three = plan("three.csv", "plan-b,t2,0,1\nplan-live,t2,0,1\n");
+    let (ok, out, err) = groups(
+        &addr,
+        &["reset-offsets", "--group", "plan-b", "--group", "plan-live", "--group", "plan-x", "--from-file", &three],
+    );
+    assert!(!ok, "{out}");
+    assert_eq!(row(&out, "plan-b"), ["plan-b", "t2", "0", "1"]);
+    assert!(err.contains("Assignments can only be reset if the group 'plan-live' is inactive"), "{err}");
+    assert!(err.contains("No reset plan for group plan-x found"), "{err}");
+    assert_eq!(offsets("plan-b"), ["plan-b t2 0 2"], "a dry run");
+
+    // Plans that cannot be used.
+    let (ok, _, err) = groups(&addr, &["reset-offsets", "--group", "plan-a", "--topic", "t2:5", "--to-earliest"]);
+    assert!(!ok && err.contains("The partitions \"t2-5\" do not exist"), "{err}");
+    let bad = plan("bad.csv", "t2,zero,1\n");
+    let (ok, _, err) = groups(&addr, &["reset-offsets", "--group", "plan-a", "--from-file", &bad]);
+    assert!(!ok && err.contains("line 1") && err.contains("partition"), "{err}");
+    let three_columns = plan("one.csv", "t2,0,1\n");
+    let (ok, _, err) =
+        groups(&addr, &["reset-offsets", "--group", "plan-a", "--group", "plan-b", "--from-file", &three_columns]);
+    assert!(!ok && err.contains("exactly one --group"), "{err}");
+    child.kill().ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_groups_commands_list_describe_reset_and_delete() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, addr) = start(dir.path(), &["--topic", "t6:6"]);
