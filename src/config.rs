@@ -103,6 +103,24 @@ pub struct SecurityConfig {
     /// Largest frame accepted before authentication completes (Kafka:
     /// sasl.server.max.receive.size).
     pub sasl_max_receive_bytes: u32,
+    /// OAUTHBEARER: the JSON Web Key Set whose keys sign access tokens
+    /// (Kafka: sasl.oauthbearer.jwks.endpoint.url, as a file).
+    pub oauthbearer_jwks_file: String,
+    /// OAUTHBEARER: accept unsigned `"alg":"none"` tokens instead, as
+    /// Kafka's default unsecured validator does (development only).
+    pub oauthbearer_allow_unsecured_jwt: bool,
+    /// OAUTHBEARER: the claim naming the principal (Kafka:
+    /// sasl.oauthbearer.sub.claim.name).
+    pub oauthbearer_sub_claim_name: String,
+    /// OAUTHBEARER: audiences of which a token's `aud` must name one
+    /// (Kafka: sasl.oauthbearer.expected.audience).
+    pub oauthbearer_expected_audience: Vec<String>,
+    /// OAUTHBEARER: the issuer a token's `iss` must name; empty: any
+    /// (Kafka: sasl.oauthbearer.expected.issuer).
+    pub oauthbearer_expected_issuer: String,
+    /// OAUTHBEARER: tolerance for `exp` and `nbf` (Kafka:
+    /// sasl.oauthbearer.clock.skew.seconds).
+    pub oauthbearer_clock_skew_seconds: u32,
 }
 
 impl Default for SecurityConfig {
@@ -118,6 +136,12 @@ impl Default for SecurityConfig {
             connection_failed_authentication_delay_ms: 100,
             authentication_timeout_ms: 10_000,
             sasl_max_receive_bytes: 524_288,
+            oauthbearer_jwks_file: String::new(),
+            oauthbearer_allow_unsecured_jwt: false,
+            oauthbearer_sub_claim_name: "sub".into(),
+            oauthbearer_expected_audience: Vec::new(),
+            oauthbearer_expected_issuer: String::new(),
+            oauthbearer_clock_skew_seconds: 30,
         }
     }
 }
@@ -995,11 +1019,22 @@ impl Config {
             other => return bad(format!("security.tls_client_auth {other:?}: expected none, requested or required")),
         }
         for m in &sec.sasl_enabled_mechanisms {
-            if m != "PLAIN" && crate::security::scram::ScramMechanism::from_name(m).is_none() {
+            let oauth = m == crate::security::sasl::OAUTHBEARER;
+            if m != "PLAIN" && !oauth && crate::security::scram::ScramMechanism::from_name(m).is_none() {
                 return bad(format!(
-                    "security.sasl_enabled_mechanisms: {m:?} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+                    "security.sasl_enabled_mechanisms: {m:?} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, \
+                     OAUTHBEARER)"
                 ));
             }
+            let key_source = !sec.oauthbearer_jwks_file.is_empty() as u8 + sec.oauthbearer_allow_unsecured_jwt as u8;
+            if oauth && key_source != 1 {
+                return bad("OAUTHBEARER needs exactly one of security.oauthbearer_jwks_file (signed tokens) and \
+                     security.oauthbearer_allow_unsecured_jwt = true (unsigned tokens, for development)"
+                    .into());
+            }
+        }
+        if sec.oauthbearer_sub_claim_name.is_empty() {
+            return bad("security.oauthbearer_sub_claim_name must not be empty".into());
         }
         if specs.iter().any(|l| l.protocol.uses_sasl()) && sec.sasl_enabled_mechanisms.is_empty() {
             return bad("a SASL listener needs at least one of security.sasl_enabled_mechanisms".into());
@@ -1069,6 +1104,29 @@ mod tests {
             .unwrap();
         assert_eq!(c.group.initial_rebalance_delay_ms, 0);
         assert_eq!(c.storage.fsync, FsyncPolicy::Never);
+    }
+
+    #[test]
+    fn oauthbearer_needs_one_source_of_trust() {
+        let with = |extra: &[&str]| {
+            let mut b = ConfigBuilder::new()
+                .set(r#"server.listeners=["SASL_PLAINTEXT://127.0.0.1:0"]"#)
+                .unwrap()
+                .set(r#"security.sasl_enabled_mechanisms=["OAUTHBEARER"]"#)
+                .unwrap();
+            for e in extra {
+                b = b.set(e).unwrap();
+            }
+            b.build().map(|_| ()).map_err(|e| e.to_string())
+        };
+        assert!(with(&[]).unwrap_err().contains("security.oauthbearer_jwks_file"));
+        let both = ["security.oauthbearer_jwks_file=\"/k.json\"", "security.oauthbearer_allow_unsecured_jwt=true"];
+        assert!(with(&both).unwrap_err().contains("exactly one"));
+        assert_eq!(with(&["security.oauthbearer_allow_unsecured_jwt=true"]), Ok(()));
+        assert_eq!(with(&["security.oauthbearer_jwks_file=\"/k.json\""]), Ok(()));
+        assert!(
+            with(&["security.oauthbearer_jwks_file=\"/k.json\"", "security.oauthbearer_sub_claim_name=\"\""]).is_err()
+        );
     }
 
     #[test]

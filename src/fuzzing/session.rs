@@ -75,11 +75,19 @@ pub(super) fn sasl_listener() -> Arc<ListenerSecurity> {
     let mut users = Credentials::default();
     users.set_password("fuzz", "fuzz", &[ScramMechanism::Sha256, ScramMechanism::Sha512], 16);
     let sasl = SaslSettings {
-        mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()],
-        credentials: Arc::new(CredentialStore::fixed(users)),
+        mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into(), "SCRAM-SHA-512".into(), "OAUTHBEARER".into()],
+        credentials: Arc::new(CredentialStore::fixed(users, "credentials")),
         max_reauth_ms: 0,
         failure_delay: Duration::ZERO,
         max_receive_bytes: 524_288,
+        // Unsigned tokens, so that inputs can log in with one.
+        oauth: Some(Arc::new(crate::security::oauthbearer::OAuthSettings {
+            keys: crate::security::oauthbearer::Keys::Unsecured,
+            sub_claim: "sub".into(),
+            expected_audience: Vec::new(),
+            expected_issuer: None,
+            clock_skew_ms: 30_000,
+        })),
     };
     Arc::new(ListenerSecurity {
         name: "SASL_PLAINTEXT".into(),

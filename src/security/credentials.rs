@@ -8,8 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
@@ -104,61 +102,11 @@ impl Credentials {
 }
 
 /// The daemon's current credentials, swapped whole on reload.
-#[derive(Debug)]
-pub struct CredentialStore {
-    path: Option<PathBuf>,
-    current: RwLock<Arc<Credentials>>,
-    /// Modification time and length of the file last loaded, to notice changes.
-    seen: Mutex<Option<(SystemTime, u64)>>,
-}
+pub type CredentialStore = super::watched_file::WatchedFile<Credentials>;
 
-impl CredentialStore {
-    /// Loads `path` (no path: no users, every SASL login fails).
-    pub fn open(path: Option<PathBuf>) -> Result<CredentialStore, String> {
-        let store = CredentialStore { path, current: RwLock::new(Arc::default()), seen: Mutex::new(None) };
-        store.reload()?;
-        Ok(store)
-    }
-
-    /// Credentials held in memory only (tests, embedding).
-    pub fn fixed(credentials: Credentials) -> CredentialStore {
-        CredentialStore { path: None, current: RwLock::new(Arc::new(credentials)), seen: Mutex::new(None) }
-    }
-
-    pub fn current(&self) -> Arc<Credentials> {
-        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
-        std::fs::metadata(path).ok().and_then(|m| Some((m.modified().ok()?, m.len())))
-    }
-
-    /// Reads the file again. On error the previous credentials stay in force.
-    pub fn reload(&self) -> Result<(), String> {
-        let Some(path) = &self.path else { return Ok(()) };
-        let stamp = Self::stamp(path);
-        let loaded = Credentials::load(path)?;
-        let users = loaded.users.len();
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(loaded);
-        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = stamp;
-        tracing::info!(path = %path.display(), users, "credentials loaded");
-        Ok(())
-    }
-
-    /// Reloads if the file's modification time or size changed since the
-    /// last load.
-    pub fn reload_if_changed(&self) {
-        let Some(path) = &self.path else { return };
-        let stamp = Self::stamp(path);
-        if stamp == *self.seen.lock().unwrap_or_else(|e| e.into_inner()) {
-            return;
-        }
-        if let Err(e) = self.reload() {
-            tracing::error!(error = %e, "cannot reload the credentials file; the previous credentials stay in force");
-            // Not retried until the file changes again.
-            *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = stamp;
-        }
-    }
+/// Loads `path` (no path: no users, every SASL login fails).
+pub fn open_store(path: Option<PathBuf>) -> Result<CredentialStore, String> {
+    CredentialStore::open(path, "credentials file", Credentials::load)
 }
 
 #[cfg(test)]
@@ -187,7 +135,7 @@ mod tests {
     fn the_store_picks_up_a_changed_file_and_keeps_the_old_one_when_the_new_is_broken() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("users.json");
-        let store = CredentialStore::open(Some(path.clone())).unwrap();
+        let store = open_store(Some(path.clone())).unwrap();
         assert!(store.current().users.is_empty());
         let mut c = Credentials::default();
         c.set_password("alice", "pw", &[ScramMechanism::Sha256], 4096);

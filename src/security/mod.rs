@@ -1,5 +1,6 @@
 //! Authentication: named listeners with Kafka's security protocols, TLS,
-//! SASL (PLAIN, SCRAM-SHA-256/512) and the credentials they check.
+//! SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER) and the credentials and
+//! keys they check.
 //!
 //! The per-connection state machine lives in [`sasl`]; the connection loop
 //! asks it whether a frame may be served and hands it the SASL frames.
@@ -8,11 +9,14 @@
 pub mod acl;
 pub mod client;
 pub mod credentials;
+pub mod jwt;
 pub mod listeners;
+pub mod oauthbearer;
 pub mod plain;
 pub mod sasl;
 pub mod scram;
 pub mod tls;
+pub mod watched_file;
 
 /// The principal of a connection that did not authenticate (PLAINTEXT, or
 /// SSL without a client certificate), as Kafka's `KafkaPrincipal.ANONYMOUS`.
@@ -65,6 +69,9 @@ pub struct SecurityRuntime {
     pub tls: Option<std::sync::Arc<tls::TlsContext>>,
     /// Loaded when a listener uses SASL.
     pub credentials: Option<std::sync::Arc<credentials::CredentialStore>>,
+    /// The OAUTHBEARER signing keys, when a SASL listener offers it with a
+    /// JWKS file.
+    pub jwks: Option<std::sync::Arc<oauthbearer::JwksStore>>,
     /// The ACL file, when the authorizer is enabled.
     pub acls: Option<std::sync::Arc<acl::AclStore>>,
 }
@@ -85,13 +92,24 @@ impl SecurityRuntime {
         let credentials = match specs.iter().any(|l| l.protocol.uses_sasl()) {
             true => {
                 let path = (!sec.credentials_file.is_empty()).then(|| std::path::PathBuf::from(&sec.credentials_file));
-                if path.is_none() {
-                    tracing::warn!("a SASL listener without security.credentials_file: every login fails");
+                let passwords = sec.sasl_enabled_mechanisms.iter().any(|m| m != sasl::OAUTHBEARER);
+                if path.is_none() && passwords {
+                    tracing::warn!(
+                        "a SASL listener without security.credentials_file: every PLAIN and SCRAM login fails"
+                    );
                 }
-                Some(Arc::new(credentials::CredentialStore::open(path)?))
+                Some(Arc::new(credentials::open_store(path)?))
             }
             false => None,
         };
+        let oauth = match sec.sasl_enabled_mechanisms.iter().any(|m| m == sasl::OAUTHBEARER) && credentials.is_some() {
+            true => Some(Arc::new(oauthbearer::OAuthSettings::from_config(sec)?)),
+            false => None,
+        };
+        let jwks = oauth.as_ref().and_then(|o| match &o.keys {
+            oauthbearer::Keys::Jwks(store) => Some(store.clone()),
+            oauthbearer::Keys::Unsecured => None,
+        });
         let sasl = credentials.as_ref().map(|c| {
             Arc::new(sasl::SaslSettings {
                 mechanisms: sec.sasl_enabled_mechanisms.clone(),
@@ -99,6 +117,7 @@ impl SecurityRuntime {
                 max_reauth_ms: sec.connections_max_reauth_ms,
                 failure_delay: std::time::Duration::from_millis(sec.connection_failed_authentication_delay_ms),
                 max_receive_bytes: sec.sasl_max_receive_bytes,
+                oauth: oauth.clone(),
             })
         });
         let per_listener = specs
@@ -113,7 +132,7 @@ impl SecurityRuntime {
                 })
             })
             .collect();
-        Ok((SecurityRuntime { tls, credentials, acls: None }, per_listener))
+        Ok((SecurityRuntime { tls, credentials, jwks, acls: None }, per_listener))
     }
 
     /// Reads the certificate files, the credentials file and the ACL file
@@ -128,6 +147,11 @@ impl SecurityRuntime {
         if let Some(c) = &self.credentials {
             if let Err(e) = c.reload() {
                 tracing::error!(error = %e, "cannot reload the credentials file; the previous credentials stay");
+            }
+        }
+        if let Some(j) = &self.jwks {
+            if let Err(e) = j.reload() {
+                tracing::error!(error = %e, "cannot reload the OAUTHBEARER JWKS file; the previous keys stay");
             }
         }
         if let Some(a) = &self.acls {
@@ -150,6 +174,9 @@ impl SecurityRuntime {
                     }
                     if let Some(t) = &self.tls {
                         t.reload_if_changed();
+                    }
+                    if let Some(j) = &self.jwks {
+                        j.reload_if_changed();
                     }
                     if let Some(a) = &self.acls {
                         a.reload_if_changed();

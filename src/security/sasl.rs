@@ -15,6 +15,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use tokio::time::Instant;
 
 use super::credentials::CredentialStore;
+use super::oauthbearer::{OAuthError, OAuthServer, OAuthSettings, OAuthStep};
 use super::scram::{ScramError, ScramMechanism, ScramServer, ScramStep};
 use crate::error_code::ErrorCode;
 use crate::protocol::api::{api_versions, sasl_authenticate, sasl_handshake};
@@ -33,7 +34,12 @@ pub struct SaslSettings {
     pub failure_delay: Duration,
     /// Largest frame read before authentication.
     pub max_receive_bytes: u32,
+    /// How OAUTHBEARER tokens are validated, when it is offered.
+    pub oauth: Option<Arc<OAuthSettings>>,
 }
+
+/// The OAUTHBEARER mechanism's name.
+pub const OAUTHBEARER: &str = "OAUTHBEARER";
 
 /// Kafka refuses to start re-authentication more often than once a second
 /// (`KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS`).
@@ -72,6 +78,7 @@ struct Session {
 enum Exchange {
     Plain,
     Scram(ScramMechanism, ScramServer),
+    OAuthBearer(OAuthServer),
     /// Re-authentication asked for a mechanism other than the session's:
     /// Kafka fails it at the first token.
     BadMechanism(String),
@@ -217,6 +224,7 @@ impl SaslSession {
                 )),
                 _ => match ScramMechanism::from_name(&mechanism) {
                     Some(m) => Exchange::Scram(m, ScramServer::new(m)),
+                    None if mechanism == OAUTHBEARER => Exchange::OAuthBearer(OAuthServer::default()),
                     None => Exchange::Plain,
                 },
             };
@@ -284,6 +292,8 @@ impl SaslSession {
             Err((ErrorCode::SASL_AUTHENTICATION_FAILED, message))
         };
         let credentials = self.settings.credentials.current();
+        // When the credential itself expires (an OAUTHBEARER token).
+        let mut credential_expires_ms = None;
         let (user, response) = match exchange {
             Exchange::BadMechanism(message) => {
                 let m = message.clone();
@@ -304,6 +314,24 @@ impl SaslSession {
                     return failed(super::plain::INVALID.into());
                 }
                 (user, Bytes::new())
+            }
+            Exchange::OAuthBearer(server) => {
+                let Some(oauth) = self.settings.oauth.as_deref() else {
+                    return failed(generic());
+                };
+                let now_ms = crate::wall_clock::wall_clock_ms();
+                match server.step(&token, oauth, now_ms) {
+                    Ok(OAuthStep::Challenge(c)) => return Ok((Bytes::from(c), 0)),
+                    Ok(OAuthStep::Done(valid)) => {
+                        credential_expires_ms = Some(valid.expires_ms.saturating_sub(now_ms));
+                        (valid.principal, Bytes::new())
+                    }
+                    Err(OAuthError::Specific(m)) => return failed(m),
+                    Err(OAuthError::Generic(reason)) => {
+                        tracing::debug!(%reason, "OAUTHBEARER authentication failed");
+                        return failed(generic());
+                    }
+                }
             }
             Exchange::Scram(m, server) => {
                 let lookup = |u: &str| credentials.scram(u, *m).cloned();
@@ -329,8 +357,15 @@ impl SaslSession {
                 ));
             }
         }
-        let lifetime = self.settings.max_reauth_ms.max(0);
-        let expires = (lifetime > 0).then(|| now + Duration::from_millis(lifetime as u64));
+        // As Kafka's SaslServerAuthenticator: the session ends with the
+        // credential or after connections_max_reauth_ms, whichever is first.
+        let lifetime = match (credential_expires_ms, self.settings.max_reauth_ms) {
+            (None, max) => max.max(0),
+            (Some(left), max) if max > 0 => left.min(max).max(0),
+            (Some(left), _) => left.max(0),
+        };
+        let expires =
+            (lifetime > 0 || credential_expires_ms.is_some()).then(|| now + Duration::from_millis(lifetime as u64));
         metrics::counter!("kcoord_authentications_total", "mechanism" => mechanism.clone(), "result" => "success")
             .increment(1);
         self.session = Some(Session { principal, mechanism, expires });

@@ -16,6 +16,7 @@ use hmac::{Hmac, Mac};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
 use kcoord::security::credentials::Credentials;
+use kcoord::security::jwt::Es256Signer;
 use kcoord::security::scram::ScramMechanism;
 use sha2::{Digest, Sha256, Sha512};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -119,6 +120,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             assert_eq!(last.auth_bytes.as_ref(), format!("v={}", B64.encode(server_signature)).as_bytes());
         }
         last
+    }
+
+    /// An OAUTHBEARER first message carrying `token` (RFC 7628).
+    async fn oauthbearer(&mut self, token: &str) -> SaslAuthenticateResponse {
+        assert_eq!(self.handshake("OAUTHBEARER").await.error_code, 0);
+        self.authenticate(format!("n,,\u{1}auth=Bearer {token}\u{1}\u{1}").as_bytes()).await
     }
 
     async fn metadata(&mut self) -> std::io::Result<MetadataResponse> {
@@ -579,4 +586,104 @@ async fn a_replaced_certificate_is_served_after_sighup_or_once_the_files_change(
     files.write("server.pem", "not a certificate");
     s.daemon.as_ref().unwrap().security().reload();
     assert!(tls_connect(ssl, client_config(&next.ca_pem, None)).await.is_ok());
+}
+
+/// Seconds since the epoch, for token claims.
+fn epoch_s() -> i64 {
+    kcoord::wall_clock::wall_clock_ms() / 1000
+}
+
+/// A daemon offering OAUTHBEARER (and PLAIN) on a SASL_PLAINTEXT listener,
+/// trusting the keys of `signer`'s JWKS file.
+async fn oauth_server(signer: &Es256Signer, extra: &[&str]) -> (TestServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, signer.jwks()).unwrap();
+    let users = dir.path().join("users.json");
+    write_users(&users, &[("alice", "alice-secret")]);
+    let mut settings = vec![
+        "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]".to_string(),
+        "security.sasl_enabled_mechanisms=[\"OAUTHBEARER\", \"PLAIN\"]".to_string(),
+        format!("security.oauthbearer_jwks_file=\"{}\"", jwks.display()),
+        format!("security.credentials_file=\"{}\"", users.display()),
+        "security.connection_failed_authentication_delay_ms=10".to_string(),
+    ];
+    settings.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = settings.iter().map(String::as_str).collect();
+    (TestServer::start_with(&refs).await, dir)
+}
+
+#[tokio::test]
+async fn oauthbearer_logs_in_with_a_signed_token_for_as_long_as_the_token_lives() {
+    let signer = Es256Signer::generate("key-1").unwrap();
+    let (s, _dir) = oauth_server(&signer, &[]).await;
+    let claims = |exp: i64| serde_json::json!({"sub": "alice", "iat": epoch_s(), "exp": exp});
+    let mut c = tcp(s.addr).await;
+    let auth = c.oauthbearer(&signer.sign(&claims(epoch_s() + 600)).unwrap()).await;
+    assert_eq!(auth.error_code, 0, "{:?}", auth.error_message);
+    assert!((590_000..=600_000).contains(&auth.session_lifetime_ms), "{}", auth.session_lifetime_ms);
+    assert!(c.metadata().await.is_ok());
+    // Re-authentication with a fresh token renews the session (KIP-368).
+    let again = c.oauthbearer(&signer.sign(&claims(epoch_s() + 1200)).unwrap()).await;
+    assert_eq!(again.error_code, 0);
+    assert!(again.session_lifetime_ms > 1_000_000);
+
+    // A token about to expire: the session ends with it.
+    let mut c = tcp(s.addr).await;
+    let auth = c.oauthbearer(&signer.sign(&claims(epoch_s() + 2)).unwrap()).await;
+    assert_eq!(auth.error_code, 0);
+    assert!(auth.session_lifetime_ms <= 2000, "{}", auth.session_lifetime_ms);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while c.metadata().await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "the session outlived its token");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_expired_or_foreign_token_gets_the_rfc_7628_error_and_the_connection_closes() {
+    let signer = Es256Signer::generate("key-1").unwrap();
+    let (s, _dir) = oauth_server(&signer, &[]).await;
+    let stranger = Es256Signer::generate("key-1").unwrap();
+    let expired = signer.sign(&serde_json::json!({"sub": "alice", "iat": epoch_s() - 7200, "exp": epoch_s() - 3600}));
+    let foreign = stranger.sign(&serde_json::json!({"sub": "alice", "iat": epoch_s(), "exp": epoch_s() + 600}));
+    for token in [expired.unwrap(), foreign.unwrap(), "not-a-jwt".to_string()] {
+        let mut c = tcp(s.addr).await;
+        let challenge = c.oauthbearer(&token).await;
+        assert_eq!(challenge.error_code, 0, "an error challenge, not yet a failure");
+        assert_eq!(challenge.auth_bytes.as_ref(), br#"{"status":"invalid_token"}"#);
+        let failed = c.authenticate(&[1]).await;
+        assert_eq!(failed.error_code, SASL_AUTHENTICATION_FAILED);
+        assert_eq!(failed.error_message.as_deref(), Some(r#"{"status":"invalid_token"}"#));
+        assert!(c.closed().await);
+    }
+    // A malformed first message is refused at once, as Kafka does.
+    let mut c = tcp(s.addr).await;
+    assert_eq!(c.handshake("OAUTHBEARER").await.error_code, 0);
+    let r = c.authenticate(b"n,,auth=Bearer x").await;
+    assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER")
+    );
+    // PLAIN still works beside it.
+    assert_eq!(tcp(s.addr).await.plain("alice", "alice-secret").await.error_code, 0);
+}
+
+#[tokio::test]
+async fn a_rotated_signing_key_is_trusted_once_the_jwks_file_changes() {
+    let old = Es256Signer::generate("old").unwrap();
+    let (s, dir) = oauth_server(&old, &[]).await;
+    let new = Es256Signer::generate("new").unwrap();
+    let token = new.sign(&serde_json::json!({"sub": "bob", "iat": epoch_s(), "exp": epoch_s() + 600})).unwrap();
+    assert_eq!(tcp(s.addr).await.oauthbearer(&token).await.auth_bytes.as_ref(), br#"{"status":"invalid_token"}"#);
+    std::fs::write(dir.path().join("jwks.json"), new.jwks()).unwrap();
+    eventually("the new key to be trusted", || {
+        let token = token.clone();
+        async move {
+            let r = tcp(s.addr).await.oauthbearer(&token).await;
+            (r.error_code == 0 && r.auth_bytes.is_empty()).then_some(())
+        }
+    })
+    .await;
 }
