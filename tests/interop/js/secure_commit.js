@@ -3,8 +3,8 @@
 // returns.
 // Arguments: bootstrap group topic ca.pem mechanism user password
 //   mechanism is scram-sha-256, scram-sha-512 or plain (user and password
-//   are then the SASL login), or mtls (user and password are then the client
-//   certificate and key files).
+//   are then the SASL login), mtls (user and password are then the client
+//   certificate and key files), or oauthbearer (user is then the token).
 const fs = require('fs')
 const { Kafka, logLevel } = require('kafkajs')
 const [bootstrap, group, topic, caFile, mechanism, user, password] = process.argv.slice(2)
@@ -13,6 +13,9 @@ function security () {
   const ssl = { ca: [fs.readFileSync(caFile, 'utf-8')], servername: 'localhost' }
   if (mechanism === 'mtls') {
     return { ssl: { ...ssl, cert: fs.readFileSync(user, 'utf-8'), key: fs.readFileSync(password, 'utf-8') } }
+  }
+  if (mechanism === 'oauthbearer') {
+    return { ssl, sasl: { mechanism, oauthBearerProvider: async () => ({ value: user }) } }
   }
   return { ssl, sasl: { mechanism, username: user, password } }
 }
