@@ -20,6 +20,7 @@ use kcoord::config::ConfigBuilder;
 use kcoord::protocol::client::{ClientError, Connection};
 use kcoord::security::client::{ClientSecurity, ClientSecurityConfig};
 use kcoord::security::credentials::Credentials;
+use kcoord::security::jwt::Es256Signer;
 use kcoord::security::scram::ScramMechanism;
 
 const SIDECAR_USER: (&str, &str) = ("kcoord-sidecar", "upstream-secret");
@@ -460,5 +461,180 @@ async fn large_records_cross_a_plain_sidecar_to_a_tls_upstream_and_back() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].2, big);
     sc.shutdown().await;
+    up.shutdown().await;
+}
+
+/// The upstream with a SASL_SSL listener offering OAUTHBEARER (tokens signed
+/// by `signer`) and SCRAM-SHA-512 (for the test's own direct checks).
+async fn oauth_upstream(pki: &Pki, signer: &Es256Signer) -> TestServer {
+    let jwks = pki.write("jwks.json", &signer.jwks());
+    let mut s = pki.sasl_ssl_listener("upstream", &[SIDECAR_USER]);
+    s.extend([
+        "topics.define=[\"t:3\"]".into(),
+        "server.node_id=1".into(),
+        "security.sasl_enabled_mechanisms=[\"OAUTHBEARER\", \"SCRAM-SHA-512\"]".into(),
+        format!("security.oauthbearer_jwks_file=\"{jwks}\""),
+    ]);
+    start(&s).await
+}
+
+/// A sidecar logging in to `up` with OAUTHBEARER tokens from `url`.
+async fn oauth_sidecar(pki: &Pki, up: &TestServer, url: &str) -> TestServer {
+    let mut s = vec![
+        format!("sidecar.upstream=[\"{}\"]", up.addr),
+        "sidecar.write_through_interval_ms=20".into(),
+        "sidecar.upstream_security.security_protocol=\"SASL_SSL\"".into(),
+        "sidecar.upstream_security.sasl_mechanism=\"OAUTHBEARER\"".into(),
+        format!("sidecar.upstream_security.sasl_oauthbearer_token_endpoint_url=\"{url}\""),
+        "sidecar.upstream_security.sasl_oauthbearer_client_id=\"kcoord-sidecar\"".into(),
+        "sidecar.upstream_security.sasl_oauthbearer_client_secret=\"sidecar secret\"".into(),
+        format!("sidecar.upstream_security.ssl_ca_location=\"{}\"", pki.path("ca.pem")),
+    ];
+    s.extend(pki.sasl_ssl_listener("sidecar", &[CLIENT_USER]));
+    start(&s).await
+}
+
+/// An OAuth 2 token endpoint on 127.0.0.1 that gives the client-credentials
+/// client `kcoord-sidecar` (secret "sidecar secret", as HTTP Basic with
+/// the URL-encoded pair) tokens for itself living `lifetime_s` seconds;
+/// returns its URL and how many tokens it issued.
+async fn token_endpoint(
+    signer: Es256Signer,
+    lifetime_s: i64,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/oauth2/token", listener.local_addr().unwrap());
+    let issued = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = issued.clone();
+    let expected = format!(
+        "Authorization: Basic {}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "kcoord-sidecar:sidecar+secret")
+    );
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !String::from_utf8_lossy(&request).contains("grant_type=client_credentials") {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let text = String::from_utf8_lossy(&request);
+            let reply = if text.starts_with("POST /oauth2/token ") && text.contains(&expected) {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let now = kcoord::wall_clock::wall_clock_ms() / 1000;
+                let claims = serde_json::json!({"sub": "kcoord-sidecar", "iat": now, "exp": now + lifetime_s});
+                let body = serde_json::json!({"access_token": signer.sign(&claims).unwrap(), "token_type": "bearer",
+                    "expires_in": lifetime_s})
+                .to_string();
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+            } else {
+                "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n".to_string()
+            };
+            let _ = s.write_all(reply.as_bytes()).await;
+        }
+    });
+    (url, issued)
+}
+
+#[tokio::test]
+async fn a_sidecar_logs_in_upstream_with_oauthbearer_tokens_from_a_token_endpoint_and_renews_them() {
+    let pki = Pki::new();
+    let signer = Es256Signer::generate("idp-key").unwrap();
+    let up = oauth_upstream(&pki, &signer).await;
+    // Tokens live 3 s: the sidecar's links must fetch fresh ones and log in
+    // again (KIP-368) while the client works.
+    let (url, issued) = token_endpoint(signer, 3).await;
+    let sc = oauth_sidecar(&pki, &up, &url).await;
+    let mut c = connect(sc.addr, &pki.client(CLIENT_USER)).await;
+    let (member, generation) = join_alone(&mut c, "oauth").await;
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(7000);
+    let mut offset = 0;
+    let mut pace = tokio::time::interval(std::time::Duration::from_millis(50));
+    while std::time::Instant::now() < until {
+        offset += 1;
+        let records = support::batch(&[("k", "v")], 1000, None);
+        let p = c.call(&support::produce_request("t", 0, Some(records), -1), 9).await.expect("produce");
+        assert_eq!(p.responses[0].partition_responses[0].error_code, 0, "produce {offset}");
+        assert_eq!(commit(&mut c, "oauth", &member, generation, offset).await, 0);
+        pace.tick().await;
+    }
+    assert!(issued.load(std::sync::atomic::Ordering::SeqCst) >= 3, "tokens were renewed");
+    let login = pki.client(SIDECAR_USER);
+    let up_addr = up.addr;
+    eventually("the last commit written through upstream", || {
+        let login = login.clone();
+        async move {
+            let mut direct = connect(up_addr, &login).await;
+            (committed(&mut direct, "oauth").await == offset).then_some(())
+        }
+    })
+    .await;
+    sc.shutdown().await;
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_sidecar_reads_its_upstream_token_from_a_file_and_a_refused_token_stops_it_with_the_reason() {
+    let pki = Pki::new();
+    let signer = Es256Signer::generate("idp-key").unwrap();
+    let up = oauth_upstream(&pki, &signer).await;
+    let now = kcoord::wall_clock::wall_clock_ms() / 1000;
+    let token = signer.sign(&serde_json::json!({"sub": "kcoord-sidecar", "iat": now, "exp": now + 600})).unwrap();
+    let file = pki.write("token", &format!("{token}\n"));
+    let sc = oauth_sidecar(&pki, &up, &format!("file://{file}")).await;
+    let mut c = connect(sc.addr, &pki.client(CLIENT_USER)).await;
+    let md = c.call(&MetadataRequest::default().with_topics(None), 12).await.unwrap();
+    assert_eq!(md.topics.len(), 1, "the upstream's topic, through the sidecar's OAUTHBEARER login");
+    sc.shutdown().await;
+
+    // The admin CLI logs in the same way, from a Kafka client properties file.
+    let props = pki.write(
+        "oauth.properties",
+        &format!(
+            "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\nsasl.oauthbearer.token.endpoint.url=file://{file}\nssl.ca.location={}\n",
+            pki.path("ca.pem")
+        ),
+    );
+    let bootstrap = up.addr.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kcoord"))
+            .args(["groups", "--command-config", &props, "list", "--bootstrap", &bootstrap])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // A token from a key the upstream does not trust.
+    let stranger = Es256Signer::generate("idp-key").unwrap();
+    let forged = stranger.sign(&serde_json::json!({"sub": "kcoord-sidecar", "iat": now, "exp": now + 600})).unwrap();
+    let file = pki.write("forged", &format!("{forged}\n"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = ConfigBuilder::new();
+    for s in common::TEST_DEFAULTS {
+        b = b.set(s).unwrap();
+    }
+    for s in [
+        format!("storage.data_dir=\"{}\"", dir.path().display()),
+        format!("sidecar.upstream=[\"{}\"]", up.addr),
+        "sidecar.upstream_security.security_protocol=\"SASL_SSL\"".into(),
+        "sidecar.upstream_security.sasl_mechanism=\"OAUTHBEARER\"".into(),
+        format!("sidecar.upstream_security.sasl_oauthbearer_token_endpoint_url=\"file://{file}\""),
+        format!("sidecar.upstream_security.ssl_ca_location=\"{}\"", pki.path("ca.pem")),
+    ] {
+        b = b.set(&s).unwrap();
+    }
+    let err = match kcoord::Daemon::start(b.build().unwrap()).await {
+        Ok(_) => panic!("the sidecar started with a token the upstream refuses"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("refused kcoord's login") && err.contains("invalid_token"), "{err}");
     up.shutdown().await;
 }

@@ -4,7 +4,9 @@ for the sidecar (librdkafka's mock cluster speaks neither TLS nor SASL);
 the sidecar logs in with its own credentials (password from a file) and
 serves clients on its own SASL_SSL listener with its own users.
 confluent-kafka (SCRAM-SHA-512) and kcat (PLAIN and SCRAM-SHA-512) consume
-in a group and commit through it."""
+in a group and commit through it. Then a cluster that only speaks
+OAUTHBEARER: the sidecar fetches its own tokens from the identity provider,
+and librdkafka clients keep their OAuth settings."""
 
 import subprocess
 
@@ -106,3 +108,66 @@ def test_kcat_over_sasl_ssl_consumes_in_a_group_through_a_sidecar_of_a_sasl_ssl_
         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert sorted(out.stdout.split()) == sorted(f"k{i}" for i in range(12)), out.stderr
+
+
+@pytest.fixture
+def oauth_cluster(make_kcoord, tmp_path):
+    """A cluster that only speaks OAUTHBEARER over SASL_SSL, its identity
+    provider (oauth.py), and a sidecar that logs in upstream with tokens of
+    its own client id and lets clients log in with tokens from the same
+    provider. Returns (sidecar, upstream, ca path, token endpoint)."""
+    from oauth import Issuer, TokenEndpoint
+
+    issuer = Issuer(tmp_path / "idp")
+    endpoint = TokenEndpoint(issuer, {"kcoord-sidecar": "sidecar-secret", "alice": "alice-secret"})
+    pki = make_pki(tmp_path / "pki")
+    jwks = issuer.write_jwks(tmp_path / "jwks.json")
+    oauth_listener = [
+        'server.listeners=["SASL_SSL://127.0.0.1:0"]',
+        f'security.tls_certificate="{pki / "server.pem"}"',
+        f'security.tls_private_key="{pki / "server.key"}"',
+        'security.sasl_enabled_mechanisms=["OAUTHBEARER"]',
+        f'security.oauthbearer_jwks_file="{jwks}"',
+    ]
+    upstream = make_kcoord(topics=["secure:3"], settings=oauth_listener)
+    sidecar = Sidecar(tmp_path / "sidecar", upstream.bootstrap, settings=oauth_listener + [
+        'sidecar.upstream_security.security_protocol="SASL_SSL"',
+        'sidecar.upstream_security.sasl_mechanism="OAUTHBEARER"',
+        f'sidecar.upstream_security.sasl_oauthbearer_token_endpoint_url="{endpoint.url}"',
+        'sidecar.upstream_security.sasl_oauthbearer_client_id="kcoord-sidecar"',
+        'sidecar.upstream_security.sasl_oauthbearer_client_secret="sidecar-secret"',
+        f'sidecar.upstream_security.ssl_ca_location="{pki / "ca.pem"}"',
+    ]).start()
+    yield sidecar, upstream, str(pki / "ca.pem"), endpoint
+    sidecar.stop()
+    endpoint.close()
+
+
+def oidc_conf(addr, ca, endpoint, client, secret):
+    return {"bootstrap.servers": addr, "security.protocol": "SASL_SSL", "ssl.ca.location": ca,
+            "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.client.id": client, "sasl.oauthbearer.client.secret": secret,
+            "sasl.oauthbearer.token.endpoint.url": endpoint.url}
+
+
+def test_a_sidecar_of_an_oauth_cluster_serves_clients_that_keep_their_oauth_settings(oauth_cluster):
+    from conftest import wait_for
+
+    sidecar, upstream, ca, endpoint = oauth_cluster
+    conf = oidc_conf(sidecar.bootstrap, ca, endpoint, "alice", "alice-secret")
+    produce(conf, 30)
+    c = Consumer({**conf, "group.id": "secure-oauth", "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    c.subscribe(["secure"])
+    keys = []
+    while len(keys) < 30:
+        m = c.poll(1.0)
+        if m is not None and not m.error():
+            keys.append(m.key().decode())
+    assert sorted(keys) == sorted(f"k{i}" for i in range(30))
+    c.commit(asynchronous=False)
+    c.close()
+    assert committed(conf, "secure-oauth") == {0: 10, 1: 10, 2: 10}
+    # Written through to the upstream by the sidecar's own OAUTHBEARER login.
+    upstream_conf = oidc_conf(upstream.bootstrap, ca, endpoint, "kcoord-sidecar", "sidecar-secret")
+    wait_for("the offsets upstream", lambda: committed(upstream_conf, "secure-oauth") == {0: 10, 1: 10, 2: 10})

@@ -12,6 +12,7 @@
 //! - [`sasl`]: SaslHandshake v1 then SaslAuthenticate, PLAIN or SCRAM
 //!   ([`scram`]), on a [`crate::protocol::client::Connection`].
 
+pub mod oauth;
 pub mod sasl;
 pub mod scram;
 pub mod settings;
@@ -30,12 +31,14 @@ pub use settings::ClientSecurityConfig;
 pub enum Mechanism {
     Plain,
     Scram(ScramMechanism),
+    OAuthBearer,
 }
 
 impl Mechanism {
     pub fn parse(name: &str) -> Option<Mechanism> {
         match name {
             "PLAIN" => Some(Mechanism::Plain),
+            "OAUTHBEARER" => Some(Mechanism::OAuthBearer),
             other => ScramMechanism::from_name(other).map(Mechanism::Scram),
         }
     }
@@ -44,16 +47,19 @@ impl Mechanism {
         match self {
             Mechanism::Plain => "PLAIN",
             Mechanism::Scram(m) => m.name(),
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 }
 
-/// The user and password a SASL login presents.
-#[derive(Clone, PartialEq, Eq)]
+/// What a SASL login presents: a user and password (PLAIN, SCRAM), or an
+/// access token from `tokens` (OAUTHBEARER).
+#[derive(Clone)]
 pub struct SaslLogin {
     pub mechanism: Mechanism,
     pub username: String,
     pub password: String,
+    pub tokens: Option<Arc<oauth::TokenSource>>,
 }
 
 impl std::fmt::Debug for SaslLogin {
@@ -114,13 +120,35 @@ impl ClientSecurity {
             false => None,
             true => {
                 let mechanism = Mechanism::parse(&c.sasl_mechanism.to_ascii_uppercase()).ok_or_else(|| {
-                    format!("sasl.mechanism {:?}: expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.sasl_mechanism)
+                    format!(
+                        "sasl.mechanism {:?}: expected PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
+                        c.sasl_mechanism
+                    )
                 })?;
-                if c.sasl_username.is_empty() {
-                    return Err(format!("{} needs sasl.username", protocol.name()));
+                if mechanism == Mechanism::OAuthBearer {
+                    if c.sasl_oauthbearer_token_endpoint_url.is_empty() {
+                        return Err("OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url".into());
+                    }
+                    let tokens = oauth::TokenSource::new(
+                        &c.sasl_oauthbearer_token_endpoint_url,
+                        &c.sasl_oauthbearer_client_id,
+                        &c.sasl_oauthbearer_client_secret,
+                        &c.sasl_oauthbearer_scope,
+                        &c.https_ca_location,
+                    )?;
+                    Some(SaslLogin {
+                        mechanism,
+                        username: String::new(),
+                        password: String::new(),
+                        tokens: Some(Arc::new(tokens)),
+                    })
+                } else {
+                    if c.sasl_username.is_empty() {
+                        return Err(format!("{} needs sasl.username", protocol.name()));
+                    }
+                    let password = c.password()?;
+                    Some(SaslLogin { mechanism, username: c.sasl_username.clone(), password, tokens: None })
                 }
-                let password = c.password()?;
-                Some(SaslLogin { mechanism, username: c.sasl_username.clone(), password })
             }
         };
         Ok(ClientSecurity {

@@ -32,6 +32,19 @@ pub struct ClientSecurityConfig {
     /// connected to; "none" does not (Kafka:
     /// ssl.endpoint.identification.algorithm).
     pub ssl_endpoint_identification_algorithm: String,
+    /// OAUTHBEARER: where tokens come from, an OAuth 2 token endpoint
+    /// (https:// or http://, client-credentials grant) or a file (file://)
+    /// (Kafka and librdkafka: sasl.oauthbearer.token.endpoint.url).
+    pub sasl_oauthbearer_token_endpoint_url: String,
+    /// OAUTHBEARER: the client id and secret presented to the token
+    /// endpoint (librdkafka: sasl.oauthbearer.client.id, .client.secret).
+    pub sasl_oauthbearer_client_id: String,
+    pub sasl_oauthbearer_client_secret: String,
+    /// OAUTHBEARER: the scope asked for; empty: none (sasl.oauthbearer.scope).
+    pub sasl_oauthbearer_scope: String,
+    /// PEM CA certificates for an https token endpoint; empty: the system's
+    /// (librdkafka: https.ca.location).
+    pub https_ca_location: String,
     /// Deadline of the TLS handshake plus the SASL exchange.
     pub handshake_timeout_ms: u64,
     /// A Kafka-style client configuration file; the settings above, where
@@ -51,6 +64,11 @@ impl Default for ClientSecurityConfig {
             ssl_certificate_location: String::new(),
             ssl_key_location: String::new(),
             ssl_endpoint_identification_algorithm: "https".into(),
+            sasl_oauthbearer_token_endpoint_url: String::new(),
+            sasl_oauthbearer_client_id: String::new(),
+            sasl_oauthbearer_client_secret: String::new(),
+            sasl_oauthbearer_scope: String::new(),
+            https_ca_location: String::new(),
             handshake_timeout_ms: 30_000,
             properties_file: String::new(),
         }
@@ -96,6 +114,15 @@ impl ClientSecurityConfig {
             "ssl.certificate.location" => &mut self.ssl_certificate_location,
             "ssl.key.location" => &mut self.ssl_key_location,
             "ssl.endpoint.identification.algorithm" => &mut self.ssl_endpoint_identification_algorithm,
+            "sasl.oauthbearer.token.endpoint.url" => &mut self.sasl_oauthbearer_token_endpoint_url,
+            "sasl.oauthbearer.client.id" | "sasl.oauthbearer.client.credentials.client.id" => {
+                &mut self.sasl_oauthbearer_client_id
+            }
+            "sasl.oauthbearer.client.secret" | "sasl.oauthbearer.client.credentials.client.secret" => {
+                &mut self.sasl_oauthbearer_client_secret
+            }
+            "sasl.oauthbearer.scope" => &mut self.sasl_oauthbearer_scope,
+            "https.ca.location" => &mut self.https_ca_location,
             "handshake.timeout.ms" => {
                 self.handshake_timeout_ms = value.parse().map_err(|_| format!("{key}: {value:?} is not a number"))?;
                 return Ok(());
@@ -107,6 +134,16 @@ impl ClientSecurityConfig {
                 }
                 if let Some(p) = jaas_option(&value, "password") {
                     self.sasl_password = p;
+                }
+                // OAuthBearerLoginModule's client-credentials options.
+                if let Some(id) = jaas_option(&value, "clientId") {
+                    self.sasl_oauthbearer_client_id = id;
+                }
+                if let Some(secret) = jaas_option(&value, "clientSecret") {
+                    self.sasl_oauthbearer_client_secret = secret;
+                }
+                if let Some(scope) = jaas_option(&value, "scope") {
+                    self.sasl_oauthbearer_scope = scope;
                 }
                 return Ok(());
             }
@@ -141,6 +178,11 @@ impl ClientSecurityConfig {
             ssl_certificate_location,
             ssl_key_location,
             ssl_endpoint_identification_algorithm,
+            sasl_oauthbearer_token_endpoint_url,
+            sasl_oauthbearer_client_id,
+            sasl_oauthbearer_client_secret,
+            sasl_oauthbearer_scope,
+            https_ca_location,
             handshake_timeout_ms
         );
         base.properties_file.clear();
@@ -233,6 +275,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!((c.sasl_username.as_str(), c.sasl_password.as_str()), ("bob", "s3"));
+    }
+
+    #[test]
+    fn oauthbearer_clients_are_configured_with_librdkafkas_or_javas_keys() {
+        let c = ClientSecurityConfig::parse(
+            "sasl.mechanism=OAUTHBEARER\nsasl.oauthbearer.method=oidc\nsasl.oauthbearer.client.id=svc\n\
+             sasl.oauthbearer.client.secret=s3\nsasl.oauthbearer.scope=kafka\n\
+             sasl.oauthbearer.token.endpoint.url=https://idp/token\nhttps.ca.location=/idp-ca.pem\n",
+        )
+        .unwrap();
+        assert_eq!(c.sasl_oauthbearer_client_id, "svc");
+        assert_eq!(c.sasl_oauthbearer_client_secret, "s3");
+        assert_eq!(c.sasl_oauthbearer_scope, "kafka");
+        assert_eq!(c.sasl_oauthbearer_token_endpoint_url, "https://idp/token");
+        assert_eq!(c.https_ca_location, "/idp-ca.pem");
+        let java = ClientSecurityConfig::parse(
+            "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+             clientId=\"app\" clientSecret=\"pw\" scope=\"read\";",
+        )
+        .unwrap();
+        assert_eq!(
+            (java.sasl_oauthbearer_client_id.as_str(), java.sasl_oauthbearer_client_secret.as_str()),
+            ("app", "pw")
+        );
+        assert_eq!(java.sasl_oauthbearer_scope, "read");
     }
 
     #[test]
