@@ -1,7 +1,8 @@
 //! A value read from a file and swapped whole when the file changes (on
 //! SIGHUP, or when its modification time or size differ from the last
 //! load's), with the previous value kept in force when the new content does
-//! not load. The credentials file and the OAUTHBEARER key set live in one.
+//! not load. The credentials file, the ACL file and the OAUTHBEARER key set
+//! live in one.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -47,6 +48,15 @@ impl<T> WatchedFile<T> {
             current: RwLock::new(Arc::new(value)),
             seen: Mutex::new(None),
         }
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Puts `value` in force (a store without a file, changed in memory).
+    pub fn set(&self, value: T) {
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(value);
     }
 
     pub fn current(&self) -> Arc<T> {

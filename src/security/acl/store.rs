@@ -9,13 +9,13 @@
 //! "operation": "READ", "permission_type": "ALLOW"}]}`
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 use super::binding::AclBinding;
 use super::decision::AclSet;
+use crate::security::watched_file::WatchedFile;
 
 /// Most ACLs a file may hold: every check scans the ACLs of the resource it
 /// names, and the file is read whole.
@@ -87,10 +87,7 @@ impl AclFile {
 /// The daemon's current ACLs, swapped whole on reload.
 #[derive(Debug)]
 pub struct AclStore {
-    path: Option<PathBuf>,
-    current: RwLock<Arc<AclSet>>,
-    /// Modification time and length of the file last loaded.
-    seen: Mutex<Option<(SystemTime, u64)>>,
+    file: WatchedFile<AclSet>,
     /// Serializes [`AclStore::modify`] (CreateAcls and DeleteAcls).
     writing: Mutex<()>,
 }
@@ -98,44 +95,33 @@ pub struct AclStore {
 impl AclStore {
     /// Loads `path` (none: no ACLs, held in memory).
     pub fn open(path: Option<PathBuf>) -> Result<AclStore, String> {
-        let store =
-            AclStore { path, current: RwLock::new(Arc::default()), seen: Mutex::new(None), writing: Mutex::new(()) };
-        store.reload()?;
-        Ok(store)
+        fn load(path: &Path) -> Result<AclSet, String> {
+            Ok(AclSet::new(AclFile::load(path)?.acls))
+        }
+        Ok(AclStore { file: WatchedFile::open(path, "ACL file", load)?, writing: Mutex::new(()) })
     }
 
     /// ACLs held in memory only (tests, embedding).
     pub fn fixed(acls: Vec<AclBinding>) -> AclStore {
-        AclStore {
-            path: None,
-            current: RwLock::new(Arc::new(AclSet::new(acls))),
-            seen: Mutex::new(None),
-            writing: Mutex::new(()),
-        }
+        AclStore { file: WatchedFile::fixed(AclSet::new(acls), "ACLs"), writing: Mutex::new(()) }
     }
 
     pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
+        self.file.path()
     }
 
     pub fn current(&self) -> Arc<AclSet> {
-        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
-        std::fs::metadata(path).ok().and_then(|m| Some((m.modified().ok()?, m.len())))
+        self.file.current()
     }
 
     /// Reads the file again. On error the previous ACLs stay in force.
     pub fn reload(&self) -> Result<(), String> {
-        let Some(path) = &self.path else { return Ok(()) };
-        let stamp = Self::stamp(path);
-        let loaded = AclSet::new(AclFile::load(path)?.acls);
-        let acls = loaded.len();
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(loaded);
-        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = stamp;
-        tracing::info!(path = %path.display(), acls, "ACLs loaded");
-        Ok(())
+        self.file.reload()
+    }
+
+    /// Reloads if the file changed since the last load.
+    pub fn reload_if_changed(&self) {
+        self.file.reload_if_changed()
     }
 
     /// Changes the ACLs: reads the file, applies `change`, writes the file
@@ -143,7 +129,7 @@ impl AclStore {
     /// fsync): call it off the async runtime.
     pub fn modify<R>(&self, change: impl FnOnce(&mut Vec<AclBinding>) -> R) -> Result<R, String> {
         let _one_at_a_time = self.writing.lock().unwrap_or_else(|e| e.into_inner());
-        match &self.path {
+        match self.file.path() {
             Some(path) => {
                 let result = AclFile::edit(path, |acls| Ok(change(acls)))?;
                 self.reload()?;
@@ -155,24 +141,9 @@ impl AclStore {
                 if acls.len() > MAX_ACLS {
                     return Err(format!("over the limit of {MAX_ACLS} ACLs"));
                 }
-                *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(AclSet::new(acls));
+                self.file.set(AclSet::new(acls));
                 Ok(result)
             }
-        }
-    }
-
-    /// Reloads if the file's modification time or size changed since the
-    /// last load.
-    pub fn reload_if_changed(&self) {
-        let Some(path) = &self.path else { return };
-        let stamp = Self::stamp(path);
-        if stamp == *self.seen.lock().unwrap_or_else(|e| e.into_inner()) {
-            return;
-        }
-        if let Err(e) = self.reload() {
-            tracing::error!(error = %e, "cannot reload the ACL file; the previous ACLs stay in force");
-            // Not retried until the file changes again.
-            *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = stamp;
         }
     }
 }
