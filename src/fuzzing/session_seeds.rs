@@ -215,8 +215,26 @@ pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
             1,
         )
     };
+    // An unsigned token for `fuzz` (the harness accepts "alg":"none"),
+    // expiring in 2100, and one that is refused: its error challenge, then
+    // the client's %x01.
+    let oauth_message = |token: &str| Bytes::from(format!("n,,\u{1}auth=Bearer {token}\u{1}\u{1}").into_bytes());
+    let sasl_oauthbearer = || {
+        // {"alg":"none"} . {"sub":"fuzz","exp":4102444800} .
+        let token = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJmdXp6IiwiZXhwIjo0MTAyNDQ0ODAwfQ.";
+        Conversation::sasl()
+            .send(SaslHandshakeRequest::default().with_mechanism(s("OAUTHBEARER")), 1)?
+            .send(SaslAuthenticateRequest::default().with_auth_bytes(oauth_message(token)), 2)?
+            .send(commit("o", 1), 9)
+    };
+    let sasl_oauthbearer_refused = || {
+        Conversation::sasl()
+            .send(SaslHandshakeRequest::default().with_mechanism(s("OAUTHBEARER")), 1)?
+            .send(SaslAuthenticateRequest::default().with_auth_bytes(oauth_message("e30.e30.")), 2)?
+            .send(SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(&[1])), 2)
+    };
     let bad_frame_after_answers = || Some(Conversation::plaintext().send(api_versions(), 0)?.raw(&[0xff; 4]));
-    let candidates: [(&'static str, &dyn Fn() -> Option<Conversation>); 8] = [
+    let candidates: [(&'static str, &dyn Fn() -> Option<Conversation>); 10] = [
         ("classic_group", &classic),
         ("offsets", &offsets),
         ("data_plane", &data),
@@ -224,6 +242,8 @@ pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ("sasl_plain", &sasl_plain),
         ("sasl_v0_raw_token", &sasl_raw),
         ("sasl_scram_first_message", &sasl_scram_first),
+        ("sasl_oauthbearer", &sasl_oauthbearer),
+        ("sasl_oauthbearer_refused", &sasl_oauthbearer_refused),
         ("bad_frame_after_answers", &bad_frame_after_answers),
     ];
     candidates.into_iter().filter_map(|(name, make)| Some((name, make()?.bytes))).collect()
