@@ -103,9 +103,16 @@ pub struct SecurityConfig {
     /// Largest frame accepted before authentication completes (Kafka:
     /// sasl.server.max.receive.size).
     pub sasl_max_receive_bytes: u32,
-    /// OAUTHBEARER: the JSON Web Key Set whose keys sign access tokens
-    /// (Kafka: sasl.oauthbearer.jwks.endpoint.url, as a file).
-    pub oauthbearer_jwks_file: String,
+    /// OAUTHBEARER: where the JSON Web Key Set whose keys sign access
+    /// tokens is: the identity provider's jwks_uri (https:// or http://) or a
+    /// file (file:///path) (Kafka: sasl.oauthbearer.jwks.endpoint.url).
+    pub oauthbearer_jwks_endpoint_url: String,
+    /// OAUTHBEARER: how often a key set fetched over HTTP is fetched again
+    /// (Kafka: sasl.oauthbearer.jwks.endpoint.refresh.ms).
+    pub oauthbearer_jwks_endpoint_refresh_ms: u64,
+    /// OAUTHBEARER: PEM CA certificates for an https key set URL; empty:
+    /// the system's roots.
+    pub oauthbearer_jwks_endpoint_ca_location: String,
     /// OAUTHBEARER: accept unsigned `"alg":"none"` tokens instead, as
     /// Kafka's default unsecured validator does (development only).
     pub oauthbearer_allow_unsecured_jwt: bool,
@@ -136,7 +143,9 @@ impl Default for SecurityConfig {
             connection_failed_authentication_delay_ms: 100,
             authentication_timeout_ms: 10_000,
             sasl_max_receive_bytes: 524_288,
-            oauthbearer_jwks_file: String::new(),
+            oauthbearer_jwks_endpoint_url: String::new(),
+            oauthbearer_jwks_endpoint_refresh_ms: 3_600_000,
+            oauthbearer_jwks_endpoint_ca_location: String::new(),
             oauthbearer_allow_unsecured_jwt: false,
             oauthbearer_sub_claim_name: "sub".into(),
             oauthbearer_expected_audience: Vec::new(),
@@ -1026,11 +1035,22 @@ impl Config {
                      OAUTHBEARER)"
                 ));
             }
-            let key_source = !sec.oauthbearer_jwks_file.is_empty() as u8 + sec.oauthbearer_allow_unsecured_jwt as u8;
+            let url = &sec.oauthbearer_jwks_endpoint_url;
+            let key_source = !url.is_empty() as u8 + sec.oauthbearer_allow_unsecured_jwt as u8;
             if oauth && key_source != 1 {
-                return bad("OAUTHBEARER needs exactly one of security.oauthbearer_jwks_file (signed tokens) and \
+                return bad(
+                    "OAUTHBEARER needs exactly one of security.oauthbearer_jwks_endpoint_url (signed tokens) and \
                      security.oauthbearer_allow_unsecured_jwt = true (unsigned tokens, for development)"
-                    .into());
+                        .into(),
+                );
+            }
+            if oauth && !url.is_empty() && !["https://", "http://", "file://"].iter().any(|p| url.starts_with(p)) {
+                return bad(format!(
+                    "security.oauthbearer_jwks_endpoint_url {url:?}: expected https://, http:// or file:///path"
+                ));
+            }
+            if oauth && sec.oauthbearer_jwks_endpoint_refresh_ms < 1000 {
+                return bad("security.oauthbearer_jwks_endpoint_refresh_ms must be >= 1000".into());
             }
         }
         if sec.oauthbearer_sub_claim_name.is_empty() {
@@ -1119,14 +1139,15 @@ mod tests {
             }
             b.build().map(|_| ()).map_err(|e| e.to_string())
         };
-        assert!(with(&[]).unwrap_err().contains("security.oauthbearer_jwks_file"));
-        let both = ["security.oauthbearer_jwks_file=\"/k.json\"", "security.oauthbearer_allow_unsecured_jwt=true"];
+        let file = "security.oauthbearer_jwks_endpoint_url=\"file:///k.json\"";
+        assert!(with(&[]).unwrap_err().contains("security.oauthbearer_jwks_endpoint_url"));
+        let both = [file, "security.oauthbearer_allow_unsecured_jwt=true"];
         assert!(with(&both).unwrap_err().contains("exactly one"));
         assert_eq!(with(&["security.oauthbearer_allow_unsecured_jwt=true"]), Ok(()));
-        assert_eq!(with(&["security.oauthbearer_jwks_file=\"/k.json\""]), Ok(()));
-        assert!(
-            with(&["security.oauthbearer_jwks_file=\"/k.json\"", "security.oauthbearer_sub_claim_name=\"\""]).is_err()
-        );
+        assert_eq!(with(&[file]), Ok(()));
+        assert_eq!(with(&["security.oauthbearer_jwks_endpoint_url=\"https://idp/certs\""]), Ok(()));
+        assert!(with(&["security.oauthbearer_jwks_endpoint_url=\"/k.json\""]).unwrap_err().contains("file:///path"));
+        assert!(with(&[file, "security.oauthbearer_sub_claim_name=\"\""]).is_err());
     }
 
     #[test]

@@ -120,7 +120,7 @@ impl Daemon {
         }
 
         let specs = config.listener_specs().map_err(StartError::Config)?;
-        let (security, per_listener) = SecurityRuntime::build(&config, &specs).map_err(StartError::Config)?;
+        let (security, per_listener) = SecurityRuntime::build(&config, &specs).await.map_err(StartError::Config)?;
         let mut bound = Vec::with_capacity(specs.len());
         let mut endpoints = Vec::with_capacity(specs.len());
         for (i, (spec, sec)) in specs.iter().zip(per_listener).enumerate() {
@@ -308,7 +308,7 @@ async fn start_sidecar(
     let view = first_metadata(&upstream, &sc).await?;
     let peers = sc.parsed_peers().map_err(StartError::Sidecar)?;
     let specs = config.listener_specs().map_err(StartError::Config)?;
-    let (security, per_listener) = SecurityRuntime::build(&config, &specs).map_err(StartError::Config)?;
+    let (security, per_listener) = SecurityRuntime::build(&config, &specs).await.map_err(StartError::Config)?;
     let mut nodes = vec![NodeEndpoints::default(); specs.len()];
     let mut listeners = Vec::new();
     let mut fronting = None;

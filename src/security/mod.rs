@@ -9,10 +9,12 @@
 pub mod acl;
 pub mod client;
 pub mod credentials;
+pub mod http_client;
 pub mod jwt;
 pub mod listeners;
 pub mod oauthbearer;
 pub mod plain;
+pub mod remote_jwks;
 pub mod sasl;
 pub mod scram;
 pub mod tls;
@@ -72,6 +74,9 @@ pub struct SecurityRuntime {
     /// The OAUTHBEARER signing keys, when a SASL listener offers it with a
     /// JWKS file.
     pub jwks: Option<std::sync::Arc<oauthbearer::JwksStore>>,
+    /// The OAUTHBEARER signing keys, when they are fetched from the
+    /// identity provider (refreshed by [`Self::watch_files`]).
+    pub remote_jwks: Option<std::sync::Arc<remote_jwks::RemoteJwks>>,
     /// The ACL file, when the authorizer is enabled.
     pub acls: Option<std::sync::Arc<acl::AclStore>>,
 }
@@ -79,7 +84,7 @@ pub struct SecurityRuntime {
 impl SecurityRuntime {
     /// Loads the certificate and credentials the listeners need, and gives
     /// each listener its settings (in `specs` order).
-    pub fn build(
+    pub async fn build(
         config: &crate::config::Config,
         specs: &[listeners::ListenerSpec],
     ) -> Result<(SecurityRuntime, Vec<std::sync::Arc<ListenerSecurity>>), String> {
@@ -103,12 +108,16 @@ impl SecurityRuntime {
             false => None,
         };
         let oauth = match sec.sasl_enabled_mechanisms.iter().any(|m| m == sasl::OAUTHBEARER) && credentials.is_some() {
-            true => Some(Arc::new(oauthbearer::OAuthSettings::from_config(sec)?)),
+            true => Some(Arc::new(oauthbearer::OAuthSettings::from_config(sec).await?)),
             false => None,
         };
         let jwks = oauth.as_ref().and_then(|o| match &o.keys {
             oauthbearer::Keys::Jwks(store) => Some(store.clone()),
-            oauthbearer::Keys::Unsecured => None,
+            _ => None,
+        });
+        let remote_jwks = oauth.as_ref().and_then(|o| match &o.keys {
+            oauthbearer::Keys::Remote(remote) => Some(remote.clone()),
+            _ => None,
         });
         let sasl = credentials.as_ref().map(|c| {
             Arc::new(sasl::SaslSettings {
@@ -132,7 +141,7 @@ impl SecurityRuntime {
                 })
             })
             .collect();
-        Ok((SecurityRuntime { tls, credentials, jwks, acls: None }, per_listener))
+        Ok((SecurityRuntime { tls, credentials, jwks, remote_jwks, acls: None }, per_listener))
     }
 
     /// Reads the certificate files, the credentials file and the ACL file
@@ -162,7 +171,8 @@ impl SecurityRuntime {
     }
 
     /// Reloads the credentials, ACL and TLS files whenever they change
-    /// (checked every two seconds), until shutdown.
+    /// (checked every two seconds), and fetches the OAUTHBEARER key set when
+    /// due, until shutdown.
     pub async fn watch_files(self: std::sync::Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -177,6 +187,9 @@ impl SecurityRuntime {
                     }
                     if let Some(j) = &self.jwks {
                         j.reload_if_changed();
+                    }
+                    if let Some(r) = &self.remote_jwks {
+                        r.refresh_if_due().await;
                     }
                     if let Some(a) = &self.acls {
                         a.reload_if_changed();

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::jwt::{JwkSet, Jws};
+use super::remote_jwks::RemoteJwks;
 use super::watched_file::WatchedFile;
 
 /// The signing keys, from the JWKS file (reloaded when it changes).
@@ -43,8 +44,10 @@ pub fn open_jwks(path: PathBuf) -> Result<JwksStore, String> {
 /// Where token signatures are checked.
 #[derive(Debug)]
 pub enum Keys {
-    /// Signed tokens, checked against these keys.
+    /// Signed tokens, checked against the keys of a JWKS file.
     Jwks(Arc<JwksStore>),
+    /// Signed tokens, checked against the identity provider's key set.
+    Remote(Arc<RemoteJwks>),
     /// Unsigned `"alg":"none"` tokens (development only).
     Unsecured,
 }
@@ -64,13 +67,17 @@ pub struct OAuthSettings {
 }
 
 impl OAuthSettings {
-    /// The `security.oauthbearer_*` settings; loads the JWKS file.
-    pub fn from_config(sec: &crate::config::SecurityConfig) -> Result<OAuthSettings, String> {
+    /// The `security.oauthbearer_*` settings; loads or fetches the key set.
+    pub async fn from_config(sec: &crate::config::SecurityConfig) -> Result<OAuthSettings, String> {
+        let url = &sec.oauthbearer_jwks_endpoint_url;
         let keys = if sec.oauthbearer_allow_unsecured_jwt {
             tracing::warn!("OAUTHBEARER accepts unsigned tokens (security.oauthbearer_allow_unsecured_jwt): anyone can log in as anyone");
             Keys::Unsecured
+        } else if let Some(path) = url.strip_prefix("file://") {
+            Keys::Jwks(Arc::new(open_jwks(PathBuf::from(path))?))
         } else {
-            Keys::Jwks(Arc::new(open_jwks(PathBuf::from(&sec.oauthbearer_jwks_file))?))
+            let refresh = std::time::Duration::from_millis(sec.oauthbearer_jwks_endpoint_refresh_ms);
+            Keys::Remote(RemoteJwks::open(url, &sec.oauthbearer_jwks_endpoint_ca_location, refresh).await?)
         };
         Ok(OAuthSettings {
             keys,
@@ -79,6 +86,20 @@ impl OAuthSettings {
             expected_issuer: Some(sec.oauthbearer_expected_issuer.clone()).filter(|i| !i.is_empty()),
             clock_skew_ms: i64::from(sec.oauthbearer_clock_skew_seconds) * 1000,
         })
+    }
+}
+
+impl OAuthSettings {
+    /// Before a client's first message is validated: when the key set is
+    /// the provider's and the token names a key id the set lacks, the set
+    /// is fetched again (rate-limited), as a provider may have rotated.
+    pub async fn prepare(&self, message: &[u8]) {
+        let Keys::Remote(remote) = &self.keys else { return };
+        let Ok(first) = parse_initial_response(message) else { return };
+        let Ok(jws) = Jws::parse(&first.token) else { return };
+        if let Some(kid) = jws.header.get("kid").and_then(Value::as_str) {
+            remote.look_for(kid).await;
+        }
     }
 }
 
@@ -97,6 +118,10 @@ impl OAuthSettings {
         let signed = match &self.keys {
             Keys::Jwks(store) => {
                 jws.verify(&store.current())?;
+                true
+            }
+            Keys::Remote(remote) => {
+                jws.verify(&remote.current())?;
                 true
             }
             Keys::Unsecured => {

@@ -319,6 +319,7 @@ impl SaslSession {
                 let Some(oauth) = self.settings.oauth.as_deref() else {
                     return failed(generic());
                 };
+                oauth.prepare(&token).await;
                 let now_ms = crate::wall_clock::wall_clock_ms();
                 match server.step(&token, oauth, now_ms) {
                     Ok(OAuthStep::Challenge(c)) => return Ok((Bytes::from(c), 0)),

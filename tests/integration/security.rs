@@ -604,7 +604,7 @@ async fn oauth_server(signer: &Es256Signer, extra: &[&str]) -> (TestServer, temp
     let mut settings = vec![
         "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]".to_string(),
         "security.sasl_enabled_mechanisms=[\"OAUTHBEARER\", \"PLAIN\"]".to_string(),
-        format!("security.oauthbearer_jwks_file=\"{}\"", jwks.display()),
+        format!("security.oauthbearer_jwks_endpoint_url=\"file://{}\"", jwks.display()),
         format!("security.credentials_file=\"{}\"", users.display()),
         "security.connection_failed_authentication_delay_ms=10".to_string(),
     ];
@@ -686,4 +686,100 @@ async fn a_rotated_signing_key_is_trusted_once_the_jwks_file_changes() {
         }
     })
     .await;
+}
+
+/// An identity provider's jwks_uri on 127.0.0.1 answering with whatever
+/// key set `keys` holds; returns its URL and how often it was fetched.
+async fn jwks_uri(
+    keys: std::sync::Arc<std::sync::Mutex<String>>,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/realms/kafka/certs", listener.local_addr().unwrap());
+    let fetches = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = fetches.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let body = keys.lock().unwrap().clone();
+            // Chunked, as many providers answer.
+            let reply =
+                format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n", body.len());
+            let _ = s.write_all(reply.as_bytes()).await;
+        }
+    });
+    (url, fetches)
+}
+
+#[tokio::test]
+async fn oauthbearer_keys_come_from_the_providers_jwks_uri_and_a_rotated_key_is_fetched_when_first_seen() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let old = Es256Signer::generate("old").unwrap();
+    let keys = std::sync::Arc::new(std::sync::Mutex::new(old.jwks()));
+    let (url, fetches) = jwks_uri(keys.clone()).await;
+    let s = TestServer::start_with(&[
+        "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]",
+        "security.sasl_enabled_mechanisms=[\"OAUTHBEARER\"]",
+        &format!("security.oauthbearer_jwks_endpoint_url=\"{url}\""),
+        "security.connection_failed_authentication_delay_ms=0",
+    ])
+    .await;
+    let claims = |sub: &str| serde_json::json!({"sub": sub, "iat": epoch_s(), "exp": epoch_s() + 600});
+    assert_eq!(tcp(s.addr).await.oauthbearer(&old.sign(&claims("alice")).unwrap()).await.error_code, 0);
+    assert_eq!(fetches.load(SeqCst), 1, "fetched once, at start-up");
+
+    // The provider rotates to a new key: its first token makes kcoord fetch the set again.
+    let new = Es256Signer::generate("new").unwrap();
+    *keys.lock().unwrap() = new.jwks();
+    let token = new.sign(&claims("bob")).unwrap();
+    eventually("the rotated key to be fetched and trusted", || {
+        let token = token.clone();
+        async move {
+            let r = tcp(s.addr).await.oauthbearer(&token).await;
+            (r.error_code == 0 && r.auth_bytes.is_empty()).then_some(())
+        }
+    })
+    .await;
+    let after_rotation = fetches.load(SeqCst);
+    assert!(after_rotation >= 2);
+
+    // Tokens naming made-up key ids cannot make kcoord hammer the provider.
+    let stranger = Es256Signer::generate("made-up").unwrap();
+    for _ in 0..20 {
+        let r = tcp(s.addr).await.oauthbearer(&stranger.sign(&claims("mallory")).unwrap()).await;
+        assert_eq!(r.auth_bytes.as_ref(), br#"{"status":"invalid_token"}"#);
+    }
+    assert!(fetches.load(SeqCst) <= after_rotation + 2, "{} fetches", fetches.load(SeqCst));
+}
+
+#[tokio::test]
+async fn a_daemon_whose_key_set_cannot_be_fetched_does_not_start() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/certs", listener.local_addr().unwrap());
+    drop(listener);
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = kcoord::config::ConfigBuilder::new();
+    for setting in common::TEST_DEFAULTS {
+        b = b.set(setting).unwrap();
+    }
+    for setting in [
+        format!("storage.data_dir=\"{}\"", dir.path().display()),
+        "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]".into(),
+        "security.sasl_enabled_mechanisms=[\"OAUTHBEARER\"]".into(),
+        format!("security.oauthbearer_jwks_endpoint_url=\"{url}\""),
+    ] {
+        b = b.set(&setting).unwrap();
+    }
+    let err = match kcoord::Daemon::start(b.build().unwrap()).await {
+        Ok(_) => panic!("started without the key set"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("JWKS") && err.contains(&url), "{err}");
 }

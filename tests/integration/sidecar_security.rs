@@ -473,7 +473,7 @@ async fn oauth_upstream(pki: &Pki, signer: &Es256Signer) -> TestServer {
         "topics.define=[\"t:3\"]".into(),
         "server.node_id=1".into(),
         "security.sasl_enabled_mechanisms=[\"OAUTHBEARER\", \"SCRAM-SHA-512\"]".into(),
-        format!("security.oauthbearer_jwks_file=\"{jwks}\""),
+        format!("security.oauthbearer_jwks_endpoint_url=\"file://{jwks}\""),
     ]);
     start(&s).await
 }

@@ -49,7 +49,8 @@ class Issuer:
 class TokenEndpoint:
     """An OAuth 2 token endpoint: POST /token with the client-credentials
     grant and HTTP Basic client authentication returns a token whose
-    subject is the client id. Counts the tokens it issued."""
+    subject is the client id; GET /certs returns the key set (jwks_uri).
+    Counts the tokens it issued."""
 
     def __init__(self, issuer, clients):
         self.issuer = issuer
@@ -58,6 +59,18 @@ class TokenEndpoint:
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path != "/certs":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                body = endpoint.issuer.jwks().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 form = dict(p.split("=", 1) for p in self.rfile.read(length).decode().split("&") if "=" in p)
@@ -83,6 +96,7 @@ class TokenEndpoint:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/token"
+        self.jwks_url = f"http://127.0.0.1:{self.server.server_address[1]}/certs"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):

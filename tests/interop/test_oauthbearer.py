@@ -1,6 +1,6 @@
 """SASL/OAUTHBEARER with every stock client: kcoord trusts the keys of a
-throwaway identity provider (oauth.py: an RSA key, its JWKS file, RS256
-tokens, a client-credentials token endpoint). librdkafka fetches its tokens
+throwaway identity provider (oauth.py: an RSA key, its key set at a
+jwks_uri, RS256 tokens, a client-credentials token endpoint). librdkafka fetches its tokens
 from the token endpoint itself (`sasl.oauthbearer.method=oidc`);
 kafka-python, aiokafka and kafkajs are handed a token. The principal is the
 token's subject, so ACLs apply to it: alice may consume in her groups,
@@ -50,7 +50,7 @@ def oauth_kcoord(make_kcoord_module, tmp_path_factory, idp):
         f'security.tls_certificate="{pki / "server.pem"}"',
         f'security.tls_private_key="{pki / "server.key"}"',
         'security.sasl_enabled_mechanisms=["OAUTHBEARER"]',
-        f'security.oauthbearer_jwks_file="{issuer.write_jwks(tmp / "jwks.json")}"',
+        f'security.oauthbearer_jwks_endpoint_url="{endpoint.jwks_url}"',
         'authorizer.enabled=true',
         'authorizer.super_users="User:admin"',
         f'authorizer.acl_file="{acls}"',

@@ -127,7 +127,7 @@ def oauth_cluster(make_kcoord, tmp_path):
         f'security.tls_certificate="{pki / "server.pem"}"',
         f'security.tls_private_key="{pki / "server.key"}"',
         'security.sasl_enabled_mechanisms=["OAUTHBEARER"]',
-        f'security.oauthbearer_jwks_file="{jwks}"',
+        f'security.oauthbearer_jwks_endpoint_url="file://{jwks}"',
     ]
     upstream = make_kcoord(topics=["secure:3"], settings=oauth_listener)
     sidecar = Sidecar(tmp_path / "sidecar", upstream.bootstrap, settings=oauth_listener + [

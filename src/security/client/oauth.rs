@@ -13,22 +13,18 @@
 //!   agent keeps fresh (Kubernetes projected service-account tokens,
 //!   workload-identity sidecars).
 //!
-//! The HTTP exchange is one HTTP/1.1 request per token on its own
-//! connection (`Connection: close`), TLS for https URLs with the system's
-//! roots or `https.ca.location`; responses are bounded.
+//! The HTTP exchange is [`crate::security::http_client`]'s: one request per
+//! token, TLS for https URLs with the system's roots or `https.ca.location`.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use base64::engine::general_purpose::{STANDARD as B64, URL_SAFE_NO_PAD as B64URL};
 use base64::Engine as _;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-/// Largest token endpoint response read.
-const MAX_RESPONSE_BYTES: usize = 1 << 20;
+use crate::security::http_client::{HttpClient, HttpUrl};
 
 /// Share of a token's life after which a fresh one is fetched (librdkafka
 /// and Kafka's login refresh at 80 %).
@@ -47,23 +43,17 @@ impl std::fmt::Debug for TokenSource {
         match self {
             TokenSource::File(p) => write!(f, "TokenSource::File({})", p.display()),
             // Never the secret.
-            TokenSource::Endpoint(e) => write!(f, "TokenSource::Endpoint({}, client {})", e.url, e.client_id),
+            TokenSource::Endpoint(e) => write!(f, "TokenSource::Endpoint({}, client {})", e.http.url.url, e.client_id),
         }
     }
 }
 
 /// A client-credentials token endpoint and the token last fetched.
 pub struct TokenEndpoint {
-    url: String,
-    https: bool,
-    /// host:port to connect to, and the Host header.
-    authority: String,
-    host: String,
-    path: String,
+    http: HttpClient,
     client_id: String,
     client_secret: String,
     scope: String,
-    tls: Option<Arc<rustls::ClientConfig>>,
     cached: Mutex<Option<(String, Instant)>>,
 }
 
@@ -80,41 +70,15 @@ impl TokenSource {
         if let Some(path) = url.strip_prefix("file://") {
             return Ok(TokenSource::File(PathBuf::from(path)));
         }
-        let (https, rest) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
-            (Some(r), _) => (true, r),
-            (None, Some(r)) => (false, r),
-            _ => {
-                return Err(format!(
-                    "sasl.oauthbearer.token.endpoint.url {url:?}: expected https://, http:// or file://"
-                ))
-            }
-        };
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        if authority.is_empty() || authority.contains('@') {
-            return Err(format!("sasl.oauthbearer.token.endpoint.url {url:?}: no host"));
-        }
-        let has_port =
-            authority.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) && !authority.ends_with(']');
-        let host = if has_port { authority.rsplit_once(':').map_or(authority, |(h, _)| h) } else { authority };
-        let connect =
-            if has_port { authority.to_string() } else { format!("{authority}:{}", if https { 443 } else { 80 }) };
+        let url = HttpUrl::parse(url, "sasl.oauthbearer.token.endpoint.url (or file://)")?;
         if client_id.is_empty() || client_secret.is_empty() {
             return Err("a token endpoint needs sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret".into());
         }
-        let tls = if https { Some(Arc::new(https_config(ca_location)?)) } else { None };
         Ok(TokenSource::Endpoint(Box::new(TokenEndpoint {
-            url: url.to_string(),
-            https,
-            authority: connect,
-            host: host.trim_start_matches('[').trim_end_matches(']').to_string(),
-            path: path.to_string(),
+            http: HttpClient::new(url, ca_location)?,
             client_id: client_id.to_string(),
             client_secret: client_secret.to_string(),
             scope: scope.to_string(),
-            tls,
             cached: Mutex::new(None),
         })))
     }
@@ -150,64 +114,20 @@ impl TokenEndpoint {
                 return Ok(token.clone());
             }
         }
-        let body = self.fetch().await.map_err(|e| format!("token endpoint {}: {e}", self.url))?;
-        let (token, lifetime) = parse_token_response(&body).map_err(|e| format!("token endpoint {}: {e}", self.url))?;
-        let refresh_at = now + lifetime.mul_f64(REFRESH_AT_SHARE);
-        *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = Some((token.clone(), refresh_at));
-        Ok(token)
-    }
-
-    async fn fetch(&self) -> Result<Vec<u8>, String> {
+        let url = &self.http.url;
         let request = client_credentials_request(
-            &self.host_header(),
-            &self.path,
+            &url.host_header(),
+            &url.path,
             &self.client_id,
             &self.client_secret,
             &self.scope,
         );
-        let tcp = TcpStream::connect(&self.authority).await.map_err(|e| format!("cannot connect: {e}"))?;
-        match (&self.tls, self.https) {
-            (Some(tls), true) => {
-                let name = rustls::pki_types::ServerName::try_from(self.host.clone())
-                    .map_err(|e| format!("host {:?}: {e}", self.host))?;
-                let stream = tokio_rustls::TlsConnector::from(tls.clone())
-                    .connect(name, tcp)
-                    .await
-                    .map_err(|e| format!("TLS: {e}"))?;
-                exchange(stream, &request).await
-            }
-            _ => exchange(tcp, &request).await,
-        }
+        let body = self.http.send(&request).await.map_err(|e| format!("token endpoint {}: {e}", url.url))?;
+        let (token, lifetime) = parse_token_response(&body).map_err(|e| format!("token endpoint {}: {e}", url.url))?;
+        let refresh_at = now + lifetime.mul_f64(REFRESH_AT_SHARE);
+        *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = Some((token.clone(), refresh_at));
+        Ok(token)
     }
-
-    fn host_header(&self) -> String {
-        let default_port = if self.https { ":443" } else { ":80" };
-        self.authority.strip_suffix(default_port).unwrap_or(&self.authority).to_string()
-    }
-}
-
-/// The TLS settings for an https token endpoint.
-fn https_config(ca_location: &str) -> Result<rustls::ClientConfig, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    if ca_location.is_empty() {
-        let found = rustls_native_certs::load_native_certs();
-        let (added, _) = roots.add_parsable_certificates(found.certs);
-        if added == 0 {
-            return Err("no system CA certificates for the https token endpoint; set https.ca.location".into());
-        }
-    } else {
-        let f = std::fs::File::open(ca_location).map_err(|e| format!("https.ca.location {ca_location}: {e}"))?;
-        for cert in rustls_pemfile::certs(&mut std::io::BufReader::new(f)) {
-            let cert = cert.map_err(|e| format!("https.ca.location {ca_location}: {e}"))?;
-            roots.add(cert).map_err(|e| format!("https.ca.location {ca_location}: {e}"))?;
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
 }
 
 /// `application/x-www-form-urlencoded` escaping (RFC 6749 appendix B).
@@ -238,84 +158,6 @@ fn client_credentials_request(host: &str, path: &str, id: &str, secret: &str, sc
         body.len()
     )
     .into_bytes()
-}
-
-/// Sends `request` and reads the response to its end; returns the body of
-/// a 2xx answer.
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, request: &[u8]) -> Result<Vec<u8>, String> {
-    stream.write_all(request).await.map_err(|e| e.to_string())?;
-    stream.flush().await.map_err(|e| e.to_string())?;
-    let mut response = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        let n = match stream.read(&mut chunk).await {
-            Ok(n) => n,
-            // A server that closes without TLS close_notify: what arrived counts.
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => 0,
-            Err(e) => return Err(e.to_string()),
-        };
-        if n == 0 {
-            break;
-        }
-        if response.len() + n > MAX_RESPONSE_BYTES {
-            return Err(format!("a response over {MAX_RESPONSE_BYTES} bytes"));
-        }
-        response.extend_from_slice(chunk.get(..n).unwrap_or_default());
-    }
-    http_body(&response)
-}
-
-/// The body of an HTTP/1.1 response (Content-Length, chunked, or to the
-/// end); an error for a status other than 2xx, with the body's start.
-fn http_body(response: &[u8]) -> Result<Vec<u8>, String> {
-    let end = response.windows(4).position(|w| w == b"\r\n\r\n").ok_or("no complete HTTP response")?;
-    let (head, body) = response.split_at(end);
-    let head = std::str::from_utf8(head).map_err(|_| "an HTTP head that is not text")?;
-    let body = body.get(4..).unwrap_or_default();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .ok_or("no HTTP status line")?;
-    let header = |name: &str| {
-        head.split("\r\n").skip(1).find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
-        })
-    };
-    let body = if header("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
-        dechunk(body)?
-    } else if let Some(len) = header("content-length") {
-        let len: usize = len.parse().map_err(|_| "a Content-Length that is not a number")?;
-        body.get(..len).ok_or("a body shorter than its Content-Length")?.to_vec()
-    } else {
-        body.to_vec()
-    };
-    if !(200..300).contains(&status) {
-        let text = String::from_utf8_lossy(&body);
-        return Err(format!("HTTP {status}: {}", text.chars().take(200).collect::<String>()));
-    }
-    Ok(body)
-}
-
-/// A chunked transfer-encoded body, joined.
-fn dechunk(mut data: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = data.windows(2).position(|w| w == b"\r\n").ok_or("a chunk without its size line")?;
-        let (size_line, rest) = data.split_at(line_end);
-        let size_text = std::str::from_utf8(size_line).map_err(|_| "a chunk size that is not text")?;
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-            .map_err(|_| "a chunk size that is not hexadecimal")?;
-        data = rest.get(2..).unwrap_or_default();
-        if size == 0 {
-            return Ok(out);
-        }
-        let chunk = data.get(..size).ok_or("a chunk shorter than its size")?;
-        out.extend_from_slice(chunk);
-        data = data.get(size + 2..).ok_or("a chunk without its line end")?;
-    }
 }
 
 /// The access token of a token endpoint's JSON answer and how long it
@@ -363,24 +205,6 @@ mod tests {
     }
 
     #[test]
-    fn responses_are_read_with_a_length_chunked_or_to_the_end() {
-        let ok = |r: &str| http_body(r.as_bytes());
-        assert_eq!(ok("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}extra").unwrap(), b"{}");
-        assert_eq!(
-            ok("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n4;x=y\r\n\":1}\r\n0\r\n\r\n")
-                .unwrap(),
-            b"{\"a\":1}"
-        );
-        assert_eq!(ok("HTTP/1.0 200 OK\r\n\r\n{\"b\":2}").unwrap(), b"{\"b\":2}");
-        assert!(ok("HTTP/1.1 401 Unauthorized\r\nContent-Length: 14\r\n\r\ninvalid_client")
-            .unwrap_err()
-            .contains("401"));
-        assert!(ok("HTTP/1.1 200 OK\r\n").is_err());
-        assert!(ok("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err());
-        assert!(ok("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}").is_err());
-    }
-
-    #[test]
     fn a_tokens_life_comes_from_expires_in_or_the_token() {
         let (t, life) = parse_token_response(br#"{"access_token":"abc","expires_in":300}"#).unwrap();
         assert_eq!((t.as_str(), life), ("abc", Duration::from_secs(300)));
@@ -397,13 +221,8 @@ mod tests {
     }
 
     #[test]
-    fn endpoint_urls_are_parsed_into_where_to_connect() {
-        let source = TokenSource::new("http://127.0.0.1:8080/token", "id", "secret", "", "").unwrap();
-        let TokenSource::Endpoint(e) = source else { panic!() };
-        assert_eq!((e.authority.as_str(), e.host.as_str(), e.path.as_str()), ("127.0.0.1:8080", "127.0.0.1", "/token"));
-        assert_eq!(e.host_header(), "127.0.0.1:8080");
-        let TokenSource::Endpoint(e) = TokenSource::new("http://idp", "id", "s", "", "").unwrap() else { panic!() };
-        assert_eq!((e.authority.as_str(), e.path.as_str(), e.host_header().as_str()), ("idp:80", "/", "idp"));
+    fn token_sources_are_an_endpoint_or_a_file() {
+        assert!(matches!(TokenSource::new("http://idp/token", "id", "s", "", "").unwrap(), TokenSource::Endpoint(_)));
         assert!(matches!(TokenSource::new("file:///run/token", "", "", "", "").unwrap(), TokenSource::File(_)));
         assert!(TokenSource::new("ftp://x", "id", "s", "", "").is_err());
         assert!(TokenSource::new("http://idp/t", "", "", "", "").unwrap_err().contains("client.id"));
@@ -411,6 +230,8 @@ mod tests {
 
     #[tokio::test]
     async fn tokens_are_fetched_once_and_reused_until_most_of_their_life_is_gone() {
+        use std::sync::Arc;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
