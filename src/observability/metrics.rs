@@ -36,6 +36,7 @@ pub const NAMES: &[&str] = &[
     "kcoord_groups",
     "kcoord_log_appended_records_total",
     "kcoord_log_appends_total",
+    "kcoord_oauthbearer_jwks_fetches_total",
     "kcoord_quota_throttle_time_ms",
     "kcoord_quota_throttled_requests_total",
     "kcoord_quota_tracked_sensors",
@@ -143,6 +144,10 @@ fn describe() {
         "Error codes returned, by API and error; closed_* for requests that closed the connection unanswered"
     );
     describe_counter!("kcoord_rebalances_total", "Rebalances started, by cause");
+    describe_counter!(
+        "kcoord_oauthbearer_jwks_fetches_total",
+        "Fetches of the OAUTHBEARER key set from the identity provider, by result"
+    );
     describe_histogram!("kcoord_rebalance_duration_seconds", Unit::Seconds, "Duration of completed rebalances");
     describe_counter!("kcoord_consumer_group_epochs_total", "Consumer-group epoch bumps, by cause");
     describe_histogram!(

@@ -106,7 +106,9 @@ pub type CredentialStore = super::watched_file::WatchedFile<Credentials>;
 
 /// Loads `path` (no path: no users, every SASL login fails).
 pub fn open_store(path: Option<PathBuf>) -> Result<CredentialStore, String> {
-    CredentialStore::open(path, "credentials file", Credentials::load)
+    CredentialStore::open(path, "credentials file", Credentials::load, |path, c| {
+        tracing::info!(path = %path.display(), users = c.users.len(), "credentials loaded");
+    })
 }
 
 #[cfg(test)]

@@ -38,7 +38,9 @@ pub fn open_jwks(path: PathBuf) -> Result<JwksStore, String> {
         }
         Ok(set)
     }
-    JwksStore::open(Some(path), "OAUTHBEARER JWKS file", load)
+    JwksStore::open(Some(path), "OAUTHBEARER JWKS file", load, |path, set| {
+        tracing::info!(path = %path.display(), keys = set.keys.len(), "OAUTHBEARER key set loaded");
+    })
 }
 
 /// Where token signatures are checked.

@@ -59,6 +59,13 @@ impl RemoteJwks {
     }
 
     async fn fetch(&self) -> Result<(), String> {
+        let result = self.fetch_once().await;
+        let outcome = if result.is_ok() { "success" } else { "failure" };
+        metrics::counter!("kcoord_oauthbearer_jwks_fetches_total", "result" => outcome).increment(1);
+        result
+    }
+
+    async fn fetch_once(&self) -> Result<(), String> {
         let _one = self.fetching.lock().await;
         *self.last_try.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         let url = &self.http.url.url;

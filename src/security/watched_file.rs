@@ -13,6 +13,8 @@ pub struct WatchedFile<T> {
     /// What the file holds, for log lines ("credentials file").
     what: &'static str,
     load: fn(&Path) -> Result<T, String>,
+    /// Logs what a load brought in (how many users, ACLs, keys).
+    loaded: fn(&Path, &T),
     current: RwLock<Arc<T>>,
     /// Modification time and length of the file last loaded.
     seen: Mutex<Option<(SystemTime, u64)>>,
@@ -25,14 +27,22 @@ impl<T: std::fmt::Debug> std::fmt::Debug for WatchedFile<T> {
 }
 
 impl<T: Default> WatchedFile<T> {
-    /// Loads `path` with `load` (no path: `T::default()` for good).
+    /// Loads `path` with `load`, reporting each load with `loaded` (no
+    /// path: `T::default()` for good).
     pub fn open(
         path: Option<PathBuf>,
         what: &'static str,
         load: fn(&Path) -> Result<T, String>,
+        loaded: fn(&Path, &T),
     ) -> Result<Self, String> {
-        let file =
-            WatchedFile { path, what, load, current: RwLock::new(Arc::new(T::default())), seen: Mutex::new(None) };
+        let file = WatchedFile {
+            path,
+            what,
+            load,
+            loaded,
+            current: RwLock::new(Arc::new(T::default())),
+            seen: Mutex::new(None),
+        };
         file.reload()?;
         Ok(file)
     }
@@ -45,6 +55,7 @@ impl<T> WatchedFile<T> {
             path: None,
             what,
             load: |_| Err("a fixed value has no file".into()),
+            loaded: |_, _| {},
             current: RwLock::new(Arc::new(value)),
             seen: Mutex::new(None),
         }
@@ -71,10 +82,10 @@ impl<T> WatchedFile<T> {
     pub fn reload(&self) -> Result<(), String> {
         let Some(path) = &self.path else { return Ok(()) };
         let stamp = Self::stamp(path);
-        let loaded = (self.load)(path)?;
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(loaded);
+        let value = (self.load)(path)?;
+        (self.loaded)(path, &value);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(value);
         *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = stamp;
-        tracing::info!(path = %path.display(), "{} loaded", self.what);
         Ok(())
     }
 

@@ -729,6 +729,7 @@ async fn oauthbearer_keys_come_from_the_providers_jwks_uri_and_a_rotated_key_is_
         "security.sasl_enabled_mechanisms=[\"OAUTHBEARER\"]",
         &format!("security.oauthbearer_jwks_endpoint_url=\"{url}\""),
         "security.connection_failed_authentication_delay_ms=0",
+        "metrics.listen=\"127.0.0.1:0\"",
     ])
     .await;
     let claims = |sub: &str| serde_json::json!({"sub": sub, "iat": epoch_s(), "exp": epoch_s() + 600});
@@ -757,6 +758,11 @@ async fn oauthbearer_keys_come_from_the_providers_jwks_uri_and_a_rotated_key_is_
         assert_eq!(r.auth_bytes.as_ref(), br#"{"status":"invalid_token"}"#);
     }
     assert!(fetches.load(SeqCst) <= after_rotation + 2, "{} fetches", fetches.load(SeqCst));
+    let (_, metrics) = common::http_get(s.daemon.as_ref().unwrap().metrics_addr().unwrap(), "/metrics").await;
+    assert!(
+        metrics.lines().any(|l| l.starts_with("kcoord_oauthbearer_jwks_fetches_total{result=\"success\"}")),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

@@ -98,7 +98,10 @@ impl AclStore {
         fn load(path: &Path) -> Result<AclSet, String> {
             Ok(AclSet::new(AclFile::load(path)?.acls))
         }
-        Ok(AclStore { file: WatchedFile::open(path, "ACL file", load)?, writing: Mutex::new(()) })
+        fn loaded(path: &Path, acls: &AclSet) {
+            tracing::info!(path = %path.display(), acls = acls.len(), "ACLs loaded");
+        }
+        Ok(AclStore { file: WatchedFile::open(path, "ACL file", load, loaded)?, writing: Mutex::new(()) })
     }
 
     /// ACLs held in memory only (tests, embedding).
