@@ -196,12 +196,16 @@ enum GroupsCommand {
         /// TOPIC or TOPIC:P1,P2 (repeatable).
         #[arg(long = "topic")]
         topics: Vec<String>,
+        /// Every partition the group has committed offsets for.
         #[arg(long)]
         all_topics: bool,
+        /// Moves each partition to its log start.
         #[arg(long, group = "spec")]
         to_earliest: bool,
+        /// Moves each partition to its log end.
         #[arg(long, group = "spec")]
         to_latest: bool,
+        /// Moves each partition to this offset (clamped to the log).
         #[arg(long, group = "spec", value_name = "OFFSET")]
         to_offset: Option<i64>,
         /// Moves each committed offset by N (negative: back); every partition in scope needs one.
