@@ -306,6 +306,41 @@ fn the_admin_cli_reads_kafka_client_settings_from_command_config() {
     });
 }
 
+/// Produces and commits through the sidecar every 50 ms for `run` (across
+/// the upstream sessions' renewals), every answer a success; then waits
+/// for the last commit to be written through to the upstream, checked with
+/// the sidecar's own SCRAM user.
+async fn keep_producing_and_committing(
+    pki: &Pki,
+    up: &TestServer,
+    c: &mut Connection,
+    group: &str,
+    run: std::time::Duration,
+) {
+    let (member, generation) = join_alone(c, group).await;
+    let until = std::time::Instant::now() + run;
+    let mut offset = 0;
+    let mut pace = tokio::time::interval(std::time::Duration::from_millis(50));
+    while std::time::Instant::now() < until {
+        offset += 1;
+        let records = support::batch(&[("k", "v")], 1000, None);
+        let p = c.call(&support::produce_request("t", 0, Some(records), -1), 9).await.expect("produce");
+        assert_eq!(p.responses[0].partition_responses[0].error_code, 0, "produce {offset}");
+        assert_eq!(commit(c, group, &member, generation, offset).await, 0);
+        pace.tick().await;
+    }
+    let login = pki.client(SIDECAR_USER);
+    let up_addr = up.addr;
+    eventually("the last commit written through upstream", || {
+        let login = login.clone();
+        async move {
+            let mut direct = connect(up_addr, &login).await;
+            (committed(&mut direct, group).await == offset).then_some(())
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_sidecar_renews_its_upstream_session_before_the_upstream_ends_it() {
     // KIP-368: the upstream gives sessions 1.5 s; the sidecar replaces a
@@ -320,29 +355,8 @@ async fn the_sidecar_renews_its_upstream_session_before_the_upstream_ends_it() {
     let up = start(&s).await;
     let sc = sidecar(&pki, &up).await;
     let mut c = connect(sc.addr, &pki.client(CLIENT_USER)).await;
-    let (member, generation) = join_alone(&mut c, "renewed").await;
-    let until = std::time::Instant::now() + std::time::Duration::from_millis(4000);
-    let mut offset = 0;
-    let mut pace = tokio::time::interval(std::time::Duration::from_millis(50));
-    while std::time::Instant::now() < until {
-        offset += 1;
-        let records = support::batch(&[("k", "v")], 1000, None);
-        let p = c.call(&support::produce_request("t", 0, Some(records), -1), 9).await.expect("produce");
-        assert_eq!(p.responses[0].partition_responses[0].error_code, 0);
-        assert_eq!(commit(&mut c, "renewed", &member, generation, offset).await, 0);
-        pace.tick().await;
-    }
-    // Write-through (the sidecar's control connections) renewed too.
-    let login = pki.client(SIDECAR_USER);
-    let up_addr = up.addr;
-    eventually("the last commit upstream", || {
-        let login = login.clone();
-        async move {
-            let mut direct = connect(up_addr, &login).await;
-            (committed(&mut direct, "renewed").await == offset).then_some(())
-        }
-    })
-    .await;
+    // Write-through (the sidecar's control connections) renews too.
+    keep_producing_and_committing(&pki, &up, &mut c, "renewed", std::time::Duration::from_millis(4000)).await;
     sc.shutdown().await;
     up.shutdown().await;
 }
@@ -552,29 +566,8 @@ async fn a_sidecar_logs_in_upstream_with_oauthbearer_tokens_from_a_token_endpoin
     let (url, issued) = token_endpoint(signer, 3).await;
     let sc = oauth_sidecar(&pki, &up, &url).await;
     let mut c = connect(sc.addr, &pki.client(CLIENT_USER)).await;
-    let (member, generation) = join_alone(&mut c, "oauth").await;
-    let until = std::time::Instant::now() + std::time::Duration::from_millis(7000);
-    let mut offset = 0;
-    let mut pace = tokio::time::interval(std::time::Duration::from_millis(50));
-    while std::time::Instant::now() < until {
-        offset += 1;
-        let records = support::batch(&[("k", "v")], 1000, None);
-        let p = c.call(&support::produce_request("t", 0, Some(records), -1), 9).await.expect("produce");
-        assert_eq!(p.responses[0].partition_responses[0].error_code, 0, "produce {offset}");
-        assert_eq!(commit(&mut c, "oauth", &member, generation, offset).await, 0);
-        pace.tick().await;
-    }
+    keep_producing_and_committing(&pki, &up, &mut c, "oauth", std::time::Duration::from_millis(7000)).await;
     assert!(issued.load(std::sync::atomic::Ordering::SeqCst) >= 3, "tokens were renewed");
-    let login = pki.client(SIDECAR_USER);
-    let up_addr = up.addr;
-    eventually("the last commit written through upstream", || {
-        let login = login.clone();
-        async move {
-            let mut direct = connect(up_addr, &login).await;
-            (committed(&mut direct, "oauth").await == offset).then_some(())
-        }
-    })
-    .await;
     sc.shutdown().await;
     up.shutdown().await;
 }

@@ -14,38 +14,23 @@ def k(make_kcoord):
     return make_kcoord(topics=["t6:6"], settings=["group.initial_rebalance_delay_ms=500", "metrics.listen=127.0.0.1:0"])
 
 
-def test_kafka_python_group_forms_and_rebalances(k, tmp_path):
-    members = [kp_member(tmp_path, f"kp{i}", k, "kp-group", "t6") for i in range(3)]
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_python_clients_groups_form_and_rebalance_on_leave_and_session_expiry(k, tmp_path, client):
+    member, group = {"kafka-python": (kp_member, "kp-group"), "aiokafka": (aio_member, "aio-group")}[client]
+    members = [member(tmp_path, f"{group}-{i}", k, group, "t6") for i in range(3)]
     try:
         wait_balanced(members, SIX)
-        causes = k.rebalance_causes("kp-group")
+        causes = k.rebalance_causes(group)
         assert causes[0] == "member_joined", causes
         # A member that closes sends LeaveGroup...
         members[0].close()
         wait_balanced(members[1:], SIX, timeout=30)
-        assert k.wait_rebalance_after("kp-group", len(causes)) == "member_left", k.rebalance_causes("kp-group")
+        assert k.wait_rebalance_after(group, len(causes)) == "member_left", k.rebalance_causes(group)
         # ...one killed is removed when its session expires.
-        causes = k.rebalance_causes("kp-group")
+        causes = k.rebalance_causes(group)
         members[1].kill()
         wait_balanced(members[2:], SIX, timeout=60)
-        assert k.wait_rebalance_after("kp-group", len(causes)) == "session_expired", k.rebalance_causes("kp-group")
-    finally:
-        stop_all(members)
-
-
-def test_aiokafka_group_forms_and_rebalances(k, tmp_path):
-    members = [aio_member(tmp_path, f"aio{i}", k, "aio-group", "t6") for i in range(3)]
-    try:
-        wait_balanced(members, SIX)
-        causes = k.rebalance_causes("aio-group")
-        assert causes[0] == "member_joined", causes
-        members[0].close()
-        wait_balanced(members[1:], SIX, timeout=30)
-        assert k.wait_rebalance_after("aio-group", len(causes)) == "member_left", k.rebalance_causes("aio-group")
-        causes = k.rebalance_causes("aio-group")
-        members[1].kill()
-        wait_balanced(members[2:], SIX, timeout=60)
-        assert k.wait_rebalance_after("aio-group", len(causes)) == "session_expired", k.rebalance_causes("aio-group")
+        assert k.wait_rebalance_after(group, len(causes)) == "session_expired", k.rebalance_causes(group)
     finally:
         stop_all(members)
 

@@ -64,22 +64,28 @@ def committed(conf, group):
         c.close()
 
 
+def consume_all_and_commit(conf, group, n):
+    """Consumes the n records produce() wrote (keys k0..), commits, and
+    checks the commit reads back: n/3 on each partition."""
+    c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    c.subscribe(["secure"])
+    keys = []
+    while len(keys) < n:
+        m = c.poll(1.0)
+        if m is not None and not m.error():
+            keys.append(m.key().decode())
+    assert sorted(keys) == sorted(f"k{i}" for i in range(n))
+    c.commit(asynchronous=False)
+    c.close()
+    assert committed(conf, group) == {p: n // 3 for p in range(3)}
+
+
 def test_confluent_kafka_over_sasl_ssl_produces_consumes_and_commits_through_a_sidecar_of_a_sasl_ssl_cluster(secured):
     sidecar, upstream, ca = secured
     conf = client_conf(sidecar.bootstrap, ca)
     produce(conf, 30)
-    c = Consumer({**conf, "group.id": "secure-rdk", "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
-    c.subscribe(["secure"])
-    keys = []
-    while len(keys) < 30:
-        m = c.poll(1.0)
-        if m is not None and not m.error():
-            keys.append(m.key().decode())
-    assert sorted(keys) == sorted(f"k{i}" for i in range(30))
-    c.commit(asynchronous=False)
-    c.close()
-    assert committed(conf, "secure-rdk") == {0: 10, 1: 10, 2: 10}
+    consume_all_and_commit(conf, "secure-rdk", 30)
     # Metadata named only the sidecar's SASL_SSL listener.
     md = Producer(conf).list_topics(timeout=30)
     assert [f"{b.host}:{b.port}" for b in md.brokers.values()] == [sidecar.bootstrap]
@@ -156,18 +162,7 @@ def test_a_sidecar_of_an_oauth_cluster_serves_clients_that_keep_their_oauth_sett
     sidecar, upstream, ca, endpoint = oauth_cluster
     conf = oidc_conf(sidecar.bootstrap, ca, endpoint, "alice", "alice-secret")
     produce(conf, 30)
-    c = Consumer({**conf, "group.id": "secure-oauth", "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
-    c.subscribe(["secure"])
-    keys = []
-    while len(keys) < 30:
-        m = c.poll(1.0)
-        if m is not None and not m.error():
-            keys.append(m.key().decode())
-    assert sorted(keys) == sorted(f"k{i}" for i in range(30))
-    c.commit(asynchronous=False)
-    c.close()
-    assert committed(conf, "secure-oauth") == {0: 10, 1: 10, 2: 10}
+    consume_all_and_commit(conf, "secure-oauth", 30)
     # Written through to the upstream by the sidecar's own OAUTHBEARER login.
     upstream_conf = oidc_conf(upstream.bootstrap, ca, endpoint, "kcoord-sidecar", "sidecar-secret")
     wait_for("the offsets upstream", lambda: committed(upstream_conf, "secure-oauth") == {0: 10, 1: 10, 2: 10})

@@ -10,8 +10,6 @@ clients do not.
 
 import argparse
 import asyncio
-import json
-import os
 import signal
 import sys
 
@@ -20,15 +18,12 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
+from member_state import MemberState
+
 
 async def run(args):
-    state = {"pid": os.getpid(), "assigned": [], "generations": 0, "revocations": 0, "consumed": 0}
-
-    def save():
-        tmp = args.state_file + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(state, f)
-        os.replace(tmp, args.state_file)
+    state = MemberState(args.state_file, consumed=0)
+    save = state.save
 
     class Listener(ConsumerRebalanceListener):
         async def on_partitions_revoked(self, revoked):

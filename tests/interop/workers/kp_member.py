@@ -2,13 +2,13 @@
 assignment through a JSON state file (see rdk_member.py)."""
 
 import argparse
-import json
-import os
 import signal
 import sys
 
 from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+from member_state import MemberState
 
 
 def main():
@@ -21,13 +21,8 @@ def main():
     ap.add_argument("--strategy", default="range")
     ap.add_argument("--instance-id")
     args = ap.parse_args()
-    state = {"pid": os.getpid(), "assigned": [], "generations": 0, "revocations": 0, "consumed": 0}
-
-    def save():
-        tmp = args.state_file + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(state, f)
-        os.replace(tmp, args.state_file)
+    state = MemberState(args.state_file, consumed=0)
+    save = state.save
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):

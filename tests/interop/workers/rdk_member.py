@@ -7,13 +7,13 @@ kill this process with SIGKILL. SIGTERM/SIGINT close the consumer cleanly
 """
 
 import argparse
-import json
-import os
 import signal
 import sys
 import time
 
 from confluent_kafka import Consumer, KafkaException
+
+from member_state import MemberState
 
 
 def main():
@@ -38,14 +38,8 @@ def main():
         if events:
             events.write(" ".join([f"{time.time():.6f}"] + [str(f) for f in fields]) + "\n")
 
-    state = {"pid": os.getpid(), "assigned": [], "generations": 0, "revocations": 0, "errors": [], "fatal": None,
-             "member_id": None, "consumed": 0}
-
-    def save():
-        tmp = args.state_file + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(state, f)
-        os.replace(tmp, args.state_file)
+    state = MemberState(args.state_file, errors=[], fatal=None, member_id=None, consumed=0)
+    save = state.save
 
     owned = set()
 
