@@ -770,22 +770,11 @@ async fn a_daemon_whose_key_set_cannot_be_fetched_does_not_start() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/certs", listener.local_addr().unwrap());
     drop(listener);
-    let dir = tempfile::tempdir().unwrap();
-    let mut b = kcoord::config::ConfigBuilder::new();
-    for setting in common::TEST_DEFAULTS {
-        b = b.set(setting).unwrap();
-    }
-    for setting in [
-        format!("storage.data_dir=\"{}\"", dir.path().display()),
+    let err = common::start_error(&[
         "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]".into(),
         "security.sasl_enabled_mechanisms=[\"OAUTHBEARER\"]".into(),
         format!("security.oauthbearer_jwks_endpoint_url=\"{url}\""),
-    ] {
-        b = b.set(&setting).unwrap();
-    }
-    let err = match kcoord::Daemon::start(b.build().unwrap()).await {
-        Ok(_) => panic!("started without the key set"),
-        Err(e) => e.to_string(),
-    };
+    ])
+    .await;
     assert!(err.contains("JWKS") && err.contains(&url), "{err}");
 }

@@ -16,7 +16,6 @@ use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartiti
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
-use kcoord::config::ConfigBuilder;
 use kcoord::protocol::client::{ClientError, Connection};
 use kcoord::security::client::{ClientSecurity, ClientSecurityConfig};
 use kcoord::security::credentials::Credentials;
@@ -247,20 +246,7 @@ async fn a_wrong_password_at_the_sidecar_gives_the_client_kafkas_authentication_
 async fn a_wrong_upstream_password_stops_the_sidecar_at_start_with_a_clear_error() {
     let pki = Pki::new();
     let up = upstream(&pki).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut b = ConfigBuilder::new();
-    for s in common::TEST_DEFAULTS {
-        b = b.set(s).unwrap();
-    }
-    b = b.set(&format!("storage.data_dir=\"{}\"", dir.path().display())).unwrap();
-    for s in upstream_login(&pki, &up, "not-the-password") {
-        b = b.set(&s).unwrap();
-    }
-    let config = b.build().unwrap();
-    let err = match kcoord::Daemon::start(config).await {
-        Ok(_) => panic!("the sidecar started with a wrong upstream password"),
-        Err(e) => e.to_string(),
-    };
+    let err = common::start_error(&upstream_login(&pki, &up, "not-the-password")).await;
     assert!(err.contains("refused kcoord's login") && err.contains("invalid credentials"), "{err}");
     up.shutdown().await;
 }
@@ -434,25 +420,14 @@ async fn each_sidecar_listener_advertises_its_own_address() {
 #[tokio::test]
 async fn a_per_broker_sidecar_without_a_peer_address_on_every_listener_refuses_to_start() {
     let up = TestServer::start_with(&["server.node_id=1"]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut b = ConfigBuilder::new();
-    for s in common::TEST_DEFAULTS {
-        b = b.set(s).unwrap();
-    }
-    for s in [
-        format!("storage.data_dir=\"{}\"", dir.path().display()),
+    let err = common::start_error(&[
         format!("sidecar.upstream=[\"{}\"]", up.addr),
         "server.node_id=1".into(),
         "server.listeners=[\"PLAINTEXT://127.0.0.1:0\", \"INTERNAL://127.0.0.1:0\"]".into(),
         "server.listener_security_protocol_map=\"INTERNAL:PLAINTEXT\"".into(),
         "sidecar.peers=[\"2=PLAINTEXT://127.0.0.1:1\"]".into(),
-    ] {
-        b = b.set(&s).unwrap();
-    }
-    let err = match kcoord::Daemon::start(b.build().unwrap()).await {
-        Ok(_) => panic!("started without node 2's INTERNAL address"),
-        Err(e) => e.to_string(),
-    };
+    ])
+    .await;
     assert!(err.contains("node 2 on listener INTERNAL"), "{err}");
     up.shutdown().await;
 }
@@ -609,25 +584,14 @@ async fn a_sidecar_reads_its_upstream_token_from_a_file_and_a_refused_token_stop
     let stranger = Es256Signer::generate("idp-key").unwrap();
     let forged = stranger.sign(&serde_json::json!({"sub": "kcoord-sidecar", "iat": now, "exp": now + 600})).unwrap();
     let file = pki.write("forged", &format!("{forged}\n"));
-    let dir = tempfile::tempdir().unwrap();
-    let mut b = ConfigBuilder::new();
-    for s in common::TEST_DEFAULTS {
-        b = b.set(s).unwrap();
-    }
-    for s in [
-        format!("storage.data_dir=\"{}\"", dir.path().display()),
+    let err = common::start_error(&[
         format!("sidecar.upstream=[\"{}\"]", up.addr),
         "sidecar.upstream_security.security_protocol=\"SASL_SSL\"".into(),
         "sidecar.upstream_security.sasl_mechanism=\"OAUTHBEARER\"".into(),
         format!("sidecar.upstream_security.sasl_oauthbearer_token_endpoint_url=\"file://{file}\""),
         format!("sidecar.upstream_security.ssl_ca_location=\"{}\"", pki.path("ca.pem")),
-    ] {
-        b = b.set(&s).unwrap();
-    }
-    let err = match kcoord::Daemon::start(b.build().unwrap()).await {
-        Ok(_) => panic!("the sidecar started with a token the upstream refuses"),
-        Err(e) => e.to_string(),
-    };
+    ])
+    .await;
     assert!(err.contains("refused kcoord's login") && err.contains("invalid_token"), "{err}");
     up.shutdown().await;
 }

@@ -8,7 +8,6 @@ mallory may not, and a token signed by anyone else does not log in at all.
 librdkafka's unsecured development tokens log in where kcoord is told to
 accept them."""
 
-import asyncio
 import time
 
 import pytest
@@ -18,6 +17,7 @@ from conftest import node_script, wait_for
 from oauth import Issuer, TokenEndpoint
 from pki import make_pki
 from test_authorization import kcoord_cli
+from test_security_clients import aiokafka_consume_and_commit, kafka_python_consume_and_commit
 
 TOPIC = "oauth"
 CLIENTS = {"alice": "alice-secret", "admin": "admin-secret", "mallory": "mallory-secret"}
@@ -97,9 +97,7 @@ def test_confluent_kafka_fetches_its_token_from_the_token_endpoint_and_consumes_
 
 
 def test_kafka_python_logs_in_with_a_bearer_token_and_consumes_and_commits(oauth_kcoord, idp):
-    from kafka import KafkaConsumer, TopicPartition as KTP
     from kafka.net.sasl.oauth import AbstractTokenProvider
-    from kafka.structs import OffsetAndMetadata
 
     issuer, _ = idp
 
@@ -107,25 +105,14 @@ def test_kafka_python_logs_in_with_a_bearer_token_and_consumes_and_commits(oauth
         def token(self):
             return issuer.token("alice")
 
-    c = KafkaConsumer(TOPIC, bootstrap_servers=oauth_kcoord["addr"], group_id="oauth-kp",
-                      security_protocol="SASL_SSL", ssl_cafile=oauth_kcoord["ca"], sasl_mechanism="OAUTHBEARER",
-                      sasl_oauth_token_provider=Tokens(), auto_offset_reset="earliest", enable_auto_commit=False,
-                      session_timeout_ms=6000, heartbeat_interval_ms=500)
-    try:
-        seen = 0
-        while seen < 5:
-            for records in c.poll(timeout_ms=1000, max_records=5 - seen).values():
-                seen += len(records)
-        c.commit({KTP(TOPIC, 0): OffsetAndMetadata(5, "", -1)})
-        assert c.committed(KTP(TOPIC, 0)) == 5
-    finally:
-        c.close()
+    security = {"bootstrap_servers": oauth_kcoord["addr"], "security_protocol": "SASL_SSL",
+                "ssl_cafile": oauth_kcoord["ca"], "sasl_mechanism": "OAUTHBEARER",
+                "sasl_oauth_token_provider": Tokens()}
+    assert kafka_python_consume_and_commit(security, "oauth-kp", TOPIC) == 5
 
 
 def test_aiokafka_logs_in_with_a_bearer_token_and_consumes_and_commits(oauth_kcoord, idp):
-    from aiokafka import AIOKafkaConsumer, TopicPartition as ATP
     from aiokafka.abc import AbstractTokenProvider
-    from aiokafka.helpers import create_ssl_context
 
     issuer, _ = idp
 
@@ -133,23 +120,10 @@ def test_aiokafka_logs_in_with_a_bearer_token_and_consumes_and_commits(oauth_kco
         async def token(self):
             return issuer.token("alice")
 
-    async def run():
-        c = AIOKafkaConsumer(TOPIC, bootstrap_servers=oauth_kcoord["addr"], group_id="oauth-aio",
-                             security_protocol="SASL_SSL", ssl_context=create_ssl_context(cafile=oauth_kcoord["ca"]),
-                             sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=Tokens(),
-                             auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
-                             heartbeat_interval_ms=500)
-        await c.start()
-        try:
-            seen = 0
-            while seen < 5:
-                seen += sum(len(r) for r in (await c.getmany(timeout_ms=1000, max_records=5 - seen)).values())
-            await c.commit({ATP(TOPIC, 0): 5})
-            return await c.committed(ATP(TOPIC, 0))
-        finally:
-            await c.stop()
-
-    assert asyncio.run(asyncio.wait_for(run(), 90)) == 5
+    security = {"bootstrap_servers": oauth_kcoord["addr"], "security_protocol": "SASL_SSL",
+                "tls": {"cafile": oauth_kcoord["ca"]}, "sasl_mechanism": "OAUTHBEARER",
+                "sasl_oauth_token_provider": Tokens()}
+    assert aiokafka_consume_and_commit(security, "oauth-aio", TOPIC) == 5
 
 
 def test_kafkajs_logs_in_with_a_bearer_token_and_consumes_and_commits(oauth_kcoord, idp):

@@ -106,24 +106,24 @@ def confluent_consume_and_commit(conf, group):
         c.close()
 
 
-def kafka_python_consume_and_commit(security, group):
+def kafka_python_consume_and_commit(security, group, topic=TOPIC):
     from kafka import KafkaConsumer, TopicPartition as KTP
     from kafka.structs import OffsetAndMetadata
 
-    c = KafkaConsumer(TOPIC, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+    c = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
                       session_timeout_ms=6000, heartbeat_interval_ms=500, **security)
     try:
         seen = 0
         while seen < 5:
             for records in c.poll(timeout_ms=1000).values():
                 seen += len(records)
-        c.commit({KTP(TOPIC, 0): OffsetAndMetadata(5, "", -1)})
-        return c.committed(KTP(TOPIC, 0))
+        c.commit({KTP(topic, 0): OffsetAndMetadata(5, "", -1)})
+        return c.committed(KTP(topic, 0))
     finally:
         c.close()
 
 
-def aiokafka_consume_and_commit(security, group):
+def aiokafka_consume_and_commit(security, group, topic=TOPIC):
     """As kafka_python_consume_and_commit, with aiokafka; `security` holds
     the consumer's keyword arguments and "tls": create_ssl_context's."""
     import asyncio
@@ -135,15 +135,15 @@ def aiokafka_consume_and_commit(security, group):
     security["ssl_context"] = create_ssl_context(**security.pop("tls"))
 
     async def run():
-        c = AIOKafkaConsumer(TOPIC, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+        c = AIOKafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
                              session_timeout_ms=6000, heartbeat_interval_ms=500, **security)
         await c.start()
         try:
             seen = 0
             while seen < 5:
                 seen += sum(len(r) for r in (await c.getmany(timeout_ms=1000, max_records=5 - seen)).values())
-            await c.commit({ATP(TOPIC, 0): 5})
-            return await c.committed(ATP(TOPIC, 0))
+            await c.commit({ATP(topic, 0): 5})
+            return await c.committed(ATP(topic, 0))
         finally:
             await c.stop()
 

@@ -70,6 +70,24 @@ impl TestServer {
     }
 }
 
+/// Starts a daemon with the test defaults and `settings` that must not
+/// start; returns why it refused.
+pub async fn start_error(settings: &[String]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut b = ConfigBuilder::new();
+    for s in TEST_DEFAULTS {
+        b = b.set(s).unwrap();
+    }
+    b = b.set(&format!("storage.data_dir=\"{}\"", dir.path().display())).unwrap();
+    for s in settings {
+        b = b.set(s).unwrap();
+    }
+    match kcoord::Daemon::start(b.build().unwrap()).await {
+        Ok(_) => panic!("the daemon started with {settings:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
 async fn start_daemon(dir: &tempfile::TempDir, settings: &[String], addr: Option<SocketAddr>) -> RunningDaemon {
     let mut b = ConfigBuilder::new();
     for s in TEST_DEFAULTS {
