@@ -11,13 +11,14 @@ accept them."""
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer
 
 from conftest import node_script, wait_for
 from oauth import Issuer, TokenEndpoint
 from pki import make_pki
 from test_authorization import kcoord_cli
-from test_security_clients import aiokafka_consume_and_commit, kafka_python_consume_and_commit
+from test_security_clients import (aiokafka_consume_and_commit, confluent_consume_and_commit,
+                                   kafka_python_consume_and_commit)
 
 TOPIC = "oauth"
 CLIENTS = {"alice": "alice-secret", "admin": "admin-secret", "mallory": "mallory-secret"}
@@ -72,27 +73,10 @@ def oidc_conf(env, endpoint, client):
             "sasl.oauthbearer.token.endpoint.url": endpoint.url}
 
 
-def consume_five_and_commit(conf, group):
-    c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
-    try:
-        c.subscribe([TOPIC])
-        seen = 0
-        while seen < 5:
-            m = c.poll(1.0)
-            if m is not None:
-                assert m.error() is None, m.error()
-                seen += 1
-        c.commit(offsets=[TopicPartition(TOPIC, 0, 5)], asynchronous=False)
-        return c.committed([TopicPartition(TOPIC, 0)], timeout=30)[0].offset
-    finally:
-        c.close()
-
-
 def test_confluent_kafka_fetches_its_token_from_the_token_endpoint_and_consumes_and_commits(oauth_kcoord, idp):
     _, endpoint = idp
     issued = endpoint.issued
-    assert consume_five_and_commit(oidc_conf(oauth_kcoord, endpoint, "alice"), "oauth-rdk") == 5
+    assert confluent_consume_and_commit(oidc_conf(oauth_kcoord, endpoint, "alice"), "oauth-rdk", TOPIC) == 5
     assert endpoint.issued > issued, "librdkafka asked the token endpoint"
 
 

@@ -89,19 +89,19 @@ def produce(conf, n=10):
     assert p.flush(30) == 0
 
 
-def confluent_consume_and_commit(conf, group):
+def confluent_consume_and_commit(conf, group, topic=TOPIC):
     """Consumes 5 records in `group`, commits offset 5; returns the committed offset read back."""
     c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
                   "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
     try:
-        c.subscribe([TOPIC])
+        c.subscribe([topic])
         seen = 0
         while seen < 5:
             m = c.poll(1.0)
             if m is not None and not m.error():
                 seen += 1
-        c.commit(offsets=[TopicPartition(TOPIC, 0, 5)], asynchronous=False)
-        return c.committed([TopicPartition(TOPIC, 0)], timeout=30)[0].offset
+        c.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+        return c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
     finally:
         c.close()
 
