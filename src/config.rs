@@ -128,6 +128,18 @@ pub struct SecurityConfig {
     /// OAUTHBEARER: tolerance for `exp` and `nbf` (Kafka:
     /// sasl.oauthbearer.clock.skew.seconds).
     pub oauthbearer_clock_skew_seconds: u32,
+    /// GSSAPI: the Kerberos service name clients ask tickets for (Kafka:
+    /// sasl.kerberos.service.name).
+    pub sasl_kerberos_service_name: String,
+    /// GSSAPI: the keytab with the service's keys (Kafka: the JAAS
+    /// `keyTab` of the broker's login).
+    pub sasl_kerberos_keytab: String,
+    /// GSSAPI: the service principal, `kafka/host@REALM`; empty: any
+    /// principal in the keytab (Kafka: the JAAS `principal`).
+    pub sasl_kerberos_principal: String,
+    /// GSSAPI: how a client's Kerberos principal becomes its user name
+    /// (Kafka: sasl.kerberos.principal.to.local.rules).
+    pub sasl_kerberos_principal_to_local_rules: Vec<String>,
 }
 
 impl Default for SecurityConfig {
@@ -151,6 +163,10 @@ impl Default for SecurityConfig {
             oauthbearer_expected_audience: Vec::new(),
             oauthbearer_expected_issuer: String::new(),
             oauthbearer_clock_skew_seconds: 30,
+            sasl_kerberos_service_name: "kafka".into(),
+            sasl_kerberos_keytab: String::new(),
+            sasl_kerberos_principal: String::new(),
+            sasl_kerberos_principal_to_local_rules: vec!["DEFAULT".into()],
         }
     }
 }
@@ -1029,11 +1045,15 @@ impl Config {
         }
         for m in &sec.sasl_enabled_mechanisms {
             let oauth = m == crate::security::sasl::OAUTHBEARER;
-            if m != "PLAIN" && !oauth && crate::security::scram::ScramMechanism::from_name(m).is_none() {
+            let gssapi = m == crate::security::kerberos::GSSAPI;
+            if m != "PLAIN" && !oauth && !gssapi && crate::security::scram::ScramMechanism::from_name(m).is_none() {
                 return bad(format!(
                     "security.sasl_enabled_mechanisms: {m:?} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, \
-                     OAUTHBEARER)"
+                     OAUTHBEARER, GSSAPI)"
                 ));
+            }
+            if gssapi && sec.sasl_kerberos_keytab.is_empty() {
+                return bad("GSSAPI needs security.sasl_kerberos_keytab (the service's keytab)".into());
             }
             let url = &sec.oauthbearer_jwks_endpoint_url;
             let key_source = !url.is_empty() as u8 + sec.oauthbearer_allow_unsecured_jwt as u8;
@@ -1230,6 +1250,24 @@ mod tests {
             let err = c.build().unwrap_err();
             assert!(err.to_string().contains("metrics.listen"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn gssapi_is_offered_only_with_a_keytab() {
+        let gssapi = ConfigBuilder::new()
+            .set("server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]")
+            .unwrap()
+            .set("security.sasl_enabled_mechanisms=[\"GSSAPI\", \"SCRAM-SHA-512\"]")
+            .unwrap();
+        let err = ConfigBuilder::new()
+            .set("server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]")
+            .unwrap()
+            .set("security.sasl_enabled_mechanisms=[\"GSSAPI\"]")
+            .unwrap()
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains("security.sasl_kerberos_keytab"), "{err}");
+        assert!(gssapi.set("security.sasl_kerberos_keytab=\"/etc/kafka.keytab\"").unwrap().build().is_ok());
     }
 
     #[test]

@@ -105,7 +105,7 @@ impl Connection {
             c.negotiate().await?;
             if let Some(login) = &security.sasl {
                 c.max_response = crate::security::client::MAX_TOKEN_BYTES;
-                let lifetime = crate::security::client::sasl::authenticate(&mut c, login).await?;
+                let lifetime = crate::security::client::sasl::authenticate(&mut c, login, addr).await?;
                 c.max_response = MAX_RESPONSE_BYTES;
                 c.renew_at = lifetime.map(|l| Instant::now() + l.mul_f64(RENEW_AT_SHARE));
             }

@@ -1,5 +1,5 @@
 //! Authentication: named listeners with Kafka's security protocols, TLS,
-//! SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER) and the credentials and
+//! SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER, GSSAPI) and the credentials and
 //! keys they check.
 //!
 //! The per-connection state machine lives in [`sasl`]; the connection loop
@@ -11,6 +11,7 @@ pub mod client;
 pub mod credentials;
 pub mod http_client;
 pub mod jwt;
+pub mod kerberos;
 pub mod listeners;
 pub mod oauthbearer;
 pub mod plain;
@@ -97,7 +98,8 @@ impl SecurityRuntime {
         let credentials = match specs.iter().any(|l| l.protocol.uses_sasl()) {
             true => {
                 let path = (!sec.credentials_file.is_empty()).then(|| std::path::PathBuf::from(&sec.credentials_file));
-                let passwords = sec.sasl_enabled_mechanisms.iter().any(|m| m != sasl::OAUTHBEARER);
+                let passwords =
+                    sec.sasl_enabled_mechanisms.iter().any(|m| m != sasl::OAUTHBEARER && m != kerberos::GSSAPI);
                 if path.is_none() && passwords {
                     tracing::warn!(
                         "a SASL listener without security.credentials_file: every PLAIN and SCRAM login fails"
@@ -109,6 +111,16 @@ impl SecurityRuntime {
         };
         let oauth = match sec.sasl_enabled_mechanisms.iter().any(|m| m == sasl::OAUTHBEARER) && credentials.is_some() {
             true => Some(Arc::new(oauthbearer::OAuthSettings::from_config(sec).await?)),
+            false => None,
+        };
+        let kerberos = match sec.sasl_enabled_mechanisms.iter().any(|m| m == kerberos::GSSAPI) && credentials.is_some()
+        {
+            true => Some(Arc::new(kerberos::server::KerberosSettings::new(
+                &sec.sasl_kerberos_keytab,
+                &sec.sasl_kerberos_principal,
+                &sec.sasl_kerberos_service_name,
+                &sec.sasl_kerberos_principal_to_local_rules,
+            )?)),
             false => None,
         };
         let jwks = oauth.as_ref().and_then(|o| match &o.keys {
@@ -127,6 +139,7 @@ impl SecurityRuntime {
                 failure_delay: std::time::Duration::from_millis(sec.connection_failed_authentication_delay_ms),
                 max_receive_bytes: sec.sasl_max_receive_bytes,
                 oauth: oauth.clone(),
+                kerberos: kerberos.clone(),
             })
         });
         let per_listener = specs

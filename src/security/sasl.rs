@@ -15,6 +15,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use tokio::time::Instant;
 
 use super::credentials::CredentialStore;
+use super::kerberos::server::{GssStep, GssapiServer, KerberosSettings};
 use super::oauthbearer::{OAuthError, OAuthServer, OAuthSettings, OAuthStep};
 use super::scram::{ScramError, ScramMechanism, ScramServer, ScramStep};
 use crate::error_code::ErrorCode;
@@ -36,6 +37,8 @@ pub struct SaslSettings {
     pub max_receive_bytes: u32,
     /// How OAUTHBEARER tokens are validated, when it is offered.
     pub oauth: Option<Arc<OAuthSettings>>,
+    /// The service's keytab and name rules, when GSSAPI is offered.
+    pub kerberos: Option<Arc<KerberosSettings>>,
 }
 
 /// The OAUTHBEARER mechanism's name.
@@ -79,6 +82,8 @@ enum Exchange {
     Plain,
     Scram(ScramMechanism, ScramServer),
     OAuthBearer(OAuthServer),
+    /// Taken out while a step runs off the connection threads.
+    Gssapi(Option<Box<GssapiServer>>),
     /// Re-authentication asked for a mechanism other than the session's:
     /// Kafka fails it at the first token.
     BadMechanism(String),
@@ -225,6 +230,10 @@ impl SaslSession {
                 _ => match ScramMechanism::from_name(&mechanism) {
                     Some(m) => Exchange::Scram(m, ScramServer::new(m)),
                     None if mechanism == OAUTHBEARER => Exchange::OAuthBearer(OAuthServer::default()),
+                    None if mechanism == super::kerberos::GSSAPI => match &self.settings.kerberos {
+                        Some(k) => Exchange::Gssapi(Some(Box::new(GssapiServer::new(k.clone())))),
+                        None => Exchange::BadMechanism("GSSAPI is not configured on this listener".into()),
+                    },
                     None => Exchange::Plain,
                 },
             };
@@ -330,6 +339,35 @@ impl SaslSession {
                     Err(OAuthError::Specific(m)) => return failed(m),
                     Err(OAuthError::Generic(reason)) => {
                         tracing::debug!(%reason, "OAUTHBEARER authentication failed");
+                        return failed(generic());
+                    }
+                }
+            }
+            Exchange::Gssapi(slot) => {
+                let Some(mut server) = slot.take() else {
+                    return failed(generic());
+                };
+                let (server, result) = match tokio::task::spawn_blocking(move || {
+                    let result = server.step(&token);
+                    (server, result)
+                })
+                .await
+                {
+                    Ok(done) => done,
+                    Err(e) => return failed(format!("the Kerberos step stopped: {e}")),
+                };
+                let peer = server.peer().to_string();
+                *slot = Some(server);
+                match result {
+                    Ok(GssStep::Challenge(c)) => return Ok((Bytes::from(c), 0)),
+                    Ok(GssStep::Done(short)) => {
+                        tracing::debug!(%peer, user = %short, "GSSAPI authentication");
+                        (short, Bytes::new())
+                    }
+                    Err(reason) => {
+                        // Kerberos failures are configuration problems more
+                        // often than attacks: the operator needs the reason.
+                        tracing::info!(%peer, %reason, "GSSAPI authentication failed");
                         return failed(generic());
                     }
                 }

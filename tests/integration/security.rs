@@ -778,3 +778,23 @@ async fn a_daemon_whose_key_set_cannot_be_fetched_does_not_start() {
     .await;
     assert!(err.contains("JWKS") && err.contains(&url), "{err}");
 }
+
+#[tokio::test]
+async fn a_gssapi_listener_does_not_start_without_its_keytab_or_with_bad_name_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let keytab = dir.path().join("kafka.keytab");
+    let listener = |keytab: &std::path::Path| {
+        vec![
+            "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]".to_string(),
+            "security.sasl_enabled_mechanisms=[\"GSSAPI\"]".into(),
+            format!("security.sasl_kerberos_keytab=\"{}\"", keytab.display()),
+        ]
+    };
+    // The system's Kerberos library names what is wrong with the keytab.
+    let err = common::start_error(&listener(&keytab)).await;
+    assert!(err.contains(&keytab.display().to_string()) && err.contains("nonexistent"), "{err}");
+    let mut bad_rule = listener(&keytab);
+    bad_rule.push("security.sasl_kerberos_principal_to_local_rules=[\"RULE:[1:$1\"]".into());
+    let err = common::start_error(&bad_rule).await;
+    assert!(err.contains("Invalid rule"), "{err}");
+}

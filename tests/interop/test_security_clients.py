@@ -125,14 +125,15 @@ def kafka_python_consume_and_commit(security, group, topic=TOPIC):
 
 def aiokafka_consume_and_commit(security, group, topic=TOPIC):
     """As kafka_python_consume_and_commit, with aiokafka; `security` holds
-    the consumer's keyword arguments and "tls": create_ssl_context's."""
+    the consumer's keyword arguments and, over TLS, "tls": create_ssl_context's."""
     import asyncio
 
     from aiokafka import AIOKafkaConsumer, TopicPartition as ATP
     from aiokafka.helpers import create_ssl_context
 
     security = dict(security)
-    security["ssl_context"] = create_ssl_context(**security.pop("tls"))
+    if "tls" in security:
+        security["ssl_context"] = create_ssl_context(**security.pop("tls"))
 
     async def run():
         c = AIOKafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
@@ -150,7 +151,7 @@ def aiokafka_consume_and_commit(security, group, topic=TOPIC):
     return asyncio.run(asyncio.wait_for(run(), 90))
 
 
-def kcat_consume(conf, group, count=10):
+def kcat_consume(conf, group, count=10, topic=TOPIC):
     """kcat (Debian's librdkafka) consumes `count` records in `group` with
     auto-commit; returns the values it printed."""
     args = []
@@ -158,7 +159,7 @@ def kcat_consume(conf, group, count=10):
         if k != "bootstrap.servers":
             args += ["-X", f"{'sasl.mechanisms' if k == 'sasl.mechanism' else k}={v}"]
     out = subprocess.run(
-        ["timeout", "-s", "INT", "90", kcat_path(), "-b", conf["bootstrap.servers"], "-G", group, TOPIC, *args,
+        ["timeout", "-s", "INT", "90", kcat_path(), "-b", conf["bootstrap.servers"], "-G", group, topic, *args,
          "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
          "-c", str(count), "-f", "%s\\n"],
         capture_output=True, text=True, timeout=120)

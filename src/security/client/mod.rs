@@ -32,6 +32,7 @@ pub enum Mechanism {
     Plain,
     Scram(ScramMechanism),
     OAuthBearer,
+    Gssapi,
 }
 
 impl Mechanism {
@@ -39,6 +40,7 @@ impl Mechanism {
         match name {
             "PLAIN" => Some(Mechanism::Plain),
             "OAUTHBEARER" => Some(Mechanism::OAuthBearer),
+            "GSSAPI" => Some(Mechanism::Gssapi),
             other => ScramMechanism::from_name(other).map(Mechanism::Scram),
         }
     }
@@ -48,18 +50,21 @@ impl Mechanism {
             Mechanism::Plain => "PLAIN",
             Mechanism::Scram(m) => m.name(),
             Mechanism::OAuthBearer => "OAUTHBEARER",
+            Mechanism::Gssapi => "GSSAPI",
         }
     }
 }
 
-/// What a SASL login presents: a user and password (PLAIN, SCRAM), or an
-/// access token from `tokens` (OAUTHBEARER).
+/// What a SASL login presents: a user and password (PLAIN, SCRAM), an
+/// access token from `tokens` (OAUTHBEARER), or Kerberos credentials
+/// (GSSAPI).
 #[derive(Clone)]
 pub struct SaslLogin {
     pub mechanism: Mechanism,
     pub username: String,
     pub password: String,
     pub tokens: Option<Arc<oauth::TokenSource>>,
+    pub kerberos: Option<crate::security::kerberos::client::KerberosLogin>,
 }
 
 impl std::fmt::Debug for SaslLogin {
@@ -121,7 +126,7 @@ impl ClientSecurity {
             true => {
                 let mechanism = Mechanism::parse(&c.sasl_mechanism.to_ascii_uppercase()).ok_or_else(|| {
                     format!(
-                        "sasl.mechanism {:?}: expected PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
+                        "sasl.mechanism {:?}: expected PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI",
                         c.sasl_mechanism
                     )
                 })?;
@@ -141,13 +146,34 @@ impl ClientSecurity {
                         username: String::new(),
                         password: String::new(),
                         tokens: Some(Arc::new(tokens)),
+                        kerberos: None,
+                    })
+                } else if mechanism == Mechanism::Gssapi {
+                    crate::security::kerberos::library::available()?;
+                    let given = |s: &String| (!s.is_empty()).then(|| s.clone());
+                    Some(SaslLogin {
+                        mechanism,
+                        username: String::new(),
+                        password: String::new(),
+                        tokens: None,
+                        kerberos: Some(crate::security::kerberos::client::KerberosLogin {
+                            service_name: c.sasl_kerberos_service_name.clone(),
+                            principal: given(&c.sasl_kerberos_principal),
+                            keytab: given(&c.sasl_kerberos_keytab),
+                        }),
                     })
                 } else {
                     if c.sasl_username.is_empty() {
                         return Err(format!("{} needs sasl.username", protocol.name()));
                     }
                     let password = c.password()?;
-                    Some(SaslLogin { mechanism, username: c.sasl_username.clone(), password, tokens: None })
+                    Some(SaslLogin {
+                        mechanism,
+                        username: c.sasl_username.clone(),
+                        password,
+                        tokens: None,
+                        kerberos: None,
+                    })
                 }
             }
         };

@@ -1,7 +1,7 @@
 //! SASL authentication of a client connection, as Kafka's
 //! `SaslClientAuthenticator` runs it after ApiVersions: SaslHandshake v1
-//! names the mechanism (PLAIN, SCRAM or OAUTHBEARER), then the tokens travel in SaslAuthenticate
-//! requests (v0–v2, the highest the broker advertises). The raw tokens of
+//! names the mechanism (PLAIN, SCRAM, OAUTHBEARER or GSSAPI), then the
+//! tokens travel in SaslAuthenticate requests (v0–v2, the highest the broker advertises). The raw tokens of
 //! a v0 handshake (brokers before Kafka 1.0) are not spoken.
 //!
 //! A broker may give the session a lifetime (KIP-368,
@@ -16,10 +16,16 @@ use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse
 use super::scram::ScramClient;
 use super::{Mechanism, SaslLogin, MAX_TOKEN_BYTES};
 use crate::protocol::client::{s, ClientError, Connection};
+use crate::security::kerberos::client::{GssapiClient, KerberosLogin};
 
-/// Logs in on `conn` (whose API versions are known). Returns the session
-/// lifetime the broker set, if any.
-pub async fn authenticate(conn: &mut Connection, login: &SaslLogin) -> Result<Option<Duration>, ClientError> {
+/// Logs in on `conn` (whose API versions are known), connected to `addr`
+/// ("host:port"; GSSAPI names the service by the host). Returns the
+/// session lifetime the broker set, if any.
+pub async fn authenticate(
+    conn: &mut Connection,
+    login: &SaslLogin,
+    addr: &str,
+) -> Result<Option<Duration>, ClientError> {
     let refused = |m: String| ClientError::Authentication(m);
     let name = login.mechanism.name();
     conn.version::<SaslHandshakeRequest>(1, 1)
@@ -52,6 +58,10 @@ pub async fn authenticate(conn: &mut Connection, login: &SaslLogin) -> Result<Op
             }
             first
         }
+        Mechanism::Gssapi => {
+            let kerberos = login.kerberos.clone().ok_or_else(|| refused("GSSAPI without Kerberos settings".into()))?;
+            gssapi(conn, v, kerberos, super::stream::host_of(addr).to_string()).await?
+        }
         Mechanism::Scram(m) => {
             let mut client =
                 ScramClient::new(m, &login.username, &login.password, crate::security::scram::random_nonce());
@@ -63,6 +73,45 @@ pub async fn authenticate(conn: &mut Connection, login: &SaslLogin) -> Result<Op
         }
     };
     Ok(u64::try_from(last.session_lifetime_ms).ok().filter(|&ms| ms > 0).map(Duration::from_millis))
+}
+
+/// Most SaslAuthenticate round trips a GSSAPI login takes: Kerberos needs
+/// two for the context and one for the security layer; a broker asking for
+/// more is not speaking GSSAPI.
+const MAX_GSSAPI_ROUNDS: usize = 8;
+
+/// A Kerberos call run off the async threads: the client and its next token.
+type GssapiWork = dyn FnOnce() -> Result<(GssapiClient, Vec<u8>), String> + Send;
+
+/// The GSSAPI exchange; the Kerberos calls (a KDC request at login) run
+/// off the async threads.
+async fn gssapi(
+    conn: &mut Connection,
+    v: i16,
+    login: KerberosLogin,
+    host: String,
+) -> Result<SaslAuthenticateResponse, ClientError> {
+    let refused = |m: String| ClientError::Authentication(m);
+    let blocking = |f: Box<GssapiWork>| async move {
+        tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| ClientError::Authentication(format!("the Kerberos login stopped: {e}")))?
+            .map_err(ClientError::Authentication)
+    };
+    let (mut client, mut token) = blocking(Box::new(move || GssapiClient::start(&login, &host))).await?;
+    for _ in 0..MAX_GSSAPI_ROUNDS {
+        let response = exchange(conn, v, token).await?;
+        if client.is_done() {
+            return Ok(response);
+        }
+        let challenge = response.auth_bytes;
+        (client, token) = blocking(Box::new(move || {
+            let next = client.step(&challenge)?;
+            Ok((client, next))
+        }))
+        .await?;
+    }
+    Err(refused(format!("the broker's GSSAPI exchange did not end within {MAX_GSSAPI_ROUNDS} round trips")))
 }
 
 /// One SaslAuthenticate round trip; a broker error is the broker's message.

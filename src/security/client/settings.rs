@@ -45,6 +45,17 @@ pub struct ClientSecurityConfig {
     /// PEM CA certificates for an https token endpoint; empty: the system's
     /// (librdkafka: https.ca.location).
     pub https_ca_location: String,
+    /// GSSAPI: the broker's Kerberos service name (Kafka:
+    /// sasl.kerberos.service.name).
+    pub sasl_kerberos_service_name: String,
+    /// GSSAPI: the client principal; empty: the keytab's first, or the
+    /// ticket cache's (librdkafka: sasl.kerberos.principal; Java: the JAAS
+    /// `principal`).
+    pub sasl_kerberos_principal: String,
+    /// GSSAPI: the keytab kcoord logs in with and renews its tickets from;
+    /// empty: the ticket cache `KRB5CCNAME` (librdkafka:
+    /// sasl.kerberos.keytab; Java: the JAAS `keyTab`).
+    pub sasl_kerberos_keytab: String,
     /// Deadline of the TLS handshake plus the SASL exchange.
     pub handshake_timeout_ms: u64,
     /// A Kafka-style client configuration file; the settings above, where
@@ -69,6 +80,9 @@ impl Default for ClientSecurityConfig {
             sasl_oauthbearer_client_secret: String::new(),
             sasl_oauthbearer_scope: String::new(),
             https_ca_location: String::new(),
+            sasl_kerberos_service_name: "kafka".into(),
+            sasl_kerberos_principal: String::new(),
+            sasl_kerberos_keytab: String::new(),
             handshake_timeout_ms: 30_000,
             properties_file: String::new(),
         }
@@ -127,23 +141,25 @@ impl ClientSecurityConfig {
                 self.handshake_timeout_ms = value.parse().map_err(|_| format!("{key}: {value:?} is not a number"))?;
                 return Ok(());
             }
+            "sasl.kerberos.service.name" => &mut self.sasl_kerberos_service_name,
+            "sasl.kerberos.principal" => &mut self.sasl_kerberos_principal,
+            "sasl.kerberos.keytab" => &mut self.sasl_kerberos_keytab,
             "sasl.jaas.config" => {
-                // Java clients' form: `...LoginModule required username="u" password="p";`
-                if let Some(u) = jaas_option(&value, "username") {
-                    self.sasl_username = u;
-                }
-                if let Some(p) = jaas_option(&value, "password") {
-                    self.sasl_password = p;
-                }
-                // OAuthBearerLoginModule's client-credentials options.
-                if let Some(id) = jaas_option(&value, "clientId") {
-                    self.sasl_oauthbearer_client_id = id;
-                }
-                if let Some(secret) = jaas_option(&value, "clientSecret") {
-                    self.sasl_oauthbearer_client_secret = secret;
-                }
-                if let Some(scope) = jaas_option(&value, "scope") {
-                    self.sasl_oauthbearer_scope = scope;
+                // Java clients' form: `...LoginModule required username="u" password="p";`,
+                // OAuthBearerLoginModule's client-credentials options, and
+                // Krb5LoginModule's keytab login.
+                for (option, field) in [
+                    ("username", &mut self.sasl_username),
+                    ("password", &mut self.sasl_password),
+                    ("clientId", &mut self.sasl_oauthbearer_client_id),
+                    ("clientSecret", &mut self.sasl_oauthbearer_client_secret),
+                    ("scope", &mut self.sasl_oauthbearer_scope),
+                    ("keyTab", &mut self.sasl_kerberos_keytab),
+                    ("principal", &mut self.sasl_kerberos_principal),
+                ] {
+                    if let Some(v) = jaas_option(&value, option) {
+                        *field = v;
+                    }
                 }
                 return Ok(());
             }
@@ -183,6 +199,9 @@ impl ClientSecurityConfig {
             sasl_oauthbearer_client_secret,
             sasl_oauthbearer_scope,
             https_ca_location,
+            sasl_kerberos_service_name,
+            sasl_kerberos_principal,
+            sasl_kerberos_keytab,
             handshake_timeout_ms
         );
         base.properties_file.clear();
@@ -300,6 +319,27 @@ mod tests {
             ("app", "pw")
         );
         assert_eq!(java.sasl_oauthbearer_scope, "read");
+    }
+
+    #[test]
+    fn kerberos_clients_are_configured_with_librdkafkas_or_javas_keys() {
+        let c = ClientSecurityConfig::parse(
+            "security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\nsasl.kerberos.service.name=kafka-svc\n\
+             sasl.kerberos.principal=alice@EXAMPLE.COM\nsasl.kerberos.keytab=/etc/alice.keytab\n\
+             sasl.kerberos.kinit.cmd=kinit -k\n",
+        )
+        .unwrap();
+        assert_eq!(c.sasl_kerberos_service_name, "kafka-svc");
+        assert_eq!(c.sasl_kerberos_principal, "alice@EXAMPLE.COM");
+        assert_eq!(c.sasl_kerberos_keytab, "/etc/alice.keytab");
+        let java = ClientSecurityConfig::parse(
+            "sasl.mechanism=GSSAPI\nsasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required \
+             useKeyTab=true storeKey=true keyTab=\"/etc/bob.keytab\" principal=\"bob@EXAMPLE.COM\";\n",
+        )
+        .unwrap();
+        assert_eq!(java.sasl_kerberos_service_name, "kafka");
+        assert_eq!(java.sasl_kerberos_principal, "bob@EXAMPLE.COM");
+        assert_eq!(java.sasl_kerberos_keytab, "/etc/bob.keytab");
     }
 
     #[test]

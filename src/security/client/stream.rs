@@ -75,7 +75,7 @@ pub async fn open(
 }
 
 /// The host part of "host:port" or "[v6]:port".
-fn host_of(addr: &str) -> &str {
+pub(crate) fn host_of(addr: &str) -> &str {
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
     host.trim_start_matches('[').trim_end_matches(']')
 }
