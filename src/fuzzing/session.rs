@@ -15,7 +15,8 @@
 //! (`net.ipv4.tcp_tw_reuse` = 2, the default), so ports do not run out.
 //!
 //! Input: the first byte picks the listener (even: PLAINTEXT; odd:
-//! SASL_PLAINTEXT with PLAIN and SCRAM); the rest is the byte stream. The
+//! SASL_PLAINTEXT with PLAIN, SCRAM, OAUTHBEARER and GSSAPI); the rest is
+//! the byte stream. The
 //! oracle, besides "no panic, no abort":
 //! - the answers are whole length-prefixed frames, none over
 //!   `server.max_response_bytes`;
@@ -68,14 +69,35 @@ pub const ALLOCATION_CAP: usize = 32 << 20;
 /// Bytes the in-memory pipe buffers each way.
 const PIPE_BYTES: usize = 64 * 1024;
 
+/// GSSAPI without a KDC: a keytab with a random service key, so every
+/// context token an input sends reaches the Kerberos library and fails
+/// there. `None` (GSSAPI not offered) where MIT Kerberos is not installed.
+fn kerberos_acceptor() -> Option<Arc<crate::security::kerberos::server::KerberosSettings>> {
+    let keytab = super::tempfile_dir().ok()?.join("kafka.keytab");
+    crate::security::kerberos::write_random_keytab(&keytab, "kafka/127.0.0.1@KCOORD.TEST").ok()?;
+    let settings = crate::security::kerberos::server::KerberosSettings::new(
+        &keytab.display().to_string(),
+        "",
+        "kafka",
+        &["DEFAULT".into()],
+    );
+    settings.ok().map(Arc::new)
+}
+
 /// The settings of the SASL listener inputs with an odd first byte use:
 /// user `fuzz`, password `fuzz`, few PBKDF2 rounds (each PLAIN login runs
 /// them), no delay after a failed login.
 pub(super) fn sasl_listener() -> Arc<ListenerSecurity> {
     let mut users = Credentials::default();
     users.set_password("fuzz", "fuzz", &[ScramMechanism::Sha256, ScramMechanism::Sha512], 16);
+    let kerberos = kerberos_acceptor();
+    let mut mechanisms: Vec<String> =
+        vec!["PLAIN".into(), "SCRAM-SHA-256".into(), "SCRAM-SHA-512".into(), "OAUTHBEARER".into()];
+    if kerberos.is_some() {
+        mechanisms.push(crate::security::kerberos::GSSAPI.into());
+    }
     let sasl = SaslSettings {
-        mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into(), "SCRAM-SHA-512".into(), "OAUTHBEARER".into()],
+        mechanisms,
         credentials: Arc::new(CredentialStore::fixed(users, "credentials")),
         max_reauth_ms: 0,
         failure_delay: Duration::ZERO,
@@ -88,8 +110,7 @@ pub(super) fn sasl_listener() -> Arc<ListenerSecurity> {
             expected_issuer: None,
             clock_skew_ms: 30_000,
         })),
-        // No KDC in a fuzz run: GSSAPI is not offered.
-        kerberos: None,
+        kerberos,
     };
     Arc::new(ListenerSecurity {
         name: "SASL_PLAINTEXT".into(),

@@ -233,8 +233,17 @@ pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
             .send(SaslAuthenticateRequest::default().with_auth_bytes(oauth_message("e30.e30.")), 2)?
             .send(SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(&[1])), 2)
     };
+    // A GSSAPI login whose AP-REQ no key opens (the harness's keytab holds
+    // a random key): Kafka's authentication error, then the close.
+    let sasl_gssapi_refused = || {
+        let ap_req =
+            Bytes::from_static(b"\x60\x10\x06\x09\x2a\x86\x48\x86\xf7\x12\x01\x02\x02\x01\x00\x6e\x03\x30\x01\x00");
+        Conversation::sasl()
+            .send(SaslHandshakeRequest::default().with_mechanism(s("GSSAPI")), 1)?
+            .send(SaslAuthenticateRequest::default().with_auth_bytes(ap_req), 2)
+    };
     let bad_frame_after_answers = || Some(Conversation::plaintext().send(api_versions(), 0)?.raw(&[0xff; 4]));
-    let candidates: [(&'static str, &dyn Fn() -> Option<Conversation>); 10] = [
+    let candidates: [(&'static str, &dyn Fn() -> Option<Conversation>); 11] = [
         ("classic_group", &classic),
         ("offsets", &offsets),
         ("data_plane", &data),
@@ -244,6 +253,7 @@ pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ("sasl_scram_first_message", &sasl_scram_first),
         ("sasl_oauthbearer", &sasl_oauthbearer),
         ("sasl_oauthbearer_refused", &sasl_oauthbearer_refused),
+        ("sasl_gssapi_refused", &sasl_gssapi_refused),
         ("bad_frame_after_answers", &bad_frame_after_answers),
     ];
     candidates.into_iter().filter_map(|(name, make)| Some((name, make()?.bytes))).collect()

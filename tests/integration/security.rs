@@ -798,3 +798,42 @@ async fn a_gssapi_listener_does_not_start_without_its_keytab_or_with_bad_name_ru
     let err = common::start_error(&bad_rule).await;
     assert!(err.contains("Invalid rule"), "{err}");
 }
+
+#[tokio::test]
+async fn hostile_gssapi_tokens_fail_the_login_with_kafkas_error_and_the_listener_keeps_serving() {
+    // An acceptor without a KDC: no client can hold a ticket for this key,
+    // so every token below must fail cleanly inside the Kerberos library.
+    let dir = tempfile::tempdir().unwrap();
+    let keytab = dir.path().join("kafka.keytab");
+    kcoord::security::kerberos::write_random_keytab(&keytab, "kafka/127.0.0.1@KCOORD.TEST").unwrap();
+    let s = TestServer::start_with(&[
+        "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]",
+        "security.sasl_enabled_mechanisms=[\"GSSAPI\", \"PLAIN\"]",
+        &format!("security.sasl_kerberos_keytab=\"{}\"", keytab.display()),
+    ])
+    .await;
+    let mut huge_length = vec![0x60, 0x84, 0x7f, 0xff, 0xff, 0xff, 0x06, 0x09];
+    huge_length.extend_from_slice(b"\x2a\x86\x48\x86\xf7\x12\x01\x02\x02\x01\x00");
+    let tokens: Vec<Vec<u8>> = vec![
+        Vec::new(),
+        b"not a kerberos token".to_vec(),
+        huge_length,
+        // A well-formed GSS header around a truncated AP-REQ.
+        b"\x60\x10\x06\x09\x2a\x86\x48\x86\xf7\x12\x01\x02\x02\x01\x00\x6e\x03\x30\x01".to_vec(),
+        vec![0x60; 4096],
+    ];
+    for token in tokens {
+        let mut c = tcp(s.addr).await;
+        assert_eq!(c.handshake("GSSAPI").await.error_code, 0);
+        let r = c.authenticate(&token).await;
+        assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED, "{token:?}");
+        assert_eq!(
+            r.error_message.as_deref().map(|m| m.to_string()).as_deref(),
+            Some("Authentication failed during authentication due to invalid credentials with SASL mechanism GSSAPI")
+        );
+        assert!(c.closed().await);
+    }
+    // The listener still logs clients in.
+    let mut c = tcp(s.addr).await;
+    assert_eq!(c.handshake("GSSAPI").await.error_code, 0);
+}

@@ -52,6 +52,40 @@ fn chosen_authzid(choice: &[u8]) -> Result<String, String> {
     String::from_utf8(authzid.to_vec()).map_err(|_| "a GSSAPI authorization id that is not UTF-8".to_string())
 }
 
+/// Writes a keytab (MIT format 0x0502) with one random AES-256 key for
+/// `principal` (`primary[/instance]@REALM`), for tests and fuzzing that
+/// need an acceptor without a KDC: no ticket will ever match the key, so
+/// every context token fails, as hostile input must.
+#[doc(hidden)]
+pub fn write_random_keytab(path: &std::path::Path, principal: &str) -> std::io::Result<()> {
+    let invalid = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, m.to_string());
+    let (name, realm) = principal.rsplit_once('@').ok_or_else(|| invalid("a principal needs @REALM"))?;
+    let counted = |out: &mut Vec<u8>, s: &str| -> std::io::Result<()> {
+        out.extend_from_slice(&u16::try_from(s.len()).map_err(|_| invalid("a name part is too long"))?.to_be_bytes());
+        out.extend_from_slice(s.as_bytes());
+        Ok(())
+    };
+    let components: Vec<&str> = name.split('/').collect();
+    let mut entry = Vec::new();
+    entry.extend_from_slice(&(components.len() as u16).to_be_bytes());
+    counted(&mut entry, realm)?;
+    for c in &components {
+        counted(&mut entry, c)?;
+    }
+    entry.extend_from_slice(&1u32.to_be_bytes()); // KRB5_NT_PRINCIPAL
+    entry.extend_from_slice(&0u32.to_be_bytes()); // timestamp
+    entry.push(1); // key version
+    entry.extend_from_slice(&18u16.to_be_bytes()); // aes256-cts-hmac-sha1-96
+    let mut key = [0u8; 32];
+    crate::security::random_bytes(&mut key);
+    entry.extend_from_slice(&32u16.to_be_bytes());
+    entry.extend_from_slice(&key);
+    let mut file = vec![0x05, 0x02];
+    file.extend_from_slice(&(entry.len() as i32).to_be_bytes());
+    file.extend_from_slice(&entry);
+    std::fs::write(path, file)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -87,6 +87,11 @@ impl GssapiServer {
     pub fn step(&mut self, token: &[u8]) -> Result<GssStep, String> {
         match self.stage {
             Stage::Accepting => {
+                // MIT's mechanism glue answers an empty token with "continue"
+                // and nothing to send; Java's acceptor refuses it.
+                if token.is_empty() {
+                    return Err("an empty GSSAPI context token".into());
+                }
                 let credential = match self.credential.take() {
                     Some(c) => c,
                     None => Credential::acceptor(&self.settings.keytab, self.settings.principal.as_deref())?,
