@@ -231,11 +231,82 @@ impl JwkSet {
     }
 }
 
+/// A private key that signs JWTs: kcoord signs the assertions of its
+/// OAuth jwt-bearer logins (RFC 7523, Kafka's KIP-1139) with RS256 or
+/// ES256, the two algorithms Kafka's and librdkafka's assertions use.
+pub enum SigningKey {
+    Rs256(signature::RsaKeyPair),
+    Es256(signature::EcdsaKeyPair),
+}
+
+impl SigningKey {
+    /// Reads an unencrypted PEM private key for `algorithm` ("RS256": PKCS#8
+    /// or PKCS#1 RSA; "ES256": PKCS#8 P-256).
+    pub fn from_pem(pem: &str, algorithm: &str) -> Result<SigningKey, String> {
+        use rustls_pemfile::Item;
+        if pem.contains("ENCRYPTED PRIVATE KEY") || pem.contains("Proc-Type: 4,ENCRYPTED") {
+            return Err("an encrypted private key: give it unencrypted (openssl pkcs8 -topk8 -nocrypt), with permissions that protect it".into());
+        }
+        let item = rustls_pemfile::read_one(&mut pem.as_bytes())
+            .map_err(|e| format!("the private key is not PEM: {e}"))?
+            .ok_or("no private key in the PEM text")?;
+        let rng = ring::rand::SystemRandom::new();
+        match (algorithm, item) {
+            ("RS256", Item::Pkcs8Key(der)) => signature::RsaKeyPair::from_pkcs8(der.secret_pkcs8_der()),
+            ("RS256", Item::Pkcs1Key(der)) => signature::RsaKeyPair::from_der(der.secret_pkcs1_der()),
+            ("ES256", Item::Pkcs8Key(der)) => {
+                return signature::EcdsaKeyPair::from_pkcs8(
+                    &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+                    der.secret_pkcs8_der(),
+                    &rng,
+                )
+                .map(SigningKey::Es256)
+                .map_err(|e| format!("not a P-256 PKCS#8 key for ES256: {e}"));
+            }
+            ("ES256", Item::Sec1Key(_)) => {
+                return Err("an EC key in SEC1 form: convert it to PKCS#8 (openssl pkcs8 -topk8 -nocrypt)".into())
+            }
+            ("RS256" | "ES256", _) => return Err(format!("the PEM text holds no {algorithm} private key")),
+            (other, _) => return Err(format!("assertion algorithm {other:?}: expected RS256 or ES256")),
+        }
+        .map(SigningKey::Rs256)
+        .map_err(|e| format!("not an RSA private key for RS256: {e}"))
+    }
+
+    pub fn algorithm(&self) -> &'static str {
+        match self {
+            SigningKey::Rs256(_) => "RS256",
+            SigningKey::Es256(_) => "ES256",
+        }
+    }
+
+    /// A compact JWS of `claims` with `header` (its `alg` set to this key's).
+    pub fn sign(&self, mut header: Map<String, Value>, claims: &Value) -> Result<String, String> {
+        header.insert("alg".into(), Value::from(self.algorithm()));
+        let input =
+            format!("{}.{}", B64URL.encode(Value::Object(header).to_string()), B64URL.encode(claims.to_string()));
+        let rng = ring::rand::SystemRandom::new();
+        let sig = match self {
+            SigningKey::Rs256(key) => {
+                let mut sig = vec![0u8; key.public().modulus_len()];
+                key.sign(&signature::RSA_PKCS1_SHA256, &rng, input.as_bytes(), &mut sig)
+                    .map_err(|e| format!("RS256 signing failed: {e}"))?;
+                sig
+            }
+            SigningKey::Es256(key) => {
+                key.sign(&rng, input.as_bytes()).map_err(|e| format!("ES256 signing failed: {e}"))?.as_ref().to_vec()
+            }
+        };
+        Ok(format!("{input}.{}", B64URL.encode(sig)))
+    }
+}
+
 /// An ES256 key pair that signs tokens and describes itself as a JWKS, for
 /// tests (issuing tokens is an identity provider's job, not kcoord's).
 #[doc(hidden)]
 pub struct Es256Signer {
-    key: ring::signature::EcdsaKeyPair,
+    key: SigningKey,
+    pkcs8: Vec<u8>,
     pub kid: String,
 }
 
@@ -246,13 +317,21 @@ impl Es256Signer {
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).map_err(|e| e.to_string())?;
         let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
             .map_err(|e| e.to_string())?;
-        Ok(Es256Signer { key, kid: kid.to_string() })
+        Ok(Es256Signer { key: SigningKey::Es256(key), pkcs8: pkcs8.as_ref().to_vec(), kid: kid.to_string() })
+    }
+
+    /// The private key as PKCS#8 PEM.
+    pub fn private_key_pem(&self) -> String {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&self.pkcs8);
+        let lines: Vec<&str> = b64.as_bytes().chunks(64).filter_map(|c| std::str::from_utf8(c).ok()).collect();
+        format!("-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n", lines.join("\n"))
     }
 
     /// `{"keys": [this key]}`.
     pub fn jwks(&self) -> String {
         use ring::signature::KeyPair;
-        let point = self.key.public_key().as_ref();
+        let SigningKey::Es256(key) = &self.key else { return String::new() };
+        let point = key.public_key().as_ref();
         let (x, y) = point.get(1..).unwrap_or_default().split_at(point.len().saturating_sub(1) / 2);
         serde_json::json!({"keys": [{
             "kty": "EC", "crv": "P-256", "kid": self.kid, "use": "sig", "alg": "ES256",
@@ -263,10 +342,10 @@ impl Es256Signer {
 
     /// A compact JWS of `claims`, signed with this key.
     pub fn sign(&self, claims: &Value) -> Result<String, String> {
-        let header = serde_json::json!({"alg": "ES256", "typ": "JWT", "kid": self.kid});
-        let input = format!("{}.{}", B64URL.encode(header.to_string()), B64URL.encode(claims.to_string()));
-        let sig = self.key.sign(&ring::rand::SystemRandom::new(), input.as_bytes()).map_err(|e| e.to_string())?;
-        Ok(format!("{input}.{}", B64URL.encode(sig.as_ref())))
+        let mut header = Map::new();
+        header.insert("typ".into(), Value::from("JWT"));
+        header.insert("kid".into(), Value::from(self.kid.clone()));
+        self.key.sign(header, claims)
     }
 }
 

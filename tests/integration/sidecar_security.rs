@@ -467,51 +467,115 @@ async fn oauth_upstream(pki: &Pki, signer: &Es256Signer) -> TestServer {
     start(&s).await
 }
 
-/// A sidecar logging in to `up` with OAUTHBEARER tokens from `url`.
+/// A sidecar logging in to `up` with OAUTHBEARER tokens from `url`, as
+/// the client `kcoord-sidecar` with a secret.
 async fn oauth_sidecar(pki: &Pki, up: &TestServer, url: &str) -> TestServer {
+    oauth_sidecar_with(
+        pki,
+        up,
+        url,
+        &[
+            "sidecar.upstream_security.sasl_oauthbearer_client_id=\"kcoord-sidecar\"".into(),
+            "sidecar.upstream_security.sasl_oauthbearer_client_secret=\"sidecar secret\"".into(),
+        ],
+    )
+    .await
+}
+
+/// A sidecar logging in to `up` with OAUTHBEARER tokens from `url`, its
+/// client authentication given by `client`.
+async fn oauth_sidecar_with(pki: &Pki, up: &TestServer, url: &str, client: &[String]) -> TestServer {
     let mut s = vec![
         format!("sidecar.upstream=[\"{}\"]", up.addr),
         "sidecar.write_through_interval_ms=20".into(),
         "sidecar.upstream_security.security_protocol=\"SASL_SSL\"".into(),
         "sidecar.upstream_security.sasl_mechanism=\"OAUTHBEARER\"".into(),
         format!("sidecar.upstream_security.sasl_oauthbearer_token_endpoint_url=\"{url}\""),
-        "sidecar.upstream_security.sasl_oauthbearer_client_id=\"kcoord-sidecar\"".into(),
-        "sidecar.upstream_security.sasl_oauthbearer_client_secret=\"sidecar secret\"".into(),
         format!("sidecar.upstream_security.ssl_ca_location=\"{}\"", pki.path("ca.pem")),
     ];
+    s.extend_from_slice(client);
     s.extend(pki.sasl_ssl_listener("sidecar", &[CLIENT_USER]));
     start(&s).await
 }
 
-/// An OAuth 2 token endpoint on 127.0.0.1 that gives the client-credentials
-/// client `kcoord-sidecar` (secret "sidecar secret", as HTTP Basic with
-/// the URL-encoded pair) tokens for itself living `lifetime_s` seconds;
-/// returns its URL and how many tokens it issued.
+/// How the token endpoint authenticates `kcoord-sidecar`.
+enum ClientAuth {
+    /// The secret "sidecar secret", as HTTP Basic with the URL-encoded pair.
+    Secret,
+    /// A jwt-bearer assertion signed by the key of this JWKS, naming
+    /// `kcoord-sidecar` as issuer and subject and the endpoint as audience.
+    Assertion(String),
+}
+
+impl ClientAuth {
+    fn accepts(&self, request: &str, url: &str) -> bool {
+        match self {
+            ClientAuth::Secret => {
+                request.contains(&format!(
+                    "Authorization: Basic {}",
+                    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "kcoord-sidecar:sidecar+secret")
+                )) && request.contains("grant_type=client_credentials")
+            }
+            ClientAuth::Assertion(jwks) => {
+                let Some(form) = request.split("\r\n\r\n").nth(1) else { return false };
+                let grant = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=";
+                let Some(assertion) = form.strip_prefix(grant) else { return false };
+                let Ok(jws) = kcoord::security::jwt::Jws::parse(assertion.split('&').next().unwrap_or_default()) else {
+                    return false;
+                };
+                let keys = kcoord::security::jwt::JwkSet::parse(jwks.as_bytes()).unwrap();
+                let now = kcoord::wall_clock::wall_clock_ms() / 1000;
+                let claim = |name: &str| jws.claims.get(name).cloned().unwrap_or_default();
+                jws.verify(&keys).is_ok()
+                    && claim("iss") == "kcoord-sidecar"
+                    && claim("sub") == "kcoord-sidecar"
+                    && claim("aud") == url
+                    && claim("exp").as_i64().is_some_and(|exp| exp > now)
+                    && claim("nbf").as_i64().is_some_and(|nbf| nbf <= now)
+            }
+        }
+    }
+}
+
+/// An OAuth 2 token endpoint on 127.0.0.1 that gives the client
+/// `kcoord-sidecar`, authenticated as `client` says, tokens for itself
+/// living `lifetime_s` seconds; returns its URL and how many tokens it
+/// issued.
 async fn token_endpoint(
     signer: Es256Signer,
     lifetime_s: i64,
+    client: ClientAuth,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/oauth2/token", listener.local_addr().unwrap());
     let issued = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let count = issued.clone();
-    let expected = format!(
-        "Authorization: Basic {}",
-        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "kcoord-sidecar:sidecar+secret")
-    );
+    let endpoint = url.clone();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
+            // The whole request: headers, then Content-Length bytes.
             let mut request = Vec::new();
             let mut buf = [0u8; 4096];
-            while !String::from_utf8_lossy(&request).contains("grant_type=client_credentials") {
+            loop {
+                let text = String::from_utf8_lossy(&request).into_owned();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let length = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Content-Length: "))
+                        .and_then(|n| n.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if body.len() >= length {
+                        break;
+                    }
+                }
                 match s.read(&mut buf).await {
                     Ok(0) | Err(_) => break,
                     Ok(n) => request.extend_from_slice(&buf[..n]),
                 }
             }
             let text = String::from_utf8_lossy(&request);
-            let reply = if text.starts_with("POST /oauth2/token ") && text.contains(&expected) {
+            let reply = if text.starts_with("POST /oauth2/token ") && client.accepts(&text, &endpoint) {
                 count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let now = kcoord::wall_clock::wall_clock_ms() / 1000;
                 let claims = serde_json::json!({"sub": "kcoord-sidecar", "iat": now, "exp": now + lifetime_s});
@@ -538,12 +602,69 @@ async fn a_sidecar_logs_in_upstream_with_oauthbearer_tokens_from_a_token_endpoin
     let up = oauth_upstream(&pki, &signer).await;
     // Tokens live 3 s: the sidecar's links must fetch fresh ones and log in
     // again (KIP-368) while the client works.
-    let (url, issued) = token_endpoint(signer, 3).await;
+    let (url, issued) = token_endpoint(signer, 3, ClientAuth::Secret).await;
     let sc = oauth_sidecar(&pki, &up, &url).await;
     let mut c = connect(sc.addr, &pki.client(CLIENT_USER)).await;
     keep_producing_and_committing(&pki, &up, &mut c, "oauth", std::time::Duration::from_millis(7000)).await;
     assert!(issued.load(std::sync::atomic::Ordering::SeqCst) >= 3, "tokens were renewed");
     sc.shutdown().await;
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_sidecar_gets_its_upstream_tokens_with_assertions_signed_by_its_own_key() {
+    let pki = Pki::new();
+    let signer = Es256Signer::generate("idp-key").unwrap();
+    let up = oauth_upstream(&pki, &signer).await;
+    // The identity provider knows the sidecar by its public key only.
+    let client_key = Es256Signer::generate("sidecar-key").unwrap();
+    let (url, issued) = token_endpoint(signer, 3, ClientAuth::Assertion(client_key.jwks())).await;
+    let key_file = pki.write("sidecar-key.pem", &client_key.private_key_pem());
+    let sc = oauth_sidecar_with(
+        &pki,
+        &up,
+        &url,
+        &[
+            format!(
+                "sidecar.upstream_security.sasl_oauthbearer_grant_type=\"{}\"",
+                kcoord::security::client::settings::JWT_BEARER
+            ),
+            "sidecar.upstream_security.sasl_oauthbearer_assertion_algorithm=\"ES256\"".into(),
+            format!("sidecar.upstream_security.sasl_oauthbearer_assertion_private_key_file=\"{key_file}\""),
+            "sidecar.upstream_security.sasl_oauthbearer_assertion_claim_iss=\"kcoord-sidecar\"".into(),
+            "sidecar.upstream_security.sasl_oauthbearer_assertion_claim_sub=\"kcoord-sidecar\"".into(),
+            format!("sidecar.upstream_security.sasl_oauthbearer_assertion_claim_aud=\"{url}\""),
+        ],
+    )
+    .await;
+    // Tokens live 3 s: each renewal signs a fresh assertion.
+    let mut c = connect(sc.addr, &pki.client(CLIENT_USER)).await;
+    keep_producing_and_committing(&pki, &up, &mut c, "assertion", std::time::Duration::from_millis(7000)).await;
+    assert!(issued.load(std::sync::atomic::Ordering::SeqCst) >= 3, "tokens were renewed");
+    sc.shutdown().await;
+
+    // A key the provider does not hold gets no token, and the sidecar does
+    // not start.
+    let stranger = Es256Signer::generate("sidecar-key").unwrap();
+    let stranger_file = pki.write("stranger.pem", &stranger.private_key_pem());
+    let err = common::start_error(&[
+        format!("sidecar.upstream=[\"{}\"]", up.addr),
+        "sidecar.upstream_security.security_protocol=\"SASL_SSL\"".into(),
+        "sidecar.upstream_security.sasl_mechanism=\"OAUTHBEARER\"".into(),
+        format!("sidecar.upstream_security.sasl_oauthbearer_token_endpoint_url=\"{url}\""),
+        format!(
+            "sidecar.upstream_security.sasl_oauthbearer_grant_type=\"{}\"",
+            kcoord::security::client::settings::JWT_BEARER
+        ),
+        "sidecar.upstream_security.sasl_oauthbearer_assertion_algorithm=\"ES256\"".into(),
+        format!("sidecar.upstream_security.sasl_oauthbearer_assertion_private_key_file=\"{stranger_file}\""),
+        "sidecar.upstream_security.sasl_oauthbearer_assertion_claim_iss=\"kcoord-sidecar\"".into(),
+        "sidecar.upstream_security.sasl_oauthbearer_assertion_claim_sub=\"kcoord-sidecar\"".into(),
+        format!("sidecar.upstream_security.sasl_oauthbearer_assertion_claim_aud=\"{url}\""),
+        format!("sidecar.upstream_security.ssl_ca_location=\"{}\"", pki.path("ca.pem")),
+    ])
+    .await;
+    assert!(err.contains("401"), "{err}");
     up.shutdown().await;
 }
 

@@ -1,19 +1,66 @@
 """A throwaway OAuth identity provider for OAUTHBEARER tests: an RSA key
 made with the openssl command line, its JSON Web Key Set, RS256 access
 tokens signed with `openssl dgst`, and an OAuth 2 token endpoint
-(client-credentials grant) on 127.0.0.1, as librdkafka's
-`sasl.oauthbearer.method=oidc` calls it. Nothing secret is committed."""
+(client-credentials grant, and the jwt-bearer grant of RFC 7523 with
+RS256 assertions checked against each client's public key) on 127.0.0.1,
+as librdkafka's `sasl.oauthbearer.method=oidc` calls it. Nothing secret is
+committed."""
 
 import base64
 import json
 import subprocess
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs
+
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 
 def b64url(data):
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def b64url_decode(text):
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def make_rsa_key(path, traditional=False):
+    """An RSA private key at `path` (PKCS#8 PEM, or PKCS#1 with
+    `traditional`); returns the path of its public key."""
+    args = ["openssl", "genrsa", "-out", str(path)] + (["-traditional"] if traditional else []) + ["2048"]
+    subprocess.run(args, check=True, capture_output=True)
+    public = Path(f"{path}.pub")
+    subprocess.run(["openssl", "rsa", "-in", str(path), "-pubout", "-out", str(public)], check=True,
+                   capture_output=True)
+    return public
+
+
+def assertion_client(assertion, public_keys, audience):
+    """The client an RS256 jwt-bearer assertion authenticates, or None: its
+    signature must verify with the public key of the client it names as
+    issuer and subject, its audience must be the endpoint's, and it must be
+    within exp and nbf."""
+    try:
+        header, payload, signature = assertion.split(".")
+        claims = json.loads(b64url_decode(payload))
+        if json.loads(b64url_decode(header)).get("alg") != "RS256":
+            return None
+    except ValueError:
+        return None
+    client = claims.get("sub")
+    now = time.time()
+    if client not in public_keys or claims.get("iss") != client or claims.get("aud") != audience \
+            or not claims.get("exp", 0) > now or not claims.get("nbf", now + 1) <= now:
+        return None
+    with tempfile.NamedTemporaryFile() as sig:
+        sig.write(b64url_decode(signature))
+        sig.flush()
+        verified = subprocess.run(["openssl", "dgst", "-sha256", "-verify", str(public_keys[client]), "-signature",
+                                   sig.name], input=f"{header}.{payload}".encode(), capture_output=True)
+    return client if verified.returncode == 0 else None
 
 
 class Issuer:
@@ -48,14 +95,18 @@ class Issuer:
 
 class TokenEndpoint:
     """An OAuth 2 token endpoint: POST /token with the client-credentials
-    grant and HTTP Basic client authentication returns a token whose
+    grant and HTTP Basic client authentication (`clients`: id -> secret),
+    or with the jwt-bearer grant and an assertion signed by the client's key
+    (`assertion_keys`: id -> public key PEM path), returns a token whose
     subject is the client id; GET /certs returns the key set (jwks_uri).
-    Counts the tokens it issued."""
+    Counts the tokens it issued, per grant."""
 
-    def __init__(self, issuer, clients):
+    def __init__(self, issuer, clients, assertion_keys=None):
         self.issuer = issuer
         self.clients = clients
+        self.assertion_keys = assertion_keys or {}
         self.issued = 0
+        self.issued_by_grant = {}
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -73,16 +124,22 @@ class TokenEndpoint:
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
-                form = dict(p.split("=", 1) for p in self.rfile.read(length).decode().split("&") if "=" in p)
-                auth = self.headers.get("Authorization", "")
-                client, _, secret = base64.b64decode(auth.removeprefix("Basic ")).decode().partition(":") \
-                    if auth.startswith("Basic ") else ("", "", "")
-                if self.path != "/token" or form.get("grant_type") != "client_credentials" \
-                        or endpoint.clients.get(client) != secret:
+                form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+                grant = form.get("grant_type")
+                if grant == JWT_BEARER:
+                    client = assertion_client(form.get("assertion", ""), endpoint.assertion_keys, endpoint.url)
+                else:
+                    auth = self.headers.get("Authorization", "")
+                    client, _, secret = base64.b64decode(auth.removeprefix("Basic ")).decode().partition(":") \
+                        if auth.startswith("Basic ") else ("", "", "")
+                    if grant != "client_credentials" or endpoint.clients.get(client) != secret:
+                        client = None
+                if self.path != "/token" or client is None:
                     self.send_response(401)
                     self.end_headers()
                     return
                 endpoint.issued += 1
+                endpoint.issued_by_grant[grant] = endpoint.issued_by_grant.get(grant, 0) + 1
                 body = json.dumps({"access_token": endpoint.issuer.token(client), "token_type": "bearer",
                                    "expires_in": 600}).encode()
                 self.send_response(200)

@@ -116,16 +116,32 @@ def test_kcat_over_sasl_ssl_consumes_in_a_group_through_a_sidecar_of_a_sasl_ssl_
     assert sorted(out.stdout.split()) == sorted(f"k{i}" for i in range(12)), out.stderr
 
 
-@pytest.fixture
-def oauth_cluster(make_kcoord, tmp_path):
+@pytest.fixture(params=["client_credentials", "jwt-bearer"])
+def oauth_cluster(make_kcoord, tmp_path, request):
     """A cluster that only speaks OAUTHBEARER over SASL_SSL, its identity
     provider (oauth.py), and a sidecar that logs in upstream with tokens of
     its own client id and lets clients log in with tokens from the same
-    provider. Returns (sidecar, upstream, ca path, token endpoint)."""
-    from oauth import Issuer, TokenEndpoint
+    provider. The sidecar and the clients authenticate to the provider with
+    client secrets, or (jwt-bearer) with RS256 assertions signed by their
+    own keys, the sidecar's a PKCS#1 key, alice's PKCS#8. Returns
+    (sidecar, upstream, ca path, token endpoint, {client: librdkafka
+    settings for the token endpoint})."""
+    from oauth import JWT_BEARER, Issuer, TokenEndpoint, make_rsa_key
 
     issuer = Issuer(tmp_path / "idp")
-    endpoint = TokenEndpoint(issuer, {"kcoord-sidecar": "sidecar-secret", "alice": "alice-secret"})
+    keys = {"kcoord-sidecar": tmp_path / "sidecar.key", "alice": tmp_path / "alice.key"}
+    public = {c: make_rsa_key(k, traditional=c == "kcoord-sidecar") for c, k in keys.items()}
+    endpoint = TokenEndpoint(issuer, {"kcoord-sidecar": "sidecar-secret", "alice": "alice-secret"},
+                             assertion_keys=public)
+    if request.param == "jwt-bearer":
+        logins = {c: {"sasl.oauthbearer.grant.type": JWT_BEARER, "sasl.oauthbearer.assertion.algorithm": "RS256",
+                      "sasl.oauthbearer.assertion.private.key.file": str(k), "sasl.oauthbearer.assertion.claim.sub": c,
+                      "sasl.oauthbearer.assertion.claim.iss": c, "sasl.oauthbearer.assertion.claim.aud": endpoint.url,
+                      "sasl.oauthbearer.assertion.claim.jti.include": "true"}
+                  for c, k in keys.items()}
+    else:
+        logins = {c: {"sasl.oauthbearer.client.id": c, "sasl.oauthbearer.client.secret": f"{c.split('-')[-1]}-secret"}
+                  for c in keys}
     pki = make_pki(tmp_path / "pki")
     jwks = issuer.write_jwks(tmp_path / "jwks.json")
     oauth_listener = [
@@ -136,33 +152,42 @@ def oauth_cluster(make_kcoord, tmp_path):
         f'security.oauthbearer_jwks_endpoint_url="file://{jwks}"',
     ]
     upstream = make_kcoord(topics=["secure:3"], settings=oauth_listener)
-    sidecar = Sidecar(tmp_path / "sidecar", upstream.bootstrap, settings=oauth_listener + [
+    # The sidecar takes librdkafka's keys with "_" for ".".
+    sidecar_login = [f'sidecar.upstream_security.{k.replace(".", "_")}={json_value(v)}'
+                     for k, v in logins["kcoord-sidecar"].items()]
+    sidecar = Sidecar(tmp_path / "sidecar", upstream.bootstrap, settings=oauth_listener + sidecar_login + [
         'sidecar.upstream_security.security_protocol="SASL_SSL"',
         'sidecar.upstream_security.sasl_mechanism="OAUTHBEARER"',
         f'sidecar.upstream_security.sasl_oauthbearer_token_endpoint_url="{endpoint.url}"',
-        'sidecar.upstream_security.sasl_oauthbearer_client_id="kcoord-sidecar"',
-        'sidecar.upstream_security.sasl_oauthbearer_client_secret="sidecar-secret"',
         f'sidecar.upstream_security.ssl_ca_location="{pki / "ca.pem"}"',
     ]).start()
-    yield sidecar, upstream, str(pki / "ca.pem"), endpoint
+    yield sidecar, upstream, str(pki / "ca.pem"), endpoint, logins
     sidecar.stop()
     endpoint.close()
 
 
-def oidc_conf(addr, ca, endpoint, client, secret):
+def json_value(v):
+    """A setting's value as kcoord's --set takes it (TOML)."""
+    return v if v == "true" else f'"{v}"'
+
+
+def oidc_conf(addr, ca, endpoint, login):
     return {"bootstrap.servers": addr, "security.protocol": "SASL_SSL", "ssl.ca.location": ca,
             "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
-            "sasl.oauthbearer.client.id": client, "sasl.oauthbearer.client.secret": secret,
-            "sasl.oauthbearer.token.endpoint.url": endpoint.url}
+            "sasl.oauthbearer.token.endpoint.url": endpoint.url, **login}
 
 
 def test_a_sidecar_of_an_oauth_cluster_serves_clients_that_keep_their_oauth_settings(oauth_cluster):
     from conftest import wait_for
 
-    sidecar, upstream, ca, endpoint = oauth_cluster
-    conf = oidc_conf(sidecar.bootstrap, ca, endpoint, "alice", "alice-secret")
+    sidecar, upstream, ca, endpoint, logins = oauth_cluster
+    conf = oidc_conf(sidecar.bootstrap, ca, endpoint, logins["alice"])
     produce(conf, 30)
     consume_all_and_commit(conf, "secure-oauth", 30)
     # Written through to the upstream by the sidecar's own OAUTHBEARER login.
-    upstream_conf = oidc_conf(upstream.bootstrap, ca, endpoint, "kcoord-sidecar", "sidecar-secret")
+    upstream_conf = oidc_conf(upstream.bootstrap, ca, endpoint, logins["kcoord-sidecar"])
     wait_for("the offsets upstream", lambda: committed(upstream_conf, "secure-oauth") == {0: 10, 1: 10, 2: 10})
+    # Every token came through the grant under test (librdkafka's and kcoord's).
+    assert list(endpoint.issued_by_grant) == [
+        "urn:ietf:params:oauth:grant-type:jwt-bearer" if "sasl.oauthbearer.grant.type" in logins["alice"]
+        else "client_credentials"]

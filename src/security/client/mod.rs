@@ -12,6 +12,7 @@
 //! - [`sasl`]: SaslHandshake v1 then SaslAuthenticate, PLAIN or SCRAM
 //!   ([`scram`]), on a [`crate::protocol::client::Connection`].
 
+pub mod assertion;
 pub mod oauth;
 pub mod sasl;
 pub mod scram;
@@ -134,13 +135,7 @@ impl ClientSecurity {
                     if c.sasl_oauthbearer_token_endpoint_url.is_empty() {
                         return Err("OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url".into());
                     }
-                    let tokens = oauth::TokenSource::new(
-                        &c.sasl_oauthbearer_token_endpoint_url,
-                        &c.sasl_oauthbearer_client_id,
-                        &c.sasl_oauthbearer_client_secret,
-                        &c.sasl_oauthbearer_scope,
-                        &c.https_ca_location,
-                    )?;
+                    let tokens = oauth::TokenSource::from_config(&c)?;
                     Some(SaslLogin {
                         mechanism,
                         username: String::new(),

@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 /// lines and out of configuration files).
 pub const PASSWORD_ENV: &str = "KCOORD_SASL_PASSWORD";
 
+/// The OAuth grants kcoord's token requests use (RFC 6749 §4.4, RFC 7523).
+pub const CLIENT_CREDENTIALS: &str = "client_credentials";
+pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+
 /// Client security settings, named after Kafka's client properties.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -42,6 +46,37 @@ pub struct ClientSecurityConfig {
     pub sasl_oauthbearer_client_secret: String,
     /// OAUTHBEARER: the scope asked for; empty: none (sasl.oauthbearer.scope).
     pub sasl_oauthbearer_scope: String,
+    /// OAUTHBEARER: how kcoord authenticates to the token endpoint:
+    /// "client_credentials" (the id and secret above) or
+    /// "urn:ietf:params:oauth:grant-type:jwt-bearer", a JWT assertion signed
+    /// with a private key (RFC 7523; librdkafka: sasl.oauthbearer.grant.type;
+    /// Kafka: sasl.oauthbearer.jwt.retriever.class=...JwtBearerJwtRetriever).
+    pub sasl_oauthbearer_grant_type: String,
+    /// jwt-bearer: RS256 or ES256 (sasl.oauthbearer.assertion.algorithm).
+    pub sasl_oauthbearer_assertion_algorithm: String,
+    /// jwt-bearer: the unencrypted PEM private key signing the assertion, as
+    /// a file or inline (sasl.oauthbearer.assertion.private.key.file, .pem).
+    pub sasl_oauthbearer_assertion_private_key_file: String,
+    pub sasl_oauthbearer_assertion_private_key_pem: String,
+    /// jwt-bearer: a ready-made assertion, read at every token request,
+    /// instead of signing one (sasl.oauthbearer.assertion.file).
+    pub sasl_oauthbearer_assertion_file: String,
+    /// jwt-bearer: the assertion's `sub`, `iss` and `aud` claims; empty: left
+    /// out (or the template's) (sasl.oauthbearer.assertion.claim.sub, ...).
+    pub sasl_oauthbearer_assertion_claim_sub: String,
+    pub sasl_oauthbearer_assertion_claim_iss: String,
+    pub sasl_oauthbearer_assertion_claim_aud: String,
+    /// jwt-bearer: `exp` is now plus this, `nbf` now minus this
+    /// (sasl.oauthbearer.assertion.claim.exp.seconds, .nbf.seconds).
+    pub sasl_oauthbearer_assertion_claim_exp_seconds: u64,
+    pub sasl_oauthbearer_assertion_claim_nbf_seconds: u64,
+    /// jwt-bearer: a random `jti` in every assertion
+    /// (sasl.oauthbearer.assertion.claim.jti.include).
+    pub sasl_oauthbearer_assertion_claim_jti_include: bool,
+    /// jwt-bearer: a JSON file `{"header": {...}, "payload": {...}}` whose
+    /// fields every assertion carries (librdkafka:
+    /// sasl.oauthbearer.assertion.jwt.template.file; Kafka: ...template.file).
+    pub sasl_oauthbearer_assertion_jwt_template_file: String,
     /// PEM CA certificates for an https token endpoint; empty: the system's
     /// (librdkafka: https.ca.location).
     pub https_ca_location: String,
@@ -79,6 +114,18 @@ impl Default for ClientSecurityConfig {
             sasl_oauthbearer_client_id: String::new(),
             sasl_oauthbearer_client_secret: String::new(),
             sasl_oauthbearer_scope: String::new(),
+            sasl_oauthbearer_grant_type: CLIENT_CREDENTIALS.into(),
+            sasl_oauthbearer_assertion_algorithm: "RS256".into(),
+            sasl_oauthbearer_assertion_private_key_file: String::new(),
+            sasl_oauthbearer_assertion_private_key_pem: String::new(),
+            sasl_oauthbearer_assertion_file: String::new(),
+            sasl_oauthbearer_assertion_claim_sub: String::new(),
+            sasl_oauthbearer_assertion_claim_iss: String::new(),
+            sasl_oauthbearer_assertion_claim_aud: String::new(),
+            sasl_oauthbearer_assertion_claim_exp_seconds: 300,
+            sasl_oauthbearer_assertion_claim_nbf_seconds: 60,
+            sasl_oauthbearer_assertion_claim_jti_include: false,
+            sasl_oauthbearer_assertion_jwt_template_file: String::new(),
             https_ca_location: String::new(),
             sasl_kerberos_service_name: "kafka".into(),
             sasl_kerberos_principal: String::new(),
@@ -137,6 +184,45 @@ impl ClientSecurityConfig {
             }
             "sasl.oauthbearer.scope" => &mut self.sasl_oauthbearer_scope,
             "https.ca.location" => &mut self.https_ca_location,
+            "sasl.oauthbearer.grant.type" => &mut self.sasl_oauthbearer_grant_type,
+            "sasl.oauthbearer.jwt.retriever.class" => {
+                // Kafka 4.1's way of choosing the grant.
+                if value.ends_with("JwtBearerJwtRetriever") {
+                    self.sasl_oauthbearer_grant_type = JWT_BEARER.into();
+                } else if value.ends_with("ClientCredentialsJwtRetriever") {
+                    self.sasl_oauthbearer_grant_type = CLIENT_CREDENTIALS.into();
+                }
+                return Ok(());
+            }
+            "sasl.oauthbearer.assertion.algorithm" => &mut self.sasl_oauthbearer_assertion_algorithm,
+            "sasl.oauthbearer.assertion.private.key.file" => &mut self.sasl_oauthbearer_assertion_private_key_file,
+            "sasl.oauthbearer.assertion.private.key.pem" => &mut self.sasl_oauthbearer_assertion_private_key_pem,
+            "sasl.oauthbearer.assertion.private.key.passphrase" if !value.is_empty() => {
+                return Err(format!(
+                    "{key}: encrypted assertion keys are not read; give the key unencrypted (openssl pkcs8 -topk8 -nocrypt) in a file only kcoord can read"
+                ))
+            }
+            "sasl.oauthbearer.assertion.file" => &mut self.sasl_oauthbearer_assertion_file,
+            "sasl.oauthbearer.assertion.claim.sub" => &mut self.sasl_oauthbearer_assertion_claim_sub,
+            "sasl.oauthbearer.assertion.claim.iss" => &mut self.sasl_oauthbearer_assertion_claim_iss,
+            "sasl.oauthbearer.assertion.claim.aud" => &mut self.sasl_oauthbearer_assertion_claim_aud,
+            "sasl.oauthbearer.assertion.claim.exp.seconds" | "sasl.oauthbearer.assertion.claim.nbf.seconds" => {
+                let seconds = value.parse().map_err(|_| format!("{key}: {value:?} is not a number of seconds"))?;
+                if key.replace('_', ".").contains(".exp.") {
+                    self.sasl_oauthbearer_assertion_claim_exp_seconds = seconds;
+                } else {
+                    self.sasl_oauthbearer_assertion_claim_nbf_seconds = seconds;
+                }
+                return Ok(());
+            }
+            "sasl.oauthbearer.assertion.claim.jti.include" => {
+                self.sasl_oauthbearer_assertion_claim_jti_include =
+                    value.parse().map_err(|_| format!("{key}: {value:?} is not true or false"))?;
+                return Ok(());
+            }
+            "sasl.oauthbearer.assertion.jwt.template.file" | "sasl.oauthbearer.assertion.template.file" => {
+                &mut self.sasl_oauthbearer_assertion_jwt_template_file
+            }
             "handshake.timeout.ms" => {
                 self.handshake_timeout_ms = value.parse().map_err(|_| format!("{key}: {value:?} is not a number"))?;
                 return Ok(());
@@ -198,6 +284,18 @@ impl ClientSecurityConfig {
             sasl_oauthbearer_client_id,
             sasl_oauthbearer_client_secret,
             sasl_oauthbearer_scope,
+            sasl_oauthbearer_grant_type,
+            sasl_oauthbearer_assertion_algorithm,
+            sasl_oauthbearer_assertion_private_key_file,
+            sasl_oauthbearer_assertion_private_key_pem,
+            sasl_oauthbearer_assertion_file,
+            sasl_oauthbearer_assertion_claim_sub,
+            sasl_oauthbearer_assertion_claim_iss,
+            sasl_oauthbearer_assertion_claim_aud,
+            sasl_oauthbearer_assertion_claim_exp_seconds,
+            sasl_oauthbearer_assertion_claim_nbf_seconds,
+            sasl_oauthbearer_assertion_claim_jti_include,
+            sasl_oauthbearer_assertion_jwt_template_file,
             https_ca_location,
             sasl_kerberos_service_name,
             sasl_kerberos_principal,
