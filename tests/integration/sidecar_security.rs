@@ -477,6 +477,10 @@ async fn oauth_sidecar(pki: &Pki, up: &TestServer, url: &str) -> TestServer {
         &[
             "sidecar.upstream_security.sasl_oauthbearer_client_id=\"kcoord-sidecar\"".into(),
             "sidecar.upstream_security.sasl_oauthbearer_client_secret=\"sidecar secret\"".into(),
+            // As Confluent Cloud wants them; kcoord's listener accepts and
+            // ignores them, as Kafka's default validator does.
+            "sidecar.upstream_security.sasl_oauthbearer_extensions=\"logicalCluster=lkc-1,identityPoolId=pool-2\""
+                .into(),
         ],
     )
     .await

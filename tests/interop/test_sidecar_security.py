@@ -140,7 +140,10 @@ def oauth_cluster(make_kcoord, tmp_path, request):
                       "sasl.oauthbearer.assertion.claim.jti.include": "true"}
                   for c, k in keys.items()}
     else:
-        logins = {c: {"sasl.oauthbearer.client.id": c, "sasl.oauthbearer.client.secret": f"{c.split('-')[-1]}-secret"}
+        # With SASL extensions, as Confluent Cloud wants them: kcoord accepts
+        # librdkafka's and sends its own.
+        logins = {c: {"sasl.oauthbearer.client.id": c, "sasl.oauthbearer.client.secret": f"{c.split('-')[-1]}-secret",
+                      "sasl.oauthbearer.extensions": "logicalCluster=lkc-1,identityPoolId=pool-2"}
                   for c in keys}
     pki = make_pki(tmp_path / "pki")
     jwks = issuer.write_jwks(tmp_path / "jwks.json")

@@ -65,6 +65,8 @@ pub struct SaslLogin {
     pub username: String,
     pub password: String,
     pub tokens: Option<Arc<oauth::TokenSource>>,
+    /// OAUTHBEARER's SASL extensions, sent with every token.
+    pub oauth_extensions: Vec<(String, String)>,
     pub kerberos: Option<crate::security::kerberos::client::KerberosLogin>,
 }
 
@@ -141,6 +143,7 @@ impl ClientSecurity {
                         username: String::new(),
                         password: String::new(),
                         tokens: Some(Arc::new(tokens)),
+                        oauth_extensions: settings::oauth_extensions(&c.sasl_oauthbearer_extensions)?,
                         kerberos: None,
                     })
                 } else if mechanism == Mechanism::Gssapi {
@@ -151,6 +154,7 @@ impl ClientSecurity {
                         username: String::new(),
                         password: String::new(),
                         tokens: None,
+                        oauth_extensions: Vec::new(),
                         kerberos: Some(crate::security::kerberos::client::KerberosLogin {
                             service_name: c.sasl_kerberos_service_name.clone(),
                             principal: given(&c.sasl_kerberos_principal),
@@ -167,6 +171,7 @@ impl ClientSecurity {
                         username: c.sasl_username.clone(),
                         password,
                         tokens: None,
+                        oauth_extensions: Vec::new(),
                         kerberos: None,
                     })
                 }

@@ -48,7 +48,7 @@ pub async fn authenticate(
         Mechanism::OAuthBearer => {
             let tokens = login.tokens.as_ref().ok_or_else(|| refused("OAUTHBEARER without a token source".into()))?;
             let token = tokens.token().await.map_err(refused)?;
-            let first = exchange(conn, v, format!("n,,\u{1}auth=Bearer {token}\u{1}\u{1}").into_bytes()).await?;
+            let first = exchange(conn, v, oauth_initial_response(&token, &login.oauth_extensions)).await?;
             if !first.auth_bytes.is_empty() {
                 // An RFC 7628 error challenge: acknowledged with %x01, after
                 // which the broker fails the login with its message.
@@ -73,6 +73,18 @@ pub async fn authenticate(
         }
     };
     Ok(u64::try_from(last.session_lifetime_ms).ok().filter(|&ms| ms > 0).map(Duration::from_millis))
+}
+
+/// OAUTHBEARER's first message (RFC 7628 §3.1), as Kafka's
+/// `OAuthBearerClientInitialResponse` writes it: no authorization id, the
+/// token, then the extensions.
+fn oauth_initial_response(token: &str, extensions: &[(String, String)]) -> Vec<u8> {
+    let mut message = format!("n,,\u{1}auth=Bearer {token}");
+    for (key, value) in extensions {
+        message.push_str(&format!("\u{1}{key}={value}"));
+    }
+    message.push_str("\u{1}\u{1}");
+    message.into_bytes()
 }
 
 /// Most SaslAuthenticate round trips a GSSAPI login takes: Kerberos needs
@@ -129,4 +141,22 @@ async fn exchange(conn: &mut Connection, v: i16, token: Vec<u8>) -> Result<SaslA
         )));
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oauthbearer_message_carries_the_extensions_after_the_token_and_the_server_reads_it() {
+        let ext = vec![("logicalCluster".to_string(), "lkc-1".to_string()), ("identityPoolId".into(), "pool-2".into())];
+        let message = oauth_initial_response("a.b.c", &ext);
+        assert_eq!(
+            message,
+            b"n,,\x01auth=Bearer a.b.c\x01logicalCluster=lkc-1\x01identityPoolId=pool-2\x01\x01".to_vec()
+        );
+        let parsed = crate::security::oauthbearer::parse_initial_response(&message).unwrap();
+        assert_eq!(parsed.token, "a.b.c");
+        assert_eq!(oauth_initial_response("t", &[]), b"n,,\x01auth=Bearer t\x01\x01".to_vec());
+    }
 }

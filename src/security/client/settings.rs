@@ -46,6 +46,11 @@ pub struct ClientSecurityConfig {
     pub sasl_oauthbearer_client_secret: String,
     /// OAUTHBEARER: the scope asked for; empty: none (sasl.oauthbearer.scope).
     pub sasl_oauthbearer_scope: String,
+    /// OAUTHBEARER: SASL extensions sent with the token, `key=value,...`
+    /// (RFC 7628; Confluent Cloud wants `logicalCluster=lkc-...,
+    /// identityPoolId=pool-...`) (librdkafka: sasl.oauthbearer.extensions;
+    /// Java: `extension_<key>="value"` in sasl.jaas.config).
+    pub sasl_oauthbearer_extensions: String,
     /// OAUTHBEARER: how kcoord authenticates to the token endpoint:
     /// "client_credentials" (the id and secret above) or
     /// "urn:ietf:params:oauth:grant-type:jwt-bearer", a JWT assertion signed
@@ -114,6 +119,7 @@ impl Default for ClientSecurityConfig {
             sasl_oauthbearer_client_id: String::new(),
             sasl_oauthbearer_client_secret: String::new(),
             sasl_oauthbearer_scope: String::new(),
+            sasl_oauthbearer_extensions: String::new(),
             sasl_oauthbearer_grant_type: CLIENT_CREDENTIALS.into(),
             sasl_oauthbearer_assertion_algorithm: "RS256".into(),
             sasl_oauthbearer_assertion_private_key_file: String::new(),
@@ -184,6 +190,7 @@ impl ClientSecurityConfig {
             }
             "sasl.oauthbearer.scope" => &mut self.sasl_oauthbearer_scope,
             "https.ca.location" => &mut self.https_ca_location,
+            "sasl.oauthbearer.extensions" => &mut self.sasl_oauthbearer_extensions,
             "sasl.oauthbearer.grant.type" => &mut self.sasl_oauthbearer_grant_type,
             "sasl.oauthbearer.jwt.retriever.class" => {
                 // Kafka 4.1's way of choosing the grant.
@@ -247,6 +254,10 @@ impl ClientSecurityConfig {
                         *field = v;
                     }
                 }
+                let extensions = jaas_extensions(&value);
+                if !extensions.is_empty() {
+                    self.sasl_oauthbearer_extensions = extensions;
+                }
                 return Ok(());
             }
             "ssl.truststore.location" | "ssl.keystore.location" => {
@@ -284,6 +295,7 @@ impl ClientSecurityConfig {
             sasl_oauthbearer_client_id,
             sasl_oauthbearer_client_secret,
             sasl_oauthbearer_scope,
+            sasl_oauthbearer_extensions,
             sasl_oauthbearer_grant_type,
             sasl_oauthbearer_assertion_algorithm,
             sasl_oauthbearer_assertion_private_key_file,
@@ -351,6 +363,40 @@ fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<(String, String)>) {
 }
 
 /// `name="value"` in a JAAS configuration line.
+/// The `extension_<key>="value"` options of a JAAS line, as
+/// `key=value,...`.
+fn jaas_extensions(jaas: &str) -> String {
+    let mut out = Vec::new();
+    for (at, _) in jaas.match_indices("extension_") {
+        let rest = &jaas[at + "extension_".len()..];
+        let Some((key, _)) = rest.split_once("=\"") else { continue };
+        if let Some(value) = jaas_option(jaas, &format!("extension_{key}")) {
+            out.push(format!("{key}={value}"));
+        }
+    }
+    out.join(",")
+}
+
+/// The SASL extensions of `sasl.oauthbearer.extensions` (`key=value,...`),
+/// checked as RFC 7628 and Kafka check them: alphabetic keys other than
+/// `auth`, values of printable ASCII.
+pub fn oauth_extensions(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) =
+            pair.split_once('=').ok_or_else(|| format!("sasl.oauthbearer.extensions: {pair:?} is not key=value"))?;
+        let key_ok = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphabetic()) && key != "auth";
+        let value_ok = !value.is_empty() && value.chars().all(|c| matches!(c, '\u{21}'..='\u{7e}' | ' ' | '\t'));
+        if !key_ok || !value_ok {
+            return Err(format!(
+                "sasl.oauthbearer.extensions: {pair:?}: keys are letters (not \"auth\"), values printable ASCII"
+            ));
+        }
+        out.push((key.to_string(), value.to_string()));
+    }
+    Ok(out)
+}
+
 fn jaas_option(jaas: &str, name: &str) -> Option<String> {
     let start = jaas.find(&format!("{name}=\""))? + name.len() + 2;
     let end = jaas[start..].find('"')? + start;
@@ -417,6 +463,25 @@ mod tests {
             ("app", "pw")
         );
         assert_eq!(java.sasl_oauthbearer_scope, "read");
+    }
+
+    #[test]
+    fn oauthbearer_extensions_come_from_librdkafkas_key_or_javas_jaas_options() {
+        let c = ClientSecurityConfig::parse("sasl.oauthbearer.extensions=logicalCluster=lkc-1,identityPoolId=pool-2\n")
+            .unwrap();
+        assert_eq!(
+            oauth_extensions(&c.sasl_oauthbearer_extensions).unwrap(),
+            vec![("logicalCluster".into(), "lkc-1".into()), ("identityPoolId".into(), "pool-2".into())]
+        );
+        let java = ClientSecurityConfig::parse(
+            "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+             clientId=\"svc\" extension_logicalCluster=\"lkc-1\" extension_identityPoolId=\"pool-2\";\n",
+        )
+        .unwrap();
+        assert_eq!(java.sasl_oauthbearer_extensions, "logicalCluster=lkc-1,identityPoolId=pool-2");
+        for bad in ["auth=x", "a-b=c", "k=", "k"] {
+            assert!(oauth_extensions(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
