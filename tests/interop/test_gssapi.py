@@ -87,10 +87,11 @@ def kcat_produce(conf, n):
 
 
 def cli(realm, tmp, who, addr, *args):
-    """The admin CLI logged in as `who` from its keytab; returns the completed process."""
+    """The admin CLI logged in as `who` from its keytab, or (`who` None)
+    from the ticket cache KRB5CCNAME; returns the completed process."""
     props = tmp / f"{who}.properties"
-    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n"
-                     f"sasl.kerberos.principal={who}\nsasl.kerberos.keytab={realm.keytab(who + '.keytab')}\n")
+    login = f"sasl.kerberos.principal={who}\nsasl.kerberos.keytab={realm.keytab(who + '.keytab')}\n" if who else ""
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n" + login)
     return subprocess.run([KCOORD_BIN, "groups", *args, "--bootstrap", addr, "--command-config", str(props)],
                           capture_output=True, text=True, timeout=120)
 
@@ -161,6 +162,15 @@ def test_python_clients_log_in_from_a_ticket_cache_consume_and_commit(realm, clu
         assert kafka_python_consume_and_commit(security, f"krb-{client}", topic=TOPIC) == 5
     else:
         assert aiokafka_consume_and_commit(security, f"krb-{client}", topic=TOPIC) == 5
+
+
+@needs_kcat
+def test_the_admin_cli_without_a_keytab_uses_the_operators_ticket_cache(realm, cluster, ccache, tmp_path):
+    out = cli(realm, tmp_path, None, cluster.bootstrap, "list")
+    assert out.returncode != 0 and "credentials" in out.stderr.lower(), out.stderr
+    realm.kinit("admin", "admin.keytab", ccache)
+    out = cli(realm, tmp_path, None, cluster.bootstrap, "list")
+    assert out.returncode == 0, out.stderr
 
 
 @needs_kcat

@@ -400,6 +400,8 @@ impl Credential {
         let elements: Vec<KeyValue> =
             owned.iter().map(|(k, v)| KeyValue { key: k.as_ptr(), value: v.as_ptr() }).collect();
         let set = KeyValueSet { count: elements.len() as u32, elements: elements.as_ptr() };
+        // No store: the library's defaults (KRB5CCNAME, KRB5_KTNAME).
+        let store: *const KeyValueSet = if elements.is_empty() { std::ptr::null() } else { &set };
         let (mut minor, mut handle) = (0, std::ptr::null_mut());
         let name = name.map_or(std::ptr::null_mut(), |n| n.handle);
         // SAFETY: every pointer refers to data alive for the call.
@@ -410,7 +412,7 @@ impl Credential {
                 0,
                 std::ptr::null_mut(),
                 usage,
-                &set,
+                store,
                 &mut handle,
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
