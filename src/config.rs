@@ -82,6 +82,9 @@ pub struct SecurityConfig {
     pub tls_certificate: String,
     /// PEM private key (PKCS#8, PKCS#1 or SEC1) of that certificate.
     pub tls_private_key: String,
+    /// The password of an encrypted (PKCS#8, PBES2) `tls_private_key`
+    /// (Kafka: ssl.key.password).
+    pub tls_private_key_password: String,
     /// PEM CA certificates that client certificates must chain to (Kafka:
     /// ssl.truststore.location); needed when `tls_client_auth` is not "none".
     pub tls_ca: String,
@@ -147,6 +150,7 @@ impl Default for SecurityConfig {
         SecurityConfig {
             tls_certificate: String::new(),
             tls_private_key: String::new(),
+            tls_private_key_password: String::new(),
             tls_ca: String::new(),
             tls_client_auth: "none".into(),
             sasl_enabled_mechanisms: vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into(), "PLAIN".into()],
@@ -1105,9 +1109,36 @@ impl Config {
         self.topics.define.iter().filter_map(|s| TopicSpec::parse(s).ok()).collect()
     }
 
-    /// The effective configuration as TOML (what `kcoord config` prints).
+    /// The effective configuration as TOML (what `kcoord config` prints),
+    /// with secrets shown as `[hidden]`, as Kafka logs its configuration.
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).unwrap_or_default()
+        let Ok(toml::Value::Table(mut table)) = toml::Value::try_from(self) else {
+            return String::new();
+        };
+        hide_secrets(&mut table);
+        toml::to_string_pretty(&table).unwrap_or_default()
+    }
+}
+
+/// Keys whose values are secrets, wherever they appear.
+const SECRET_KEYS: &[&str] = &[
+    "sasl_password",
+    "sasl_oauthbearer_client_secret",
+    "sasl_oauthbearer_assertion_private_key_pem",
+    "sasl_oauthbearer_assertion_private_key_passphrase",
+    "ssl_key_password",
+    "tls_private_key_password",
+];
+
+fn hide_secrets(table: &mut toml::Table) {
+    for (key, value) in table.iter_mut() {
+        match value {
+            toml::Value::Table(t) => hide_secrets(t),
+            toml::Value::String(s) if !s.is_empty() && SECRET_KEYS.contains(&key.as_str()) => {
+                *s = "[hidden]".into();
+            }
+            _ => {}
+        }
     }
 }
 
@@ -1185,6 +1216,25 @@ mod tests {
         std::fs::write(&path, "[group]\nmin_session_timeout_ms = 10\nbogus = 3\n").unwrap();
         let err = ConfigBuilder::new().file(&path).unwrap_err();
         assert!(err.to_string().contains("group.bogus"), "{err}");
+    }
+
+    #[test]
+    fn printed_config_hides_passwords_secrets_and_keys() {
+        let mut b = ConfigBuilder::new();
+        for (key, secret) in [
+            ("sidecar.upstream_security.sasl_password", "hunter2"),
+            ("sidecar.upstream_security.sasl_oauthbearer_client_secret", "s3cret"),
+            ("sidecar.upstream_security.ssl_key_password", "keypw"),
+            ("security.tls_private_key_password", "listenerpw"),
+        ] {
+            b = b.set(&format!("{key}=\"{secret}\"")).unwrap();
+        }
+        let printed = b.set("sidecar.upstream_security.sasl_username=\"alice\"").unwrap().build().unwrap().to_toml();
+        for secret in ["hunter2", "s3cret", "keypw", "listenerpw"] {
+            assert!(!printed.contains(secret), "{printed}");
+        }
+        assert_eq!(printed.matches("\"[hidden]\"").count(), 4, "{printed}");
+        assert!(printed.contains("sasl_username = \"alice\""), "{printed}");
     }
 
     #[test]

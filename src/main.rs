@@ -31,7 +31,8 @@ enum Command {
     /// Run next to an existing Kafka-compatible cluster: serve its consumer
     /// groups, forward everything else to its brokers (see docs/sidecar.md).
     Sidecar(SidecarArgs),
-    /// Print the effective configuration as TOML and exit.
+    /// Print the effective configuration as TOML and exit (passwords,
+    /// secrets and private keys shown as "[hidden]", as Kafka logs them).
     Config(ServeArgs),
     /// Consumer group administration (like kafka-consumer-groups.sh), against
     /// kcoord or any Kafka-compatible cluster.

@@ -240,31 +240,25 @@ pub enum SigningKey {
 }
 
 impl SigningKey {
-    /// Reads an unencrypted PEM private key for `algorithm` ("RS256": PKCS#8
-    /// or PKCS#1 RSA; "ES256": PKCS#8 P-256).
-    pub fn from_pem(pem: &str, algorithm: &str) -> Result<SigningKey, String> {
-        use rustls_pemfile::Item;
-        if pem.contains("ENCRYPTED PRIVATE KEY") || pem.contains("Proc-Type: 4,ENCRYPTED") {
-            return Err("an encrypted private key: give it unencrypted (openssl pkcs8 -topk8 -nocrypt), with permissions that protect it".into());
-        }
-        let item = rustls_pemfile::read_one(&mut pem.as_bytes())
-            .map_err(|e| format!("the private key is not PEM: {e}"))?
-            .ok_or("no private key in the PEM text")?;
+    /// The key `der` (from [`crate::security::pem`]) for `algorithm`
+    /// ("RS256": PKCS#8 or PKCS#1 RSA; "ES256": PKCS#8 P-256).
+    pub fn new(der: &rustls::pki_types::PrivateKeyDer<'_>, algorithm: &str) -> Result<SigningKey, String> {
+        use rustls::pki_types::PrivateKeyDer;
         let rng = ring::rand::SystemRandom::new();
-        match (algorithm, item) {
-            ("RS256", Item::Pkcs8Key(der)) => signature::RsaKeyPair::from_pkcs8(der.secret_pkcs8_der()),
-            ("RS256", Item::Pkcs1Key(der)) => signature::RsaKeyPair::from_der(der.secret_pkcs1_der()),
-            ("ES256", Item::Pkcs8Key(der)) => {
+        match (algorithm, der) {
+            ("RS256", PrivateKeyDer::Pkcs8(k)) => signature::RsaKeyPair::from_pkcs8(k.secret_pkcs8_der()),
+            ("RS256", PrivateKeyDer::Pkcs1(k)) => signature::RsaKeyPair::from_der(k.secret_pkcs1_der()),
+            ("ES256", PrivateKeyDer::Pkcs8(k)) => {
                 return signature::EcdsaKeyPair::from_pkcs8(
                     &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
-                    der.secret_pkcs8_der(),
+                    k.secret_pkcs8_der(),
                     &rng,
                 )
                 .map(SigningKey::Es256)
                 .map_err(|e| format!("not a P-256 PKCS#8 key for ES256: {e}"));
             }
-            ("ES256", Item::Sec1Key(_)) => {
-                return Err("an EC key in SEC1 form: convert it to PKCS#8 (openssl pkcs8 -topk8 -nocrypt)".into())
+            ("ES256", PrivateKeyDer::Sec1(_)) => {
+                return Err("an EC key in SEC1 form: convert it to PKCS#8 (openssl pkcs8 -topk8)".into())
             }
             ("RS256" | "ES256", _) => return Err(format!("the PEM text holds no {algorithm} private key")),
             (other, _) => return Err(format!("assertion algorithm {other:?}: expected RS256 or ES256")),

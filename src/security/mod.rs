@@ -14,6 +14,7 @@ pub mod jwt;
 pub mod kerberos;
 pub mod listeners;
 pub mod oauthbearer;
+pub mod pem;
 pub mod plain;
 pub mod remote_jwks;
 pub mod sasl;

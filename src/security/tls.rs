@@ -2,10 +2,11 @@
 //! optional client certificates checked against a CA (mTLS) with Kafka's
 //! principal, and reload of the files on SIGHUP.
 
-use std::io::BufReader;
 use std::sync::{Arc, RwLock};
 
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::CertificateDer;
+
+use super::pem::read_certs;
 use rustls::server::WebPkiClientVerifier;
 use rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
@@ -25,6 +26,8 @@ pub enum ClientAuth {
 pub struct TlsFiles {
     pub certificate: String,
     pub private_key: String,
+    /// Decrypts an encrypted private key (Kafka: ssl.key.password).
+    pub private_key_password: String,
     pub ca: String,
     pub client_auth: ClientAuth,
 }
@@ -39,6 +42,7 @@ impl TlsFiles {
         TlsFiles {
             certificate: c.tls_certificate.clone(),
             private_key: c.tls_private_key.clone(),
+            private_key_password: c.tls_private_key_password.clone(),
             ca: c.tls_ca.clone(),
             client_auth,
         }
@@ -95,23 +99,6 @@ fn stamps(files: &TlsFiles) -> Vec<Option<(std::time::SystemTime, u64)>> {
         .collect()
 }
 
-fn read_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
-    let certs: Vec<_> =
-        rustls_pemfile::certs(&mut BufReader::new(f)).collect::<Result<_, _>>().map_err(|e| format!("{path}: {e}"))?;
-    if certs.is_empty() {
-        return Err(format!("{path}: no PEM certificate found"));
-    }
-    Ok(certs)
-}
-
-fn read_key(path: &str) -> Result<PrivateKeyDer<'static>, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
-    rustls_pemfile::private_key(&mut BufReader::new(f))
-        .map_err(|e| format!("{path}: {e}"))?
-        .ok_or_else(|| format!("{path}: no PEM private key found"))
-}
-
 fn build(files: &TlsFiles) -> Result<ServerConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(provider.clone())
@@ -130,7 +117,7 @@ fn build(files: &TlsFiles) -> Result<ServerConfig, String> {
         }
     };
     let certs = read_certs(&files.certificate)?;
-    let key = read_key(&files.private_key)?;
+    let key = super::pem::read_private_key(&files.private_key, &files.private_key_password)?;
     builder.with_single_cert(certs, key).map_err(|e| format!("{}: {e}", files.certificate))
 }
 

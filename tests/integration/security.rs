@@ -837,3 +837,78 @@ async fn hostile_gssapi_tokens_fail_the_login_with_kafkas_error_and_the_listener
     let mut c = tcp(s.addr).await;
     assert_eq!(c.handshake("GSSAPI").await.error_code, 0);
 }
+
+#[tokio::test]
+async fn a_listener_key_encrypted_by_openssl_is_read_with_its_password_and_a_wrong_one_stops_the_start() {
+    let pki = Pki::new("test CA");
+    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let (cert, key) = pki.issue(&["localhost", "127.0.0.1"], "kcoord", None);
+    let plain = files.write("server.key", &key);
+    let encrypted = files.dir.path().join("server-encrypted.key");
+    let out = std::process::Command::new("openssl")
+        .args(["pkcs8", "-topk8", "-v2", "aes256", "-passout", "pass:listener secret", "-in", &plain, "-out"])
+        .arg(&encrypted)
+        .output()
+        .expect("openssl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&encrypted).unwrap().contains("BEGIN ENCRYPTED PRIVATE KEY"));
+    let settings = |password: &str| {
+        vec![
+            "server.listeners=[\"SSL://127.0.0.1:0\"]".to_string(),
+            format!("security.tls_certificate=\"{}\"", files.write("server.pem", &cert)),
+            format!("security.tls_private_key=\"{}\"", encrypted.display()),
+            format!("security.tls_private_key_password=\"{password}\""),
+        ]
+    };
+    let ok = settings("listener secret");
+    let s = TestServer::start_with(&ok.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
+    let mut c = tls_connect(ssl, client_config(&pki.ca_pem, None)).await.unwrap();
+    assert_eq!(c.metadata().await.unwrap().brokers[0].port, i32::from(ssl.port()));
+    s.shutdown().await;
+    let err = common::start_error(&settings("wrong")).await;
+    assert!(err.contains("wrong password") && err.contains("server-encrypted.key"), "{err}");
+}
+
+#[tokio::test]
+async fn the_admin_cli_presents_a_client_certificate_whose_key_is_encrypted() {
+    let pki = Pki::new("test CA");
+    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let s = tls_server(&pki, &files, "required").await;
+    let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
+    let (cert, key) = pki.issue(&[], "admin", None);
+    let plain = files.write("admin.key", &key);
+    let encrypted = files.dir.path().join("admin-encrypted.key");
+    let out = std::process::Command::new("openssl")
+        .args(["pkcs8", "-topk8", "-v2", "aes256", "-passout", "pass:client secret", "-in", &plain, "-out"])
+        .arg(&encrypted)
+        .output()
+        .expect("openssl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let props = |password: &str| {
+        files.write(
+            "client.properties",
+            &format!(
+                "security.protocol=SSL\nssl.ca.location={}\nssl.certificate.location={}\nssl.key.location={}\n{password}",
+                files.write("ca.pem", &pki.ca_pem),
+                files.write("admin.pem", &cert),
+                encrypted.display()
+            ),
+        )
+    };
+    let run = |props: String| {
+        let bootstrap = format!("localhost:{}", ssl.port());
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_kcoord"))
+                .args(["groups", "list", "--bootstrap", &bootstrap, "--command-config", &props])
+                .output()
+                .unwrap()
+        })
+    };
+    let out = run(props("ssl.key.password=client secret\n")).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(props("")).await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("ssl.key.password"), "{err}");
+    s.shutdown().await;
+}

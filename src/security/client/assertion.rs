@@ -60,7 +60,8 @@ impl AssertionSource {
             (file, _) => std::fs::read_to_string(file)
                 .map_err(|e| format!("sasl.oauthbearer.assertion.private.key.file {file}: {e}"))?,
         };
-        let key = SigningKey::from_pem(&pem, &c.sasl_oauthbearer_assertion_algorithm.to_ascii_uppercase())
+        let key = crate::security::pem::parse_private_key(&pem, &c.sasl_oauthbearer_assertion_private_key_passphrase)
+            .and_then(|key| SigningKey::new(&key, &c.sasl_oauthbearer_assertion_algorithm.to_ascii_uppercase()))
             .map_err(|e| format!("the assertion key: {e}"))?;
         let (header, payload) = match c.sasl_oauthbearer_assertion_jwt_template_file.as_str() {
             "" => (Map::new(), Map::new()),
@@ -217,7 +218,7 @@ mod tests {
         assert!(AssertionSource::from_config(&c).err().unwrap().contains("RSA"));
         c.sasl_oauthbearer_assertion_private_key_pem =
             "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n".into();
-        assert!(AssertionSource::from_config(&c).err().unwrap().contains("unencrypted"));
+        assert!(AssertionSource::from_config(&c).err().unwrap().contains("no password"));
         c.sasl_oauthbearer_assertion_private_key_pem.clear();
         assert!(AssertionSource::from_config(&c).err().unwrap().contains("private.key.file"));
     }

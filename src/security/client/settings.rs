@@ -32,6 +32,8 @@ pub struct ClientSecurityConfig {
     /// PEM client certificate and key, for brokers that ask for one (mTLS).
     pub ssl_certificate_location: String,
     pub ssl_key_location: String,
+    /// The password of an encrypted (PKCS#8, PBES2) key (ssl.key.password).
+    pub ssl_key_password: String,
     /// "https" (the default) checks that the certificate names the host
     /// connected to; "none" does not (Kafka:
     /// ssl.endpoint.identification.algorithm).
@@ -63,6 +65,9 @@ pub struct ClientSecurityConfig {
     /// a file or inline (sasl.oauthbearer.assertion.private.key.file, .pem).
     pub sasl_oauthbearer_assertion_private_key_file: String,
     pub sasl_oauthbearer_assertion_private_key_pem: String,
+    /// jwt-bearer: the password of an encrypted (PKCS#8, PBES2) key
+    /// (sasl.oauthbearer.assertion.private.key.passphrase).
+    pub sasl_oauthbearer_assertion_private_key_passphrase: String,
     /// jwt-bearer: a ready-made assertion, read at every token request,
     /// instead of signing one (sasl.oauthbearer.assertion.file).
     pub sasl_oauthbearer_assertion_file: String,
@@ -114,6 +119,7 @@ impl Default for ClientSecurityConfig {
             ssl_ca_location: String::new(),
             ssl_certificate_location: String::new(),
             ssl_key_location: String::new(),
+            ssl_key_password: String::new(),
             ssl_endpoint_identification_algorithm: "https".into(),
             sasl_oauthbearer_token_endpoint_url: String::new(),
             sasl_oauthbearer_client_id: String::new(),
@@ -124,6 +130,7 @@ impl Default for ClientSecurityConfig {
             sasl_oauthbearer_assertion_algorithm: "RS256".into(),
             sasl_oauthbearer_assertion_private_key_file: String::new(),
             sasl_oauthbearer_assertion_private_key_pem: String::new(),
+            sasl_oauthbearer_assertion_private_key_passphrase: String::new(),
             sasl_oauthbearer_assertion_file: String::new(),
             sasl_oauthbearer_assertion_claim_sub: String::new(),
             sasl_oauthbearer_assertion_claim_iss: String::new(),
@@ -180,6 +187,7 @@ impl ClientSecurityConfig {
             "ssl.ca.location" => &mut self.ssl_ca_location,
             "ssl.certificate.location" => &mut self.ssl_certificate_location,
             "ssl.key.location" => &mut self.ssl_key_location,
+            "ssl.key.password" => &mut self.ssl_key_password,
             "ssl.endpoint.identification.algorithm" => &mut self.ssl_endpoint_identification_algorithm,
             "sasl.oauthbearer.token.endpoint.url" => &mut self.sasl_oauthbearer_token_endpoint_url,
             "sasl.oauthbearer.client.id" | "sasl.oauthbearer.client.credentials.client.id" => {
@@ -204,10 +212,8 @@ impl ClientSecurityConfig {
             "sasl.oauthbearer.assertion.algorithm" => &mut self.sasl_oauthbearer_assertion_algorithm,
             "sasl.oauthbearer.assertion.private.key.file" => &mut self.sasl_oauthbearer_assertion_private_key_file,
             "sasl.oauthbearer.assertion.private.key.pem" => &mut self.sasl_oauthbearer_assertion_private_key_pem,
-            "sasl.oauthbearer.assertion.private.key.passphrase" if !value.is_empty() => {
-                return Err(format!(
-                    "{key}: encrypted assertion keys are not read; give the key unencrypted (openssl pkcs8 -topk8 -nocrypt) in a file only kcoord can read"
-                ))
+            "sasl.oauthbearer.assertion.private.key.passphrase" => {
+                &mut self.sasl_oauthbearer_assertion_private_key_passphrase
             }
             "sasl.oauthbearer.assertion.file" => &mut self.sasl_oauthbearer_assertion_file,
             "sasl.oauthbearer.assertion.claim.sub" => &mut self.sasl_oauthbearer_assertion_claim_sub,
@@ -290,6 +296,7 @@ impl ClientSecurityConfig {
             ssl_ca_location,
             ssl_certificate_location,
             ssl_key_location,
+            ssl_key_password,
             ssl_endpoint_identification_algorithm,
             sasl_oauthbearer_token_endpoint_url,
             sasl_oauthbearer_client_id,
@@ -300,6 +307,7 @@ impl ClientSecurityConfig {
             sasl_oauthbearer_assertion_algorithm,
             sasl_oauthbearer_assertion_private_key_file,
             sasl_oauthbearer_assertion_private_key_pem,
+            sasl_oauthbearer_assertion_private_key_passphrase,
             sasl_oauthbearer_assertion_file,
             sasl_oauthbearer_assertion_claim_sub,
             sasl_oauthbearer_assertion_claim_iss,

@@ -11,6 +11,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
 
 use super::ClientSecurityConfig;
+use crate::security::pem::read_certs;
 
 pub fn client_config(c: &ClientSecurityConfig) -> Result<ClientConfig, String> {
     if c.ssl_ca_location.is_empty() {
@@ -39,29 +40,11 @@ pub fn client_config(c: &ClientSecurityConfig) -> Result<ClientConfig, String> {
         (true, true) => Ok(builder.with_no_client_auth()),
         (false, false) => {
             let certs = read_certs(&c.ssl_certificate_location)?;
-            let key = read_key(&c.ssl_key_location)?;
+            let key = crate::security::pem::read_private_key(&c.ssl_key_location, &c.ssl_key_password)?;
             builder.with_client_auth_cert(certs, key).map_err(|e| format!("{}: {e}", c.ssl_certificate_location))
         }
         _ => Err("a client certificate needs both ssl.certificate.location and ssl.key.location".into()),
     }
-}
-
-fn read_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
-    let certs: Vec<_> = rustls_pemfile::certs(&mut std::io::BufReader::new(f))
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("{path}: {e}"))?;
-    if certs.is_empty() {
-        return Err(format!("{path}: no PEM certificate found"));
-    }
-    Ok(certs)
-}
-
-fn read_key(path: &str) -> Result<rustls::pki_types::PrivateKeyDer<'static>, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
-    rustls_pemfile::private_key(&mut std::io::BufReader::new(f))
-        .map_err(|e| format!("{path}: {e}"))?
-        .ok_or_else(|| format!("{path}: no PEM private key found"))
 }
 
 /// The CA check without the host name check
