@@ -121,6 +121,12 @@ impl SaslSession {
         self.session.is_some()
     }
 
+    /// Whether the next frames are bare tokens (after a v0 handshake),
+    /// which may be shorter than a request header, empty included.
+    pub fn expects_raw_tokens(&self) -> bool {
+        matches!(self.phase, Phase::Tokens { raw: true, .. })
+    }
+
     /// The largest frame to accept now: small until authenticated.
     pub fn max_frame(&self) -> Option<u32> {
         (!self.is_authenticated()).then_some(self.settings.max_receive_bytes)
@@ -175,6 +181,9 @@ impl SaslSession {
     pub async fn handle(&mut self, mut frame: Bytes, now: Instant) -> Reply {
         if let Phase::Tokens { raw: true, .. } = self.phase {
             return match self.step(frame, now).await {
+                // Java's GSSAPI server completes without a last token, and
+                // Kafka then writes nothing: the client reads no frame.
+                Ok((token, _)) if token.is_empty() && self.completed_gssapi() => Reply::Respond(Bytes::new()),
                 Ok((token, _)) => Reply::Respond(raw_frame(&token)),
                 Err((_, message)) => Reply::Fail { response: None, reason: message },
             };
@@ -413,8 +422,13 @@ impl SaslSession {
     }
 }
 
-/// A raw (v0) SASL token frame: a length prefix and the token.
 impl SaslSession {
+    /// The exchange just authenticated a GSSAPI session.
+    fn completed_gssapi(&self) -> bool {
+        matches!(self.phase, Phase::Done)
+            && self.session.as_ref().is_some_and(|s| s.mechanism == super::kerberos::GSSAPI)
+    }
+
     /// A request other than the one the exchange expects. As Kafka's
     /// SaslServerAuthenticator: the authentication fails (answered after
     /// the failed-authentication delay, then the connection closes); after
@@ -445,6 +459,7 @@ fn illegal_state_answer(prefix: &header::RequestPrefix) -> Option<Bytes> {
     crate::server::dispatch::finish_frame(out)
 }
 
+/// A raw (v0) SASL token frame: a length prefix and the token.
 fn raw_frame(token: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(4 + token.len());
     out.put_u32(token.len() as u32);

@@ -374,6 +374,7 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                                     }
                                     let max = sasl.max_frame().unwrap_or(max_request).min(max_request);
                                     frames.decoder_mut().set_max(max);
+                                    frames.decoder_mut().set_raw_tokens(sasl.expects_raw_tokens());
                                     continue;
                                 }
                             }

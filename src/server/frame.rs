@@ -26,6 +26,9 @@ pub enum FrameError {
 #[derive(Debug, Clone)]
 pub struct FrameCodec {
     max: u32,
+    /// Shortest frame accepted: a request header, except for the bare
+    /// SASL tokens after a v0 SaslHandshake, which may be empty.
+    min: i32,
     /// Large frames this codec may hand over before they are complete.
     stream: Option<StreamLarge>,
     /// The frame being buffered was refused for streaming: buffer it whole.
@@ -83,7 +86,14 @@ pub const MIN_REQUEST_LEN: i32 = 10;
 
 impl FrameCodec {
     pub fn new(max: u32) -> Self {
-        FrameCodec { max, stream: None, buffering_whole: false, seen: 0, activity: Activity::default() }
+        FrameCodec {
+            max,
+            min: MIN_REQUEST_LEN,
+            stream: None,
+            buffering_whole: false,
+            seen: 0,
+            activity: Activity::default(),
+        }
     }
 
     /// A codec that hands over the head of large frames that `stream`
@@ -96,6 +106,12 @@ impl FrameCodec {
     /// authentication completes).
     pub fn set_max(&mut self, max: u32) {
         self.max = max;
+    }
+
+    /// Accepts frames shorter than a request header (down to empty) while
+    /// `raw_tokens` (bare SASL tokens after a v0 SaslHandshake).
+    pub fn set_raw_tokens(&mut self, raw_tokens: bool) {
+        self.min = if raw_tokens { 0 } else { MIN_REQUEST_LEN };
     }
 
     pub fn activity(&self) -> Activity {
@@ -121,7 +137,7 @@ impl FrameCodec {
         if len as u32 > self.max {
             return Err(FrameError::TooLarge { len, max: self.max });
         }
-        if len < MIN_REQUEST_LEN {
+        if len < self.min {
             return Err(FrameError::TooShort(len));
         }
         let total = 4 + len as usize;

@@ -274,3 +274,37 @@ def test_a_sidecar_logs_in_again_from_its_keytab_after_its_tickets_expire(tmp_pa
                 sidecar.stop()
     finally:
         short.close()
+
+
+@needs_python_gssapi
+def test_a_client_of_the_v0_handshake_exchanges_raw_gssapi_tokens_as_with_a_kafka_broker(realm, cluster, ccache):
+    """Kafka clients before 1.0 (SaslHandshake v0) send the GSSAPI tokens
+    as bare length-prefixed frames, here from python-gssapi: the context,
+    the security-layer offer and choice, then no last frame from the
+    broker (Java's acceptor has no last token), so the next answer the
+    client reads is its next request's."""
+    import struct
+
+    import gssapi
+    import rawkafka
+
+    realm.kinit("alice", "alice.keytab", ccache)
+    host = cluster.bootstrap.rsplit(":", 1)[0]
+    with rawkafka.Conn(cluster.bootstrap) as c:
+        handshake = rawkafka.Reader(c.request(17, 0, rawkafka.Writer().string("GSSAPI").bytes()))
+        assert handshake.int16() == 0
+
+        def send(token, answered=True):
+            c.sock.sendall(struct.pack(">i", len(token)) + token)
+            return c._recv(struct.unpack(">i", c._recv(4))[0]) if answered else None
+
+        context = gssapi.SecurityContext(name=gssapi.Name(f"kafka@{host}", gssapi.NameType.hostbased_service),
+                                          usage="initiate")
+        answer = send(context.step())
+        while not context.complete:
+            answer = send(context.step(answer) or b"")
+        offer = context.unwrap(answer).message
+        assert offer[0] & 1, "no security layer is offered"
+        send(context.wrap(b"\x01\x00\x00\x00", False).message, answered=False)
+        # Authenticated: served, and the answer read is this request's.
+        assert 10 in rawkafka.api_versions(c)
