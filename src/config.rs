@@ -90,6 +90,9 @@ pub struct SecurityConfig {
     pub tls_ca: String,
     /// none | requested | required (Kafka: ssl.client.auth).
     pub tls_client_auth: String,
+    /// How a client certificate's subject becomes its principal name
+    /// (Kafka: ssl.principal.mapping.rules).
+    pub ssl_principal_mapping_rules: String,
     /// SASL mechanisms offered (Kafka: sasl.enabled.mechanisms).
     pub sasl_enabled_mechanisms: Vec<String>,
     /// The credentials file `kcoord users` manages.
@@ -153,6 +156,7 @@ impl Default for SecurityConfig {
             tls_private_key_password: String::new(),
             tls_ca: String::new(),
             tls_client_auth: "none".into(),
+            ssl_principal_mapping_rules: "DEFAULT".into(),
             sasl_enabled_mechanisms: vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into(), "PLAIN".into()],
             credentials_file: String::new(),
             connections_max_reauth_ms: 0,

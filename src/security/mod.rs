@@ -10,6 +10,7 @@ pub mod acl;
 pub mod client;
 pub mod credentials;
 pub mod http_client;
+pub mod java_regex;
 pub mod jwt;
 pub mod kerberos;
 pub mod listeners;
@@ -19,6 +20,7 @@ pub mod plain;
 pub mod remote_jwks;
 pub mod sasl;
 pub mod scram;
+pub mod ssl_principal;
 pub mod tls;
 pub mod watched_file;
 

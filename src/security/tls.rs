@@ -28,6 +28,8 @@ pub struct TlsFiles {
     pub private_key: String,
     /// Decrypts an encrypted private key (Kafka: ssl.key.password).
     pub private_key_password: String,
+    /// Kafka's ssl.principal.mapping.rules.
+    pub principal_mapping_rules: String,
     pub ca: String,
     pub client_auth: ClientAuth,
 }
@@ -43,6 +45,7 @@ impl TlsFiles {
             certificate: c.tls_certificate.clone(),
             private_key: c.tls_private_key.clone(),
             private_key_password: c.tls_private_key_password.clone(),
+            principal_mapping_rules: c.ssl_principal_mapping_rules.clone(),
             ca: c.tls_ca.clone(),
             client_auth,
         }
@@ -54,6 +57,8 @@ impl TlsFiles {
 #[derive(Debug)]
 pub struct TlsContext {
     files: TlsFiles,
+    /// How a client certificate's subject becomes its principal name.
+    names: super::ssl_principal::SslPrincipalMapper,
     current: RwLock<Arc<ServerConfig>>,
     /// Modification times and sizes of the files last looked at.
     seen: std::sync::Mutex<Vec<Option<(std::time::SystemTime, u64)>>>,
@@ -61,9 +66,23 @@ pub struct TlsContext {
 
 impl TlsContext {
     pub fn load(files: TlsFiles) -> Result<TlsContext, String> {
+        let names = super::ssl_principal::SslPrincipalMapper::new(&files.principal_mapping_rules)
+            .map_err(|e| format!("security.ssl_principal_mapping_rules: {e}"))?;
         let config = build(&files)?;
         let seen = std::sync::Mutex::new(stamps(&files));
-        Ok(TlsContext { files, current: RwLock::new(Arc::new(config)), seen })
+        Ok(TlsContext { files, names, current: RwLock::new(Arc::new(config)), seen })
+    }
+
+    /// Kafka's principal for a TLS client: `User:` and the subject of its
+    /// certificate in RFC 2253 form (Java's `X500Principal.getName()`, most
+    /// specific attribute first: `User:CN=alice,OU=eng,O=Example`) through
+    /// the mapping rules, or `User:ANONYMOUS` without a certificate. An
+    /// error: no rule maps the subject (the connection must close).
+    pub fn principal(&self, peer_certificates: Option<&[CertificateDer<'_>]>) -> Result<String, String> {
+        match subject(peer_certificates) {
+            Some(dn) => self.names.name(&dn).map(|name| format!("User:{name}")),
+            None => Ok(super::ANONYMOUS.into()),
+        }
     }
 
     /// Reads the files again; on error the previous configuration stays.
@@ -121,16 +140,16 @@ fn build(files: &TlsFiles) -> Result<ServerConfig, String> {
     builder.with_single_cert(certs, key).map_err(|e| format!("{}: {e}", files.certificate))
 }
 
-/// Kafka's principal for a TLS client: `User:` and the subject of its
-/// certificate in RFC 2253 form (Java's `X500Principal.getName()`, most
-/// specific attribute first: `User:CN=alice,OU=eng,O=Example`), or
-/// `User:ANONYMOUS` without a certificate.
-pub fn principal(peer_certificates: Option<&[CertificateDer<'_>]>) -> String {
-    let Some(cert) = peer_certificates.and_then(|c| c.first()) else { return super::ANONYMOUS.into() };
-    match x509_parser::parse_x509_certificate(cert.as_ref()) {
-        Ok((_, parsed)) => format!("User:{}", rfc2253(parsed.subject())),
-        Err(_) => super::ANONYMOUS.into(),
-    }
+/// The RFC 2253 subject of the client's certificate, if it sent one.
+fn subject(peer_certificates: Option<&[CertificateDer<'_>]>) -> Option<String> {
+    let cert = peer_certificates.and_then(|c| c.first())?;
+    x509_parser::parse_x509_certificate(cert.as_ref()).ok().map(|(_, parsed)| rfc2253(parsed.subject()))
+}
+
+/// [`TlsContext::principal`] under the `DEFAULT` rule.
+#[cfg(test)]
+fn principal(peer_certificates: Option<&[CertificateDer<'_>]>) -> String {
+    subject(peer_certificates).map_or_else(|| super::ANONYMOUS.into(), |dn| format!("User:{dn}"))
 }
 
 fn rfc2253(name: &x509_parser::x509::X509Name<'_>) -> String {

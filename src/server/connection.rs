@@ -166,7 +166,16 @@ pub async fn accept(
             return;
         }
     };
-    let principal = crate::security::tls::principal(stream.get_ref().1.peer_certificates());
+    let principal = match tls.principal(stream.get_ref().1.peer_certificates()) {
+        Ok(p) => p,
+        Err(reason) => {
+            // As Kafka: a subject no ssl.principal.mapping.rules rule maps
+            // fails the authentication.
+            metrics::counter!("kcoord_authentications_total", "mechanism" => "SSL", "result" => "failure").increment(1);
+            tracing::info!(%peer, %reason, "TLS client refused: its certificate's subject maps to no principal");
+            return;
+        }
+    };
     let auth = Auth { principal: principal.into(), ..auth };
     let (rd, wr) = tokio::io::split(stream);
     serve_halves(rd, wr, peer, listener, auth, svc, shutdown).await

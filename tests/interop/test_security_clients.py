@@ -277,3 +277,36 @@ def test_a_client_without_a_certificate_does_not_get_past_the_handshake(mtls):
     conf = {"bootstrap.servers": mtls["addr"], "security.protocol": "SSL", "ssl.ca.location": mtls["ca"]}
     with pytest.raises(KafkaException):
         Producer(conf).list_topics(timeout=5)
+
+
+def test_ssl_principal_mapping_rules_name_certificate_users_as_kafka_does(make_kcoord, tmp_path):
+    """Kafka's ssl.principal.mapping.rules: alice's subject
+    "CN=alice,O=Example" maps to User:alice, whom the ACLs name; a subject
+    no rule maps (the rules end without DEFAULT) cannot connect at all."""
+    pki = make_pki(tmp_path / "pki")
+    acls = tmp_path / "acls.json"
+    for resource in (["--topic", TOPIC], ["--group", "mapped-", "--resource-pattern-type", "prefixed"]):
+        subprocess.run([KCOORD_BIN, "acls", "add", "--file", str(acls), "--allow-principal", "User:alice",
+                        "--operation", "Read", "--operation", "Write", *resource], check=True, capture_output=True)
+    k = make_kcoord(topics=[f"{TOPIC}:1"], settings=[
+        'server.listeners=["SSL://127.0.0.1:0"]',
+        f'security.tls_certificate="{pki / "server.pem"}"',
+        f'security.tls_private_key="{pki / "server.key"}"',
+        f'security.tls_ca="{pki / "ca.pem"}"',
+        'security.tls_client_auth="required"',
+        'security.ssl_principal_mapping_rules="RULE:^CN=([a-z]+),O=Example$/$1/L"',
+        'authorizer.enabled=true',
+        f'authorizer.acl_file="{acls}"',
+    ])
+    env = {"addr": serving_addresses(k, ["SSL"])["SSL"], "ca": str(pki / "ca.pem"),
+           "alice": tuple(map(str, make_client_cert(pki, "alice", "/O=Example/CN=alice"))),
+           "stranger": tuple(map(str, make_client_cert(pki, "stranger", "/O=Elsewhere/CN=stranger")))}
+    produce(mtls_conf(env, "alice"))
+    assert confluent_consume_and_commit(mtls_conf(env, "alice"), "mapped-alice") == 5
+    p = Producer({**mtls_conf(env, "stranger"), "message.timeout.ms": 5000})
+    errors = []
+    p.produce(TOPIC, value="x", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    p.flush(30)
+    assert len(errors) == 1 and errors[0] is not None, errors
+    assert "maps to no principal" in wait_for("the refusal in kcoord's log",
+                                              lambda: "maps to no principal" in k.log() and k.log())

@@ -144,7 +144,11 @@ fn parse_rule(text: &str) -> Result<Rule, String> {
     };
     let matches = group(4).map(|m| compile(m, true)).transpose()?;
     let substitute = match group(5) {
-        Some(from) => Some((compile(from, false)?, java_replacement(group(6).unwrap_or_default()), group(7).is_some())),
+        Some(from) => {
+            let from = compile(from, false)?;
+            let to = crate::security::java_regex::replacement(group(6).unwrap_or_default(), from.captures_len() - 1);
+            Some((from, to, group(7).is_some()))
+        }
         None => None,
     };
     let case = match group(8) {
@@ -160,36 +164,6 @@ fn parse_rule(text: &str) -> Result<Rule, String> {
         case,
         text: text.trim().to_string(),
     })
-}
-
-/// Java's replacement syntax (`$1`, `\$`) in the regex crate's (`${1}`,
-/// `$$`).
-fn java_replacement(to: &str) -> String {
-    let mut out = String::with_capacity(to.len());
-    let mut chars = to.chars().peekable();
-    while let Some(ch) = chars.next() {
-        match ch {
-            '\\' => match chars.next() {
-                Some('$') => out.push_str("$$"),
-                Some(other) => out.push(other),
-                None => {}
-            },
-            '$' => {
-                let mut digits = String::new();
-                while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
-                    digits.push(*d);
-                    chars.next();
-                }
-                if digits.is_empty() {
-                    out.push_str("$$");
-                } else {
-                    out.push_str(&format!("${{{digits}}}"));
-                }
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// `format` with `$n` replaced by `params[n]`.
