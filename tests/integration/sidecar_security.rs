@@ -489,17 +489,23 @@ async fn oauth_sidecar(pki: &Pki, up: &TestServer, url: &str) -> TestServer {
 /// A sidecar logging in to `up` with OAUTHBEARER tokens from `url`, its
 /// client authentication given by `client`.
 async fn oauth_sidecar_with(pki: &Pki, up: &TestServer, url: &str, client: &[String]) -> TestServer {
-    let mut s = vec![
+    let mut s = oauth_upstream_login(pki, up, url);
+    s.push("sidecar.write_through_interval_ms=20".into());
+    s.extend_from_slice(client);
+    s.extend(pki.sasl_ssl_listener("sidecar", &[CLIENT_USER]));
+    start(&s).await
+}
+
+/// A sidecar's settings for logging in to `up` over SASL_SSL with
+/// OAUTHBEARER tokens from `url` (a token endpoint or a file://).
+fn oauth_upstream_login(pki: &Pki, up: &TestServer, url: &str) -> Vec<String> {
+    vec![
         format!("sidecar.upstream=[\"{}\"]", up.addr),
-        "sidecar.write_through_interval_ms=20".into(),
         "sidecar.upstream_security.security_protocol=\"SASL_SSL\"".into(),
         "sidecar.upstream_security.sasl_mechanism=\"OAUTHBEARER\"".into(),
         format!("sidecar.upstream_security.sasl_oauthbearer_token_endpoint_url=\"{url}\""),
         format!("sidecar.upstream_security.ssl_ca_location=\"{}\"", pki.path("ca.pem")),
-    ];
-    s.extend_from_slice(client);
-    s.extend(pki.sasl_ssl_listener("sidecar", &[CLIENT_USER]));
-    start(&s).await
+    ]
 }
 
 /// How the token endpoint authenticates `kcoord-sidecar`.
@@ -615,6 +621,23 @@ async fn a_sidecar_logs_in_upstream_with_oauthbearer_tokens_from_a_token_endpoin
     up.shutdown().await;
 }
 
+/// The sidecar's jwt-bearer settings: ES256 assertions signed with the key
+/// in `key_file`, from and about `kcoord-sidecar`, for the endpoint `url`.
+fn assertion_login(key_file: &str, url: &str) -> Vec<String> {
+    let grant = kcoord::security::client::settings::JWT_BEARER;
+    [
+        format!("sasl_oauthbearer_grant_type=\"{grant}\""),
+        "sasl_oauthbearer_assertion_algorithm=\"ES256\"".into(),
+        format!("sasl_oauthbearer_assertion_private_key_file=\"{key_file}\""),
+        "sasl_oauthbearer_assertion_claim_iss=\"kcoord-sidecar\"".into(),
+        "sasl_oauthbearer_assertion_claim_sub=\"kcoord-sidecar\"".into(),
+        format!("sasl_oauthbearer_assertion_claim_aud=\"{url}\""),
+    ]
+    .into_iter()
+    .map(|s| format!("sidecar.upstream_security.{s}"))
+    .collect()
+}
+
 #[tokio::test]
 async fn a_sidecar_gets_its_upstream_tokens_with_assertions_signed_by_its_own_key() {
     let pki = Pki::new();
@@ -624,23 +647,7 @@ async fn a_sidecar_gets_its_upstream_tokens_with_assertions_signed_by_its_own_ke
     let client_key = Es256Signer::generate("sidecar-key").unwrap();
     let (url, issued) = token_endpoint(signer, 3, ClientAuth::Assertion(client_key.jwks())).await;
     let key_file = pki.write("sidecar-key.pem", &client_key.private_key_pem());
-    let sc = oauth_sidecar_with(
-        &pki,
-        &up,
-        &url,
-        &[
-            format!(
-                "sidecar.upstream_security.sasl_oauthbearer_grant_type=\"{}\"",
-                kcoord::security::client::settings::JWT_BEARER
-            ),
-            "sidecar.upstream_security.sasl_oauthbearer_assertion_algorithm=\"ES256\"".into(),
-            format!("sidecar.upstream_security.sasl_oauthbearer_assertion_private_key_file=\"{key_file}\""),
-            "sidecar.upstream_security.sasl_oauthbearer_assertion_claim_iss=\"kcoord-sidecar\"".into(),
-            "sidecar.upstream_security.sasl_oauthbearer_assertion_claim_sub=\"kcoord-sidecar\"".into(),
-            format!("sidecar.upstream_security.sasl_oauthbearer_assertion_claim_aud=\"{url}\""),
-        ],
-    )
-    .await;
+    let sc = oauth_sidecar_with(&pki, &up, &url, &assertion_login(&key_file, &url)).await;
     // Tokens live 3 s: each renewal signs a fresh assertion.
     let mut c = connect(sc.addr, &pki.client(CLIENT_USER)).await;
     keep_producing_and_committing(&pki, &up, &mut c, "assertion", std::time::Duration::from_millis(7000)).await;
@@ -651,23 +658,9 @@ async fn a_sidecar_gets_its_upstream_tokens_with_assertions_signed_by_its_own_ke
     // not start.
     let stranger = Es256Signer::generate("sidecar-key").unwrap();
     let stranger_file = pki.write("stranger.pem", &stranger.private_key_pem());
-    let err = common::start_error(&[
-        format!("sidecar.upstream=[\"{}\"]", up.addr),
-        "sidecar.upstream_security.security_protocol=\"SASL_SSL\"".into(),
-        "sidecar.upstream_security.sasl_mechanism=\"OAUTHBEARER\"".into(),
-        format!("sidecar.upstream_security.sasl_oauthbearer_token_endpoint_url=\"{url}\""),
-        format!(
-            "sidecar.upstream_security.sasl_oauthbearer_grant_type=\"{}\"",
-            kcoord::security::client::settings::JWT_BEARER
-        ),
-        "sidecar.upstream_security.sasl_oauthbearer_assertion_algorithm=\"ES256\"".into(),
-        format!("sidecar.upstream_security.sasl_oauthbearer_assertion_private_key_file=\"{stranger_file}\""),
-        "sidecar.upstream_security.sasl_oauthbearer_assertion_claim_iss=\"kcoord-sidecar\"".into(),
-        "sidecar.upstream_security.sasl_oauthbearer_assertion_claim_sub=\"kcoord-sidecar\"".into(),
-        format!("sidecar.upstream_security.sasl_oauthbearer_assertion_claim_aud=\"{url}\""),
-        format!("sidecar.upstream_security.ssl_ca_location=\"{}\"", pki.path("ca.pem")),
-    ])
-    .await;
+    let mut settings = oauth_upstream_login(&pki, &up, &url);
+    settings.extend(assertion_login(&stranger_file, &url));
+    let err = common::start_error(&settings).await;
     assert!(err.contains("401"), "{err}");
     up.shutdown().await;
 }
@@ -709,14 +702,7 @@ async fn a_sidecar_reads_its_upstream_token_from_a_file_and_a_refused_token_stop
     let stranger = Es256Signer::generate("idp-key").unwrap();
     let forged = stranger.sign(&serde_json::json!({"sub": "kcoord-sidecar", "iat": now, "exp": now + 600})).unwrap();
     let file = pki.write("forged", &format!("{forged}\n"));
-    let err = common::start_error(&[
-        format!("sidecar.upstream=[\"{}\"]", up.addr),
-        "sidecar.upstream_security.security_protocol=\"SASL_SSL\"".into(),
-        "sidecar.upstream_security.sasl_mechanism=\"OAUTHBEARER\"".into(),
-        format!("sidecar.upstream_security.sasl_oauthbearer_token_endpoint_url=\"file://{file}\""),
-        format!("sidecar.upstream_security.ssl_ca_location=\"{}\"", pki.path("ca.pem")),
-    ])
-    .await;
+    let err = common::start_error(&oauth_upstream_login(&pki, &up, &format!("file://{file}"))).await;
     assert!(err.contains("refused kcoord's login") && err.contains("invalid_token"), "{err}");
     up.shutdown().await;
 }

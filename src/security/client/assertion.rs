@@ -93,20 +93,7 @@ impl AssertionSource {
     /// An assertion for a token request now.
     pub async fn assertion(&self) -> Result<String, String> {
         match self {
-            AssertionSource::File(path) => {
-                let read = {
-                    let path = path.clone();
-                    tokio::task::spawn_blocking(move || std::fs::read_to_string(path))
-                };
-                let text = read
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| format!("assertion file {}: {e}", path.display()))?;
-                match text.trim() {
-                    "" => Err(format!("assertion file {} is empty", path.display())),
-                    assertion => Ok(assertion.to_string()),
-                }
-            }
+            AssertionSource::File(path) => super::oauth::read_credential_file(path, "assertion file").await,
             AssertionSource::Signed(signer) => {
                 signer.sign_at(u64::try_from(crate::wall_clock::wall_clock_ms() / 1000).unwrap_or_default())
             }

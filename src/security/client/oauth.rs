@@ -112,21 +112,7 @@ impl TokenSource {
     /// A token to log in with now.
     pub async fn token(&self) -> Result<String, String> {
         match self {
-            TokenSource::File(path) => {
-                let read = {
-                    let path = path.clone();
-                    tokio::task::spawn_blocking(move || std::fs::read_to_string(path))
-                };
-                let text = read
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| format!("token file {}: {e}", path.display()))?;
-                let token = text.trim().to_string();
-                if token.is_empty() {
-                    return Err(format!("token file {} is empty", path.display()));
-                }
-                Ok(token)
-            }
+            TokenSource::File(path) => read_credential_file(path, "token file").await,
             TokenSource::Endpoint(e) => e.token().await,
         }
     }
@@ -157,6 +143,20 @@ impl TokenEndpoint {
         let refresh_at = now + lifetime.mul_f64(REFRESH_AT_SHARE);
         *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = Some((token.clone(), refresh_at));
         Ok(token)
+    }
+}
+
+/// The trimmed text of a file something else keeps fresh (a token, an
+/// assertion), read off the async threads at every use; empty is an error.
+pub(super) async fn read_credential_file(path: &std::path::Path, what: &str) -> Result<String, String> {
+    let read = {
+        let path = path.to_path_buf();
+        tokio::task::spawn_blocking(move || std::fs::read_to_string(path))
+    };
+    let text = read.await.map_err(|e| e.to_string())?.map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    match text.trim() {
+        "" => Err(format!("{what} {} is empty", path.display())),
+        credential => Ok(credential.to_string()),
     }
 }
 
