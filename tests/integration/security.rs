@@ -838,19 +838,26 @@ async fn hostile_gssapi_tokens_fail_the_login_with_kafkas_error_and_the_listener
     assert_eq!(c.handshake("GSSAPI").await.error_code, 0);
 }
 
+/// `plain` (a PEM key) encrypted by `openssl pkcs8 -topk8 -v2 aes256`
+/// with `password`, written to `name` in `files`.
+fn openssl_encrypt(files: &TlsFiles, plain: &str, name: &str, password: &str) -> std::path::PathBuf {
+    let encrypted = files.dir.path().join(name);
+    let out = std::process::Command::new("openssl")
+        .args(["pkcs8", "-topk8", "-v2", "aes256", "-passout", &format!("pass:{password}"), "-in", plain, "-out"])
+        .arg(&encrypted)
+        .output()
+        .expect("openssl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    encrypted
+}
+
 #[tokio::test]
 async fn a_listener_key_encrypted_by_openssl_is_read_with_its_password_and_a_wrong_one_stops_the_start() {
     let pki = Pki::new("test CA");
     let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
     let (cert, key) = pki.issue(&["localhost", "127.0.0.1"], "kcoord", None);
     let plain = files.write("server.key", &key);
-    let encrypted = files.dir.path().join("server-encrypted.key");
-    let out = std::process::Command::new("openssl")
-        .args(["pkcs8", "-topk8", "-v2", "aes256", "-passout", "pass:listener secret", "-in", &plain, "-out"])
-        .arg(&encrypted)
-        .output()
-        .expect("openssl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let encrypted = openssl_encrypt(&files, &plain, "server-encrypted.key", "listener secret");
     assert!(std::fs::read_to_string(&encrypted).unwrap().contains("BEGIN ENCRYPTED PRIVATE KEY"));
     let settings = |password: &str| {
         vec![
@@ -878,13 +885,7 @@ async fn the_admin_cli_presents_a_client_certificate_whose_key_is_encrypted() {
     let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
     let (cert, key) = pki.issue(&[], "admin", None);
     let plain = files.write("admin.key", &key);
-    let encrypted = files.dir.path().join("admin-encrypted.key");
-    let out = std::process::Command::new("openssl")
-        .args(["pkcs8", "-topk8", "-v2", "aes256", "-passout", "pass:client secret", "-in", &plain, "-out"])
-        .arg(&encrypted)
-        .output()
-        .expect("openssl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let encrypted = openssl_encrypt(&files, &plain, "admin-encrypted.key", "client secret");
     let props = |password: &str| {
         files.write(
             "client.properties",

@@ -39,6 +39,18 @@ def sasl_ssl(make_kcoord_module, tmp_path_factory):
     return env
 
 
+def mtls_listener(pki, acls):
+    """kcoord settings: an SSL listener requiring client certificates from
+    the CA of `pki`, and ACLs from the file `acls` enforced."""
+    return ['server.listeners=["SSL://127.0.0.1:0"]',
+            f'security.tls_certificate="{pki / "server.pem"}"',
+            f'security.tls_private_key="{pki / "server.key"}"',
+            f'security.tls_ca="{pki / "ca.pem"}"',
+            'security.tls_client_auth="required"',
+            'authorizer.enabled=true',
+            f'authorizer.acl_file="{acls}"']
+
+
 @pytest.fixture(scope="module")
 def mtls(make_kcoord_module, tmp_path_factory):
     """A kcoord with an SSL listener that requires client certificates from
@@ -55,15 +67,7 @@ def mtls(make_kcoord_module, tmp_path_factory):
 
     grant("--operation", "Read", "--operation", "Write", "--topic", TOPIC)
     grant("--operation", "Read", "--group", "mtls-", "--resource-pattern-type", "prefixed")
-    k = make_kcoord_module(tmp, topics=[f"{TOPIC}:1"], settings=[
-        'server.listeners=["SSL://127.0.0.1:0"]',
-        f'security.tls_certificate="{pki / "server.pem"}"',
-        f'security.tls_private_key="{pki / "server.key"}"',
-        f'security.tls_ca="{pki / "ca.pem"}"',
-        'security.tls_client_auth="required"',
-        'authorizer.enabled=true',
-        f'authorizer.acl_file="{acls}"',
-    ])
+    k = make_kcoord_module(tmp, topics=[f"{TOPIC}:1"], settings=mtls_listener(pki, acls))
     env = {"addr": serving_addresses(k, ["SSL"])["SSL"], "ca": str(pki / "ca.pem"),
            "alice": tuple(map(str, make_client_cert(pki, "alice", "/O=Example/CN=alice"))),
            "mallory": tuple(map(str, make_client_cert(pki, "mallory", "/O=Example/CN=mallory")))}
@@ -288,16 +292,8 @@ def test_ssl_principal_mapping_rules_name_certificate_users_as_kafka_does(make_k
     for resource in (["--topic", TOPIC], ["--group", "mapped-", "--resource-pattern-type", "prefixed"]):
         subprocess.run([KCOORD_BIN, "acls", "add", "--file", str(acls), "--allow-principal", "User:alice",
                         "--operation", "Read", "--operation", "Write", *resource], check=True, capture_output=True)
-    k = make_kcoord(topics=[f"{TOPIC}:1"], settings=[
-        'server.listeners=["SSL://127.0.0.1:0"]',
-        f'security.tls_certificate="{pki / "server.pem"}"',
-        f'security.tls_private_key="{pki / "server.key"}"',
-        f'security.tls_ca="{pki / "ca.pem"}"',
-        'security.tls_client_auth="required"',
-        'security.ssl_principal_mapping_rules="RULE:^CN=([a-z]+),O=Example$/$1/L"',
-        'authorizer.enabled=true',
-        f'authorizer.acl_file="{acls}"',
-    ])
+    k = make_kcoord(topics=[f"{TOPIC}:1"], settings=mtls_listener(pki, acls) + [
+        'security.ssl_principal_mapping_rules="RULE:^CN=([a-z]+),O=Example$/$1/L"'])
     env = {"addr": serving_addresses(k, ["SSL"])["SSL"], "ca": str(pki / "ca.pem"),
            "alice": tuple(map(str, make_client_cert(pki, "alice", "/O=Example/CN=alice"))),
            "stranger": tuple(map(str, make_client_cert(pki, "stranger", "/O=Elsewhere/CN=stranger")))}
