@@ -88,6 +88,22 @@ pub struct SecurityConfig {
     /// PEM CA certificates that client certificates must chain to (Kafka:
     /// ssl.truststore.location); needed when `tls_client_auth` is not "none".
     pub tls_ca: String,
+    /// A Java key store (JKS or PKCS#12) or a PEM file with the key and its
+    /// chain, instead of `tls_certificate` and `tls_private_key`; it must
+    /// hold one private key (Kafka: ssl.keystore.location).
+    pub tls_keystore: String,
+    /// JKS | PKCS12 | PEM; the format is told from the content, as Java's
+    /// keystore.type.compat does (Kafka: ssl.keystore.type).
+    pub tls_keystore_type: String,
+    /// The key store's password; also the key's unless
+    /// `tls_private_key_password` is set (Kafka: ssl.keystore.password).
+    pub tls_keystore_password: String,
+    /// A trust store with the CAs instead of `tls_ca` (Kafka:
+    /// ssl.truststore.location, .type, .password; without a password its
+    /// integrity is not checked, as in Java).
+    pub tls_truststore: String,
+    pub tls_truststore_type: String,
+    pub tls_truststore_password: String,
     /// none | requested | required (Kafka: ssl.client.auth).
     pub tls_client_auth: String,
     /// How a client certificate's subject becomes its principal name
@@ -155,6 +171,12 @@ impl Default for SecurityConfig {
             tls_private_key: String::new(),
             tls_private_key_password: String::new(),
             tls_ca: String::new(),
+            tls_keystore: String::new(),
+            tls_keystore_type: "JKS".into(),
+            tls_keystore_password: String::new(),
+            tls_truststore: String::new(),
+            tls_truststore_type: "JKS".into(),
+            tls_truststore_password: String::new(),
             tls_client_auth: "none".into(),
             ssl_principal_mapping_rules: "DEFAULT".into(),
             sasl_enabled_mechanisms: vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into(), "PLAIN".into()],
@@ -1036,17 +1058,33 @@ impl Config {
         let bad = |m: String| Err(ConfigError::Invalid(m));
         let specs = self.listener_specs().map_err(ConfigError::Invalid)?;
         let sec = &self.security;
+        let pem_identity = !sec.tls_certificate.is_empty() || !sec.tls_private_key.is_empty();
+        if pem_identity && !sec.tls_keystore.is_empty() {
+            return bad("security.tls_keystore and security.tls_certificate/tls_private_key both name the \
+                        listeners' certificate: set one"
+                .into());
+        }
+        if !sec.tls_ca.is_empty() && !sec.tls_truststore.is_empty() {
+            return bad("security.tls_ca and security.tls_truststore both name the client CAs: set one".into());
+        }
+        for (key, kind) in
+            [("tls_keystore_type", &sec.tls_keystore_type), ("tls_truststore_type", &sec.tls_truststore_type)]
+        {
+            crate::security::keystore::check_kind(kind)
+                .map_err(|e| ConfigError::Invalid(format!("security.{key}: {e}")))?;
+        }
         if specs.iter().any(|l| l.protocol.uses_tls())
+            && sec.tls_keystore.is_empty()
             && (sec.tls_certificate.is_empty() || sec.tls_private_key.is_empty())
         {
-            return bad(
-                "an SSL or SASL_SSL listener needs security.tls_certificate and security.tls_private_key".into()
-            );
+            return bad("an SSL or SASL_SSL listener needs security.tls_certificate and security.tls_private_key, or \
+                 security.tls_keystore"
+                .into());
         }
         match sec.tls_client_auth.as_str() {
             "none" => {}
-            "requested" | "required" if sec.tls_ca.is_empty() => {
-                return bad("security.tls_client_auth needs security.tls_ca".into())
+            "requested" | "required" if sec.tls_ca.is_empty() && sec.tls_truststore.is_empty() => {
+                return bad("security.tls_client_auth needs security.tls_ca or security.tls_truststore".into())
             }
             "requested" | "required" => {}
             other => return bad(format!("security.tls_client_auth {other:?}: expected none, requested or required")),
@@ -1131,7 +1169,11 @@ const SECRET_KEYS: &[&str] = &[
     "sasl_oauthbearer_assertion_private_key_pem",
     "sasl_oauthbearer_assertion_private_key_passphrase",
     "ssl_key_password",
+    "ssl_keystore_password",
+    "ssl_truststore_password",
     "tls_private_key_password",
+    "tls_keystore_password",
+    "tls_truststore_password",
 ];
 
 fn hide_secrets(table: &mut toml::Table) {

@@ -13,6 +13,7 @@ pub mod http_client;
 pub mod java_regex;
 pub mod jwt;
 pub mod kerberos;
+pub mod keystore;
 pub mod listeners;
 pub mod oauthbearer;
 pub mod pem;

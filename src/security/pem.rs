@@ -11,11 +11,17 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// The certificates of the PEM file at `path`, at least one.
 pub fn read_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
-    let certs: Vec<_> =
-        rustls_pemfile::certs(&mut BufReader::new(f)).collect::<Result<_, _>>().map_err(|e| format!("{path}: {e}"))?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    parse_certs(&text).map_err(|e| format!("{path}: {e}"))
+}
+
+/// The certificates in PEM `text`, at least one.
+pub fn parse_certs(text: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<_> = rustls_pemfile::certs(&mut BufReader::new(text.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
     if certs.is_empty() {
-        return Err(format!("{path}: no PEM certificate found"));
+        return Err("no PEM certificate found".into());
     }
     Ok(certs)
 }

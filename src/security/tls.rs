@@ -1,12 +1,12 @@
-//! TLS for SSL and SASL_SSL listeners (rustls, ring provider): PEM files,
-//! optional client certificates checked against a CA (mTLS) with Kafka's
+//! TLS for SSL and SASL_SSL listeners (rustls, ring provider): PEM files
+//! or Java key stores, optional client certificates checked against a CA (mTLS) with Kafka's
 //! principal, and reload of the files on SIGHUP.
 
 use std::sync::{Arc, RwLock};
 
 use rustls::pki_types::CertificateDer;
 
-use super::pem::read_certs;
+use super::keystore::StoreFile;
 use rustls::server::WebPkiClientVerifier;
 use rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
@@ -31,6 +31,11 @@ pub struct TlsFiles {
     /// Kafka's ssl.principal.mapping.rules.
     pub principal_mapping_rules: String,
     pub ca: String,
+    /// A key store instead of `certificate` and `private_key` (Kafka:
+    /// ssl.keystore.*).
+    pub keystore: StoreFile,
+    /// A trust store instead of `ca` (Kafka: ssl.truststore.*).
+    pub truststore: StoreFile,
     pub client_auth: ClientAuth,
 }
 
@@ -47,6 +52,16 @@ impl TlsFiles {
             private_key_password: c.tls_private_key_password.clone(),
             principal_mapping_rules: c.ssl_principal_mapping_rules.clone(),
             ca: c.tls_ca.clone(),
+            keystore: StoreFile {
+                location: c.tls_keystore.clone(),
+                kind: c.tls_keystore_type.clone(),
+                password: c.tls_keystore_password.clone(),
+            },
+            truststore: StoreFile {
+                location: c.tls_truststore.clone(),
+                kind: c.tls_truststore_type.clone(),
+                password: c.tls_truststore_password.clone(),
+            },
             client_auth,
         }
     }
@@ -91,7 +106,7 @@ impl TlsContext {
         let config = build(&self.files);
         *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = stamps;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config?);
-        tracing::info!(certificate = %self.files.certificate, "TLS certificate loaded");
+        tracing::info!(certificate = %self.source(), "TLS certificate loaded");
         Ok(())
     }
 
@@ -106,13 +121,22 @@ impl TlsContext {
         }
     }
 
+    /// Where the certificate comes from, for log lines.
+    fn source(&self) -> &str {
+        if self.files.keystore.location.is_empty() {
+            &self.files.certificate
+        } else {
+            &self.files.keystore.location
+        }
+    }
+
     pub fn acceptor(&self) -> TlsAcceptor {
         TlsAcceptor::from(self.current.read().unwrap_or_else(|e| e.into_inner()).clone())
     }
 }
 
 fn stamps(files: &TlsFiles) -> Vec<Option<(std::time::SystemTime, u64)>> {
-    [&files.certificate, &files.private_key, &files.ca]
+    [&files.certificate, &files.private_key, &files.ca, &files.keystore.location, &files.truststore.location]
         .iter()
         .map(|p| std::fs::metadata(p).ok().and_then(|m| Some((m.modified().ok()?, m.len()))))
         .collect()
@@ -126,18 +150,21 @@ fn build(files: &TlsFiles) -> Result<ServerConfig, String> {
     let builder = match files.client_auth {
         ClientAuth::None => builder.with_no_client_auth(),
         auth => {
-            let mut roots = rustls::RootCertStore::empty();
-            for c in read_certs(&files.ca)? {
-                roots.add(c).map_err(|e| format!("{}: {e}", files.ca))?;
-            }
+            let roots = super::keystore::roots(&files.ca, &files.truststore)?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             let verifier = if auth == ClientAuth::Requested { verifier.allow_unauthenticated() } else { verifier };
-            builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("{}: {e}", files.ca))?)
+            builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("the client CA: {e}"))?)
         }
     };
-    let certs = read_certs(&files.certificate)?;
-    let key = super::pem::read_private_key(&files.private_key, &files.private_key_password)?;
-    builder.with_single_cert(certs, key).map_err(|e| format!("{}: {e}", files.certificate))
+    let identity = super::keystore::identity(
+        &files.certificate,
+        &files.private_key,
+        &files.private_key_password,
+        &files.keystore,
+    )?
+    .ok_or("a TLS listener needs a certificate and its key")?;
+    let source = if files.keystore.location.is_empty() { &files.certificate } else { &files.keystore.location };
+    builder.with_single_cert(identity.chain, identity.key).map_err(|e| format!("{source}: {e}"))
 }
 
 /// The RFC 2253 subject of the client's certificate, if it sent one.

@@ -29,6 +29,7 @@ mod create_partitions;
 mod data_plane;
 mod descriptor_limits;
 mod group_apis;
+mod keystores;
 mod observability;
 mod quotas;
 mod request_bounds;

@@ -27,7 +27,7 @@ const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 const ILLEGAL_SASL_STATE: i16 = 34;
 
 /// A Kafka client over any byte stream (TCP or TLS).
-struct Conn<S> {
+pub(crate) struct Conn<S> {
     io: S,
     correlation: i32,
 }
@@ -77,7 +77,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 
     /// The server closed the connection (whatever it sent before, such as
     /// a TLS alert, is skipped).
-    async fn closed(&mut self) -> bool {
+    pub(crate) async fn closed(&mut self) -> bool {
         let mut buf = [0u8; 1024];
         let until_eof = async {
             loop {
@@ -128,7 +128,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         self.authenticate(format!("n,,\u{1}auth=Bearer {token}\u{1}\u{1}").as_bytes()).await
     }
 
-    async fn metadata(&mut self) -> std::io::Result<MetadataResponse> {
+    pub(crate) async fn metadata(&mut self) -> std::io::Result<MetadataResponse> {
         self.send(&MetadataRequest::default().with_topics(Some(vec![])), 12).await
     }
 }
@@ -422,14 +422,14 @@ async fn users_added_to_the_credentials_file_can_log_in_without_a_restart() {
 // ---------------------------------------------------------------------------
 // TLS
 
-struct Pki {
-    ca_pem: String,
+pub(crate) struct Pki {
+    pub(crate) ca_pem: String,
     ca: rcgen::Certificate,
     ca_key: rcgen::KeyPair,
 }
 
 impl Pki {
-    fn new(name: &str) -> Pki {
+    pub(crate) fn new(name: &str) -> Pki {
         let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         p.distinguished_name = rcgen::DistinguishedName::new();
@@ -440,7 +440,7 @@ impl Pki {
     }
 
     /// (certificate PEM, key PEM) signed by this CA.
-    fn issue(&self, sans: &[&str], cn: &str, org: Option<&str>) -> (String, String) {
+    pub(crate) fn issue(&self, sans: &[&str], cn: &str, org: Option<&str>) -> (String, String) {
         let mut p = rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
         p.distinguished_name = rcgen::DistinguishedName::new();
         if let Some(o) = org {
@@ -453,19 +453,19 @@ impl Pki {
     }
 }
 
-struct TlsFiles {
-    dir: tempfile::TempDir,
+pub(crate) struct TlsFiles {
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl TlsFiles {
-    fn write(&self, name: &str, text: &str) -> String {
+    pub(crate) fn write(&self, name: &str, text: &str) -> String {
         let p = self.dir.path().join(name);
         std::fs::write(&p, text).unwrap();
         p.display().to_string()
     }
 }
 
-fn client_config(ca_pem: &str, identity: Option<(String, String)>) -> Arc<rustls::ClientConfig> {
+pub(crate) fn client_config(ca_pem: &str, identity: Option<(String, String)>) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
         roots.add(c.unwrap()).unwrap();
@@ -485,7 +485,7 @@ fn client_config(ca_pem: &str, identity: Option<(String, String)>) -> Arc<rustls
     Arc::new(config)
 }
 
-async fn tls_connect(
+pub(crate) async fn tls_connect(
     addr: std::net::SocketAddr,
     config: Arc<rustls::ClientConfig>,
 ) -> std::io::Result<Conn<tokio_rustls::client::TlsStream<TcpStream>>> {

@@ -2,6 +2,7 @@
 credentials files, made per test with the openssl command line and
 `kcoord users add`; nothing secret is committed."""
 
+import shutil
 import subprocess
 
 from conftest import KCOORD_BIN
@@ -34,6 +35,32 @@ def make_client_cert(pki, name, subject):
     openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
             "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=pki)
     return pki / f"{name}.pem", pki / f"{name}.key"
+
+
+def make_pkcs12(pki, name, password):
+    """Writes <name>.p12: <name>.pem and .key of `pki` (and the CA) as
+    `openssl pkcs12 -export` stores them, OpenSSL 3's defaults."""
+    openssl("pkcs12", "-export", "-name", name, "-in", f"{name}.pem", "-inkey", f"{name}.key",
+            "-certfile", "ca.pem", "-passout", f"pass:{password}", "-out", f"{name}.p12", cwd=pki)
+    return pki / f"{name}.p12"
+
+
+def keytool_available():
+    return shutil.which("keytool") is not None
+
+
+def make_jks_stores(pki, name, password):
+    """With Java's keytool, writes <name>.jks (the key store of
+    <name>.pem/.key) and truststore.jks (the CA); returns both paths."""
+    source = make_pkcs12(pki, name, password)
+    subprocess.run(["keytool", "-importkeystore", "-noprompt", "-srckeystore", str(source),
+                    "-srcstoretype", "PKCS12", "-srcstorepass", password, "-destkeystore", str(pki / f"{name}.jks"),
+                    "-deststoretype", "JKS", "-deststorepass", password, "-destkeypass", password],
+                   check=True, capture_output=True)
+    subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", str(pki / "ca.pem"),
+                    "-keystore", str(pki / "truststore.jks"), "-storetype", "JKS", "-storepass", password],
+                   check=True, capture_output=True)
+    return pki / f"{name}.jks", pki / "truststore.jks"
 
 
 def add_user(users, user, password):

@@ -12,7 +12,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from conftest import KCOORD_BIN, kcat_path, needs_kcat, node_script, wait_for
-from pki import add_user, make_client_cert, make_pki, tls_listener_settings
+from pki import (add_user, keytool_available, make_client_cert, make_jks_stores, make_pkcs12, make_pki,
+                 tls_listener_settings)
 
 USER, PASSWORD = "alice", "alice-secret"
 TOPIC = "sec"
@@ -306,3 +307,33 @@ def test_ssl_principal_mapping_rules_name_certificate_users_as_kafka_does(make_k
     assert len(errors) == 1 and errors[0] is not None, errors
     assert "maps to no principal" in wait_for("the refusal in kcoord's log",
                                               lambda: "maps to no principal" in k.log() and k.log())
+
+
+@pytest.mark.skipif(not keytool_available(), reason="keytool (a Java runtime) is not installed")
+def test_a_listener_on_jks_stores_serves_librdkafka_clients_with_pkcs12_certificates(make_kcoord, tmp_path):
+    """The stores a Kafka broker has: kcoord's listener reads its certificate
+    from a keytool JKS key store and the client CA from a JKS trust store;
+    confluent-kafka presents its certificate from a PKCS#12 file
+    (librdkafka's ssl.keystore.location). A client with a certificate from
+    another CA does not get in."""
+    pki = make_pki(tmp_path / "pki")
+    keystore, truststore = make_jks_stores(pki, "server", "broker-secret")
+    k = make_kcoord(topics=[f"{TOPIC}:1"], settings=[
+        'server.listeners=["SSL://127.0.0.1:0"]',
+        f'security.tls_keystore="{keystore}"',
+        'security.tls_keystore_password="broker-secret"',
+        f'security.tls_truststore="{truststore}"',
+        'security.tls_truststore_password="broker-secret"',
+        'security.tls_client_auth="required"'])
+    make_client_cert(pki, "alice", "/O=Example/CN=alice")
+    conf = {"bootstrap.servers": serving_addresses(k, ["SSL"])["SSL"], "security.protocol": "SSL",
+            "ssl.ca.location": str(pki / "ca.pem"), "ssl.keystore.location": str(make_pkcs12(pki, "alice", "alice-pw")),
+            "ssl.keystore.password": "alice-pw"}
+    produce(conf)
+    assert confluent_consume_and_commit(conf, "jks-group") == 5
+    other = make_pki(tmp_path / "other")
+    make_client_cert(other, "mallory", "/CN=mallory")
+    stranger = {**conf, "ssl.keystore.location": str(make_pkcs12(other, "mallory", "pw")),
+                "ssl.keystore.password": "pw"}
+    with pytest.raises(KafkaException):
+        Producer(stranger).list_topics(timeout=5)

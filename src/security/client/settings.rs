@@ -32,8 +32,23 @@ pub struct ClientSecurityConfig {
     /// PEM client certificate and key, for brokers that ask for one (mTLS).
     pub ssl_certificate_location: String,
     pub ssl_key_location: String,
-    /// The password of an encrypted (PKCS#8, PBES2) key (ssl.key.password).
+    /// The password of an encrypted (PKCS#8, PBES2) key, or of the key in
+    /// a key store when it differs from the store's (ssl.key.password).
     pub ssl_key_password: String,
+    /// A key store with the client certificate and its key instead of the
+    /// two PEM files: JKS, PKCS#12 (librdkafka's ssl.keystore.location) or
+    /// PEM; the type is told from the content (Kafka: ssl.keystore.location,
+    /// ssl.keystore.type, ssl.keystore.password).
+    pub ssl_keystore_location: String,
+    pub ssl_keystore_type: String,
+    pub ssl_keystore_password: String,
+    /// A trust store with the CAs instead of ssl.ca.location: JKS, PKCS#12
+    /// or PEM; without a password its integrity is not checked, as in Java
+    /// (Kafka: ssl.truststore.location, ssl.truststore.type,
+    /// ssl.truststore.password).
+    pub ssl_truststore_location: String,
+    pub ssl_truststore_type: String,
+    pub ssl_truststore_password: String,
     /// "https" (the default) checks that the certificate names the host
     /// connected to; "none" does not (Kafka:
     /// ssl.endpoint.identification.algorithm).
@@ -120,6 +135,12 @@ impl Default for ClientSecurityConfig {
             ssl_certificate_location: String::new(),
             ssl_key_location: String::new(),
             ssl_key_password: String::new(),
+            ssl_keystore_location: String::new(),
+            ssl_keystore_type: "JKS".into(),
+            ssl_keystore_password: String::new(),
+            ssl_truststore_location: String::new(),
+            ssl_truststore_type: "JKS".into(),
+            ssl_truststore_password: String::new(),
             ssl_endpoint_identification_algorithm: "https".into(),
             sasl_oauthbearer_token_endpoint_url: String::new(),
             sasl_oauthbearer_client_id: String::new(),
@@ -188,6 +209,12 @@ impl ClientSecurityConfig {
             "ssl.certificate.location" => &mut self.ssl_certificate_location,
             "ssl.key.location" => &mut self.ssl_key_location,
             "ssl.key.password" => &mut self.ssl_key_password,
+            "ssl.keystore.location" => &mut self.ssl_keystore_location,
+            "ssl.keystore.type" => &mut self.ssl_keystore_type,
+            "ssl.keystore.password" => &mut self.ssl_keystore_password,
+            "ssl.truststore.location" => &mut self.ssl_truststore_location,
+            "ssl.truststore.type" => &mut self.ssl_truststore_type,
+            "ssl.truststore.password" => &mut self.ssl_truststore_password,
             "ssl.endpoint.identification.algorithm" => &mut self.ssl_endpoint_identification_algorithm,
             "sasl.oauthbearer.token.endpoint.url" => &mut self.sasl_oauthbearer_token_endpoint_url,
             "sasl.oauthbearer.client.id" | "sasl.oauthbearer.client.credentials.client.id" => {
@@ -266,11 +293,6 @@ impl ClientSecurityConfig {
                 }
                 return Ok(());
             }
-            "ssl.truststore.location" | "ssl.keystore.location" => {
-                return Err(format!(
-                    "{key}: Java key stores are not read; give PEM files as ssl.ca.location, ssl.certificate.location and ssl.key.location"
-                ))
-            }
             _ => return Ok(()),
         };
         *field = value;
@@ -297,6 +319,12 @@ impl ClientSecurityConfig {
             ssl_certificate_location,
             ssl_key_location,
             ssl_key_password,
+            ssl_keystore_location,
+            ssl_keystore_type,
+            ssl_keystore_password,
+            ssl_truststore_location,
+            ssl_truststore_type,
+            ssl_truststore_password,
             ssl_endpoint_identification_algorithm,
             sasl_oauthbearer_token_endpoint_url,
             sasl_oauthbearer_client_id,
@@ -514,9 +542,20 @@ mod tests {
     }
 
     #[test]
-    fn java_key_stores_are_refused_with_the_pem_alternative() {
-        let e = ClientSecurityConfig::parse("ssl.truststore.location=/x.jks").unwrap_err();
-        assert!(e.contains("ssl.ca.location"), "{e}");
+    fn java_key_store_settings_are_read_with_kafkas_names() {
+        let c = ClientSecurityConfig::parse(
+            "security.protocol=SSL\nssl.truststore.location=/etc/kafka/truststore.jks\n\
+             ssl.truststore.password=changeit\nssl.keystore.location=/etc/kafka/client.p12\n\
+             ssl.keystore.type=PKCS12\nssl.keystore.password=store\nssl.key.password=key\n",
+        )
+        .unwrap();
+        assert_eq!(c.ssl_truststore_location, "/etc/kafka/truststore.jks");
+        assert_eq!(c.ssl_truststore_type, "JKS");
+        assert_eq!(c.ssl_truststore_password, "changeit");
+        assert_eq!(c.ssl_keystore_location, "/etc/kafka/client.p12");
+        assert_eq!(c.ssl_keystore_type, "PKCS12");
+        assert_eq!(c.ssl_keystore_password, "store");
+        assert_eq!(c.ssl_key_password, "key");
     }
 
     #[test]

@@ -11,20 +11,33 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
 
 use super::ClientSecurityConfig;
-use crate::security::pem::read_certs;
+use crate::security::keystore::{self, StoreFile};
 
 pub fn client_config(c: &ClientSecurityConfig) -> Result<ClientConfig, String> {
-    if c.ssl_ca_location.is_empty() {
-        return Err("SSL and SASL_SSL need ssl.ca.location (a PEM CA file; system roots are not used)".into());
+    if c.ssl_ca_location.is_empty() && c.ssl_truststore_location.is_empty() {
+        return Err("SSL and SASL_SSL need ssl.ca.location (a PEM CA file) or ssl.truststore.location (a JKS, \
+                    PKCS#12 or PEM trust store); system roots are not used"
+            .into());
+    }
+    if !c.ssl_ca_location.is_empty() && !c.ssl_truststore_location.is_empty() {
+        return Err("ssl.ca.location and ssl.truststore.location both name CAs: set one".into());
+    }
+    let pem_identity = !c.ssl_certificate_location.is_empty() || !c.ssl_key_location.is_empty();
+    if pem_identity && !c.ssl_keystore_location.is_empty() {
+        return Err("ssl.keystore.location and ssl.certificate.location/ssl.key.location both name the client \
+                    certificate: set one"
+            .into());
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in read_certs(&c.ssl_ca_location)? {
-        roots.add(cert).map_err(|e| format!("{}: {e}", c.ssl_ca_location))?;
-    }
+    let truststore = StoreFile {
+        location: c.ssl_truststore_location.clone(),
+        kind: c.ssl_truststore_type.clone(),
+        password: c.ssl_truststore_password.clone(),
+    };
+    let roots = keystore::roots(&c.ssl_ca_location, &truststore)?;
     let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
-        .map_err(|e| format!("{}: {e}", c.ssl_ca_location))?;
+        .map_err(|e| format!("the CA: {e}"))?;
     let verifier: Arc<dyn ServerCertVerifier> =
         match c.ssl_endpoint_identification_algorithm.to_ascii_lowercase().as_str() {
             "https" => chain,
@@ -36,14 +49,19 @@ pub fn client_config(c: &ClientSecurityConfig) -> Result<ClientConfig, String> {
         .map_err(|e| e.to_string())?
         .dangerous()
         .with_custom_certificate_verifier(verifier);
-    match (c.ssl_certificate_location.is_empty(), c.ssl_key_location.is_empty()) {
-        (true, true) => Ok(builder.with_no_client_auth()),
-        (false, false) => {
-            let certs = read_certs(&c.ssl_certificate_location)?;
-            let key = crate::security::pem::read_private_key(&c.ssl_key_location, &c.ssl_key_password)?;
-            builder.with_client_auth_cert(certs, key).map_err(|e| format!("{}: {e}", c.ssl_certificate_location))
-        }
-        _ => Err("a client certificate needs both ssl.certificate.location and ssl.key.location".into()),
+    let keystore = StoreFile {
+        location: c.ssl_keystore_location.clone(),
+        kind: c.ssl_keystore_type.clone(),
+        password: c.ssl_keystore_password.clone(),
+    };
+    if c.ssl_certificate_location.is_empty() != c.ssl_key_location.is_empty() {
+        return Err("a client certificate needs both ssl.certificate.location and ssl.key.location".into());
+    }
+    match keystore::identity(&c.ssl_certificate_location, &c.ssl_key_location, &c.ssl_key_password, &keystore)? {
+        None => Ok(builder.with_no_client_auth()),
+        Some(identity) => builder
+            .with_client_auth_cert(identity.chain, identity.key)
+            .map_err(|e| format!("the client certificate: {e}")),
     }
 }
 

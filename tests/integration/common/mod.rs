@@ -82,7 +82,11 @@ pub async fn start_error(settings: &[String]) -> String {
     for s in settings {
         b = b.set(s).unwrap();
     }
-    match kcoord::Daemon::start(b.build().unwrap()).await {
+    let config = match b.build() {
+        Ok(config) => config,
+        Err(e) => return e.to_string(),
+    };
+    match kcoord::Daemon::start(config).await {
         Ok(_) => panic!("the daemon started with {settings:?}"),
         Err(e) => e.to_string(),
     }
