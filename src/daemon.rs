@@ -164,6 +164,7 @@ impl Daemon {
             listener_endpoints: endpoints,
             authorizer: authorizer(&config)?,
             quotas: crate::quota::Quotas::from_config(&config.quotas).map(Arc::new),
+            credentials: security.credentials.clone(),
             config: config.clone(),
         });
         // Finishes topic deletions a crash or a slow shard left unfinished.
@@ -426,6 +427,7 @@ async fn start_sidecar(
         listener_endpoints: Vec::new(),
         authorizer: authorizer(&config)?,
         quotas: crate::quota::Quotas::from_config(&config.quotas).map(Arc::new),
+        credentials: security.credentials.clone(),
         config,
     });
     tracing::info!(upstream = ?sc.upstream, fronted = ?listeners.iter().map(|(_, i, _)| i.node_id).collect::<Vec<_>>(),

@@ -123,6 +123,24 @@ fn sample_body(key: i16, version: i16) -> Option<Bytes> {
                 .with_permission_type(1)]),
             version,
         ),
+        50 => enc(
+            DescribeUserScramCredentialsRequest::default()
+                .with_users(Some(vec![describe_user_scram_credentials_request::UserName::default().with_name(s("u"))])),
+            version,
+        ),
+        51 => enc(
+            AlterUserScramCredentialsRequest::default()
+                .with_deletions(vec![alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                    .with_name(s("u"))
+                    .with_mechanism(1)])
+                .with_upsertions(vec![alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                    .with_name(s("v"))
+                    .with_mechanism(2)
+                    .with_iterations(4096)
+                    .with_salt(Bytes::from_static(b"salt"))
+                    .with_salted_password(Bytes::from_static(b"salted"))]),
+            version,
+        ),
         3 => enc(
             MetadataRequest::default().with_topics(Some(vec![
                 metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(s("t"))))
@@ -245,7 +263,7 @@ fn one_batch() -> Bytes {
 
 /// Every API key the hostile suite knows how to build a request for.
 const COVERED: &[i16] =
-    &[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 29, 30, 31, 36, 37, 42, 47, 68, 69];
+    &[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 29, 30, 31, 36, 37, 42, 47, 50, 51, 68, 69];
 
 fn frame(key: i16, version: i16, body: &[u8]) -> Vec<u8> {
     let support = apis::lookup(key).unwrap();

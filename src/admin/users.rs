@@ -34,20 +34,20 @@ pub fn add(file: &Path, user: &str, password: &str, mechanisms: &[String], itera
             })
             .collect::<Result<_, _>>()?
     };
-    let mut creds = Credentials::load(file)?;
-    let existed = creds.users.contains_key(user);
-    creds.set_password(user, password, &mechs, iterations);
-    creds.save(file)?;
+    let existed = Credentials::edit(file, |creds| {
+        let existed = creds.users.contains_key(user);
+        creds.set_password(user, password, &mechs, iterations);
+        Ok(existed)
+    })?;
     let names: Vec<&str> = mechs.iter().map(|m| m.name()).collect();
     Ok(format!("{} user {user} ({})", if existed { "Updated" } else { "Added" }, names.join(", ")))
 }
 
 pub fn remove(file: &Path, user: &str) -> Result<String, String> {
-    let mut creds = Credentials::load(file)?;
-    if !creds.remove(user) {
-        return Err(format!("no user {user} in {}", file.display()));
-    }
-    creds.save(file)?;
+    Credentials::edit(file, |creds| match creds.remove(user) {
+        true => Ok(()),
+        false => Err(format!("no user {user} in {}", file.display())),
+    })?;
     Ok(format!("Removed user {user}"))
 }
 

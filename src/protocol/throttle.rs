@@ -165,6 +165,12 @@ mod tests {
             ConsumerGroupDescribeResponse::default().with_throttle_time_ms(ms)
         });
         check(txn_offset_commit::SUPPORT.key, |ms| TxnOffsetCommitResponse::default().with_throttle_time_ms(ms));
+        check(describe_user_scram_credentials::SUPPORT.key, |ms| {
+            DescribeUserScramCredentialsResponse::default().with_throttle_time_ms(ms)
+        });
+        check(alter_user_scram_credentials::SUPPORT.key, |ms| {
+            AlterUserScramCredentialsResponse::default().with_throttle_time_ms(ms)
+        });
     }
 
     #[test]

@@ -53,6 +53,26 @@ impl Credentials {
         self.users.remove(user).is_some()
     }
 
+    /// Reads the file at `path`, applies `change` and writes the result
+    /// durably if it differs, all under the file's edit lock
+    /// (`<file>.lock`), so that `kcoord users` and the daemon's
+    /// AlterUserScramCredentials never lose each other's edits.
+    pub fn edit<R>(path: &Path, change: impl FnOnce(&mut Credentials) -> Result<R, String>) -> Result<R, String> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("credentials file {}: {e}", path.display()))?;
+        }
+        let lock_path = path.with_extension("lock");
+        let _edit = crate::storage::fsutil::EditLock::acquire(&lock_path)
+            .map_err(|e| format!("credentials file lock {}: {e}", lock_path.display()))?;
+        let before = Credentials::load(path)?;
+        let mut after = before.clone();
+        let result = change(&mut after)?;
+        if after != before {
+            after.save(path)?;
+        }
+        Ok(result)
+    }
+
     /// Reads a credentials file; a missing file is no users.
     pub fn load(path: &Path) -> Result<Credentials, String> {
         match std::fs::read(path) {
@@ -76,7 +96,8 @@ impl Credentials {
         }
     }
 
-    /// Writes the file atomically, readable by its owner only.
+    /// Writes the file atomically and durably (the directory is synced after
+    /// the rename), readable by its owner only.
     pub fn save(&self, path: &Path) -> Result<(), String> {
         let bytes = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
         let err = |e: std::io::Error| format!("credentials file {}: {e}", path.display());
@@ -97,7 +118,9 @@ impl Credentials {
             f.write_all(&bytes).map_err(err)?;
             f.sync_all().map_err(err)?;
         }
-        std::fs::rename(&tmp, path).map_err(err)
+        std::fs::rename(&tmp, path).map_err(err)?;
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)
     }
 }
 

@@ -21,6 +21,7 @@ pub mod plain;
 pub mod remote_jwks;
 pub mod sasl;
 pub mod scram;
+pub mod scram_users;
 pub mod ssl_principal;
 pub mod tls;
 pub mod watched_file;

@@ -108,9 +108,21 @@ impl ScramCredential {
     /// add` does; the password itself is then forgotten).
     pub fn derive(mechanism: ScramMechanism, password: &str, salt: Vec<u8>, iterations: u32) -> ScramCredential {
         let salted = mechanism.salted_password(password.as_bytes(), &salt, iterations);
-        let client_key = mechanism.hmac(&salted, b"Client Key");
+        ScramCredential::from_salted_password(mechanism, salt, &salted, iterations)
+    }
+
+    /// The credential of a salted password (RFC 5802's `SaltedPassword`),
+    /// as Kafka's AlterUserScramCredentials carries it: the client salts
+    /// and hashes, so the password never travels.
+    pub fn from_salted_password(
+        mechanism: ScramMechanism,
+        salt: Vec<u8>,
+        salted: &[u8],
+        iterations: u32,
+    ) -> ScramCredential {
+        let client_key = mechanism.hmac(salted, b"Client Key");
         let stored_key = mechanism.hash(&client_key);
-        let server_key = mechanism.hmac(&salted, b"Server Key");
+        let server_key = mechanism.hmac(salted, b"Server Key");
         ScramCredential { salt, stored_key, server_key, iterations }
     }
 

@@ -12,6 +12,7 @@ pub mod limits;
 pub mod listener;
 pub mod observe;
 pub mod throttle;
+pub mod user_admin;
 
 use std::sync::Arc;
 
@@ -48,6 +49,10 @@ pub struct Services {
     pub authorizer: Arc<crate::security::acl::Authorizer>,
     /// Client quotas (`[quotas]`); `None` when none is configured.
     pub quotas: Option<Arc<crate::quota::Quotas>>,
+    /// The SASL listeners' credentials, put in force at once when
+    /// AlterUserScramCredentials changes the file; `None` without a SASL
+    /// listener.
+    pub credentials: Option<Arc<crate::security::credentials::CredentialStore>>,
 }
 
 impl Services {

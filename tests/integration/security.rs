@@ -14,7 +14,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use common::{eventually, sb, TestServer, DEADLINE};
 use hmac::{Hmac, Mac};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use kcoord::security::credentials::Credentials;
 use kcoord::security::jwt::Es256Signer;
 use kcoord::security::scram::ScramMechanism;
@@ -417,6 +417,102 @@ async fn users_added_to_the_credentials_file_can_log_in_without_a_restart() {
     s.daemon.as_ref().unwrap().security().reload();
     let mut c = tcp(s.addr).await;
     assert_eq!(c.plain("carol", "carol-pw").await.error_code, SASL_AUTHENTICATION_FAILED);
+}
+
+// ---------------------------------------------------------------------------
+// SCRAM users over the wire (KIP-554)
+
+/// An upsertion of `user`'s SCRAM-SHA-512 credential, salted and hashed
+/// here as AdminClient does: the password never goes to the server.
+fn scram_512_upsertion(
+    user: &str,
+    password: &str,
+    iterations: i32,
+) -> alter_user_scram_credentials_request::ScramCredentialUpsertion {
+    let salt = b"client-chosen-salt".to_vec();
+    let mut salted = [0u8; 64];
+    pbkdf2::pbkdf2_hmac::<Sha512>(password.as_bytes(), &salt, iterations as u32, &mut salted);
+    alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+        .with_name(sb(user))
+        .with_mechanism(2)
+        .with_iterations(iterations)
+        .with_salt(Bytes::from(salt))
+        .with_salted_password(Bytes::copy_from_slice(&salted))
+}
+
+fn by_user<'a>(results: impl Iterator<Item = (&'a StrBytes, i16)>) -> Vec<(String, i16)> {
+    let mut out: Vec<(String, i16)> = results.map(|(u, e)| (u.to_string(), e)).collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn scram_users_added_over_the_wire_log_in_at_once_and_removed_ones_cannot() {
+    let (s, dir) = sasl_server(&[]).await;
+    let mut admin = tcp(s.addr).await;
+    assert_eq!(admin.scram(ScramMechanism::Sha512, "alice", "alice-secret").await.error_code, 0);
+    let add = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+        scram_512_upsertion("bob", "bob-secret", 4096),
+        scram_512_upsertion("weak", "weak-secret", 1000),
+    ]);
+    let r = admin.send(&add, 0).await.unwrap();
+    assert_eq!(
+        by_user(r.results.iter().map(|r| (&r.user, r.error_code))),
+        vec![("bob".into(), 0), ("weak".into(), 93)]
+    );
+    // In force for the next login, without waiting for a reload, and durable.
+    let mut bob = tcp(s.addr).await;
+    assert_eq!(bob.scram(ScramMechanism::Sha512, "bob", "bob-secret").await.error_code, 0);
+    let mut wrong = tcp(s.addr).await;
+    assert_eq!(wrong.scram(ScramMechanism::Sha512, "bob", "guess").await.error_code, SASL_AUTHENTICATION_FAILED);
+    let on_disk = Credentials::load(&dir.path().join("users.json")).unwrap();
+    assert!(on_disk.plain_password_matches("bob", "bob-secret"));
+
+    let all = admin.send(&DescribeUserScramCredentialsRequest::default(), 0).await.unwrap();
+    assert_eq!(all.error_code, 0);
+    let described: Vec<(String, Vec<(i8, i32)>)> = all
+        .results
+        .iter()
+        .map(|r| (r.user.to_string(), r.credential_infos.iter().map(|c| (c.mechanism, c.iterations)).collect()))
+        .collect();
+    assert_eq!(described, vec![("alice".into(), vec![(1, 4096), (2, 4096)]), ("bob".into(), vec![(2, 4096)])]);
+
+    let remove = AlterUserScramCredentialsRequest::default().with_deletions(vec![
+        alter_user_scram_credentials_request::ScramCredentialDeletion::default().with_name(sb("bob")).with_mechanism(2),
+    ]);
+    let r = admin.send(&remove, 0).await.unwrap();
+    assert_eq!(r.results[0].error_code, 0);
+    let mut gone = tcp(s.addr).await;
+    assert_eq!(gone.scram(ScramMechanism::Sha512, "bob", "bob-secret").await.error_code, SASL_AUTHENTICATION_FAILED);
+    let named = DescribeUserScramCredentialsRequest::default()
+        .with_users(Some(vec![describe_user_scram_credentials_request::UserName::default().with_name(sb("bob"))]));
+    let r = admin.send(&named, 0).await.unwrap();
+    assert_eq!((r.results[0].error_code, r.results[0].credential_infos.len()), (91, 0));
+}
+
+#[tokio::test]
+async fn scram_users_are_changed_only_with_alter_and_listed_only_with_describe_on_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let acls = dir.path().join("acls.json");
+    let (s, _users) = sasl_server(&[
+        "authorizer.enabled=true",
+        "authorizer.super_users=\"User:admin\"",
+        &format!("authorizer.acl_file=\"{}\"", acls.display()),
+    ])
+    .await;
+    let mut alice = tcp(s.addr).await;
+    assert_eq!(alice.scram(ScramMechanism::Sha512, "alice", "alice-secret").await.error_code, 0);
+    let add = AlterUserScramCredentialsRequest::default()
+        .with_upsertions(vec![scram_512_upsertion("mallory", "m", 4096), scram_512_upsertion("eve", "e", 4096)]);
+    let r = alice.send(&add, 0).await.unwrap();
+    assert_eq!(
+        by_user(r.results.iter().map(|r| (&r.user, r.error_code))),
+        vec![("eve".into(), 31), ("mallory".into(), 31)]
+    );
+    let r = alice.send(&DescribeUserScramCredentialsRequest::default(), 0).await.unwrap();
+    assert_eq!((r.error_code, r.results.len()), (31, 0));
+    let mut mallory = tcp(s.addr).await;
+    assert_eq!(mallory.scram(ScramMechanism::Sha512, "mallory", "m").await.error_code, SASL_AUTHENTICATION_FAILED);
 }
 
 // ---------------------------------------------------------------------------

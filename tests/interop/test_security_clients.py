@@ -337,3 +337,45 @@ def test_a_listener_on_jks_stores_serves_librdkafka_clients_with_pkcs12_certific
                 "ssl.keystore.password": "pw"}
     with pytest.raises(KafkaException):
         Producer(stranger).list_topics(timeout=5)
+
+
+def test_admin_client_manages_scram_users_who_then_log_in(make_kcoord, tmp_path):
+    """KIP-554 through librdkafka's AdminClient (what kafka-configs.sh
+    --entity-type users sends): alice gives bob SCRAM-SHA-256 and -512
+    credentials, bob produces with them at once, describe lists users and
+    mechanisms (never secrets), and once bob's credentials are deleted he
+    cannot log in."""
+    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialDeletion, UserScramCredentialUpsertion)
+
+    pki = make_pki(tmp_path / "pki")
+    users = tmp_path / "users.json"
+    add_user(users, USER, PASSWORD)
+    k = make_kcoord(topics=[f"{TOPIC}:1"], settings=tls_listener_settings(pki, users))
+    env = {"addr": serving_addresses(k, ["SASL_SSL"])["SASL_SSL"], "ca": str(pki / "ca.pem")}
+    admin = AdminClient(sasl_conf(env, "SCRAM-SHA-512"))
+
+    def alter(*alterations):
+        # One alteration per user and request: Kafka refuses a user altered twice.
+        for alteration in alterations:
+            for future in admin.alter_user_scram_credentials([alteration]).values():
+                future.result(timeout=30)
+
+    alter(UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"bob-pw"),
+          UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"bob-pw"))
+    assert "bob-pw" not in users.read_text()
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        produce({**sasl_conf(env, mechanism), "sasl.username": "bob", "sasl.password": "bob-pw"}, n=1)
+
+    described = admin.describe_user_scram_credentials().result(timeout=30)
+    assert sorted(described) == [USER, "bob"]
+    bob = {(i.mechanism, i.iterations) for i in described["bob"].scram_credential_infos}
+    assert bob == {(ScramMechanism.SCRAM_SHA_256, 4096), (ScramMechanism.SCRAM_SHA_512, 8192)}
+
+    alter(UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_256),
+          UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_512))
+    with pytest.raises(KafkaException):
+        admin.describe_user_scram_credentials(["bob"])["bob"].result(timeout=30)
+    p = Producer({**sasl_conf(env, "SCRAM-SHA-512"), "sasl.username": "bob", "sasl.password": "bob-pw"})
+    with pytest.raises(KafkaException):
+        p.list_topics(timeout=5)

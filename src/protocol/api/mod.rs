@@ -6,6 +6,7 @@
 //! once its handler is registered in `server::apis`, which names its
 //! module's `SUPPORT`.
 
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -17,6 +18,7 @@ pub mod delete_groups;
 pub mod delete_topics;
 pub mod describe_acls;
 pub mod describe_groups;
+pub mod describe_user_scram_credentials;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;

@@ -13,6 +13,7 @@
 //! To add an API: its wire module under `protocol::api`, a module here
 //! implementing [`Api`], and its line in [`REGISTRY`] (in key order).
 
+mod alter_user_scram_credentials;
 mod api_versions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
@@ -24,6 +25,7 @@ mod delete_groups;
 mod delete_topics;
 mod describe_acls;
 mod describe_groups;
+mod describe_user_scram_credentials;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -64,6 +66,8 @@ pub enum Owner {
     Topics,
     /// The authorizer's ACLs.
     Acls,
+    /// The SCRAM users of the credentials file.
+    Users,
     /// The connection itself (SASL outside an exchange).
     Connection,
 }
@@ -195,6 +199,8 @@ pub static REGISTRY: &[Registered] = &[
     line::<create_partitions::CreatePartitions>(),
     line::<delete_groups::DeleteGroups>(),
     line::<offset_delete::OffsetDelete>(),
+    line::<describe_user_scram_credentials::DescribeUserScramCredentials>(),
+    line::<alter_user_scram_credentials::AlterUserScramCredentials>(),
     line::<consumer_group_heartbeat::ConsumerGroupHeartbeat>(),
     line::<consumer_group_describe::ConsumerGroupDescribe>(),
 ];
