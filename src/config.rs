@@ -109,6 +109,12 @@ pub struct SecurityConfig {
     /// How a client certificate's subject becomes its principal name
     /// (Kafka: ssl.principal.mapping.rules).
     pub ssl_principal_mapping_rules: String,
+    /// TLS versions the listeners accept: TLSv1.2, TLSv1.3 (Kafka:
+    /// ssl.enabled.protocols).
+    pub ssl_enabled_protocols: Vec<String>,
+    /// Cipher suites the listeners accept, Java's or OpenSSL's names;
+    /// empty: all of rustls's (Kafka: ssl.cipher.suites).
+    pub ssl_cipher_suites: Vec<String>,
     /// SASL mechanisms offered (Kafka: sasl.enabled.mechanisms).
     pub sasl_enabled_mechanisms: Vec<String>,
     /// The credentials file `kcoord users` manages.
@@ -179,6 +185,8 @@ impl Default for SecurityConfig {
             tls_truststore_password: String::new(),
             tls_client_auth: "none".into(),
             ssl_principal_mapping_rules: "DEFAULT".into(),
+            ssl_enabled_protocols: vec!["TLSv1.2".into(), "TLSv1.3".into()],
+            ssl_cipher_suites: Vec::new(),
             sasl_enabled_mechanisms: vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into(), "PLAIN".into()],
             credentials_file: String::new(),
             connections_max_reauth_ms: 0,
@@ -1067,6 +1075,12 @@ impl Config {
         if !sec.tls_ca.is_empty() && !sec.tls_truststore.is_empty() {
             return bad("security.tls_ca and security.tls_truststore both name the client CAs: set one".into());
         }
+        crate::security::tls_policy::TlsPolicy::new(
+            &sec.ssl_enabled_protocols,
+            &sec.ssl_cipher_suites,
+            ("security.ssl_enabled_protocols", "security.ssl_cipher_suites"),
+        )
+        .map_err(ConfigError::Invalid)?;
         for (key, kind) in
             [("tls_keystore_type", &sec.tls_keystore_type), ("tls_truststore_type", &sec.tls_truststore_type)]
         {

@@ -24,6 +24,7 @@ pub mod scram;
 pub mod scram_users;
 pub mod ssl_principal;
 pub mod tls;
+pub mod tls_policy;
 pub mod watched_file;
 
 /// The principal of a connection that did not authenticate (PLAINTEXT, or

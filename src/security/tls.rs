@@ -37,6 +37,9 @@ pub struct TlsFiles {
     /// A trust store instead of `ca` (Kafka: ssl.truststore.*).
     pub truststore: StoreFile,
     pub client_auth: ClientAuth,
+    /// Kafka's ssl.enabled.protocols and ssl.cipher.suites.
+    pub protocols: Vec<String>,
+    pub cipher_suites: Vec<String>,
 }
 
 impl TlsFiles {
@@ -63,6 +66,8 @@ impl TlsFiles {
                 password: c.tls_truststore_password.clone(),
             },
             client_auth,
+            protocols: c.ssl_enabled_protocols.clone(),
+            cipher_suites: c.ssl_cipher_suites.clone(),
         }
     }
 }
@@ -143,9 +148,14 @@ fn stamps(files: &TlsFiles) -> Vec<Option<(std::time::SystemTime, u64)>> {
 }
 
 fn build(files: &TlsFiles) -> Result<ServerConfig, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let policy = super::tls_policy::TlsPolicy::new(
+        &files.protocols,
+        &files.cipher_suites,
+        ("security.ssl_enabled_protocols", "security.ssl_cipher_suites"),
+    )?;
+    let provider = policy.provider.clone();
     let builder = ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(&policy.versions)
         .map_err(|e| e.to_string())?;
     let builder = match files.client_auth {
         ClientAuth::None => builder.with_no_client_auth(),

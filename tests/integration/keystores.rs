@@ -134,6 +134,28 @@ async fn a_listener_serves_the_certificate_of_a_pkcs12_or_jks_key_store_from_ope
 }
 
 #[tokio::test]
+async fn a_replaced_key_store_is_served_once_the_file_changes() {
+    let first = Pki::new("first CA");
+    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let store = Stores::new(&first, &files, "server").openssl_pkcs12("server.p12", &[]);
+    let s = start(&settings(&[("tls_keystore", &store), ("tls_keystore_password", STORE_PASSWORD)])).await;
+    let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
+    assert!(tls_connect(ssl, client_config(&first.ca_pem, None)).await.is_ok());
+    // A store from another CA replaces the file (written aside, then
+    // renamed in, as deployment tools do).
+    let next = Pki::new("second CA");
+    let next_files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let replacement = Stores::new(&next, &next_files, "server").openssl_pkcs12("server.p12", &[]);
+    std::fs::copy(&replacement, format!("{store}.new")).unwrap();
+    std::fs::rename(format!("{store}.new"), &store).unwrap();
+    common::eventually("the new key store is served", || async {
+        tls_connect(ssl, client_config(&next.ca_pem, None)).await.ok().map(|_| ())
+    })
+    .await;
+    s.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_wrong_store_password_or_a_store_without_a_key_stops_the_start_naming_the_file() {
     let pki = Pki::new("test CA");
     let files = TlsFiles { dir: tempfile::tempdir().unwrap() };

@@ -684,6 +684,101 @@ async fn a_replaced_certificate_is_served_after_sighup_or_once_the_files_change(
     assert!(tls_connect(ssl, client_config(&next.ca_pem, None)).await.is_ok());
 }
 
+/// A client of `pki`'s CA that offers only `versions` and, if given, only
+/// the cipher suites `suites` (rustls's names).
+fn restricted_client(
+    pki: &Pki,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    suites: &[rustls::CipherSuite],
+) -> Arc<rustls::ClientConfig> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    if !suites.is_empty() {
+        provider.cipher_suites.retain(|s| suites.contains(&s.suite()));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pemfile::certs(&mut pki.ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Arc::new(config)
+}
+
+#[tokio::test]
+async fn a_listener_limited_to_tls_1_3_or_to_named_cipher_suites_refuses_clients_without_them() {
+    use rustls::version::{TLS12, TLS13};
+    use rustls::CipherSuite::*;
+    let pki = Pki::new("test CA");
+    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let (cert, key) = pki.issue(&["localhost", "127.0.0.1"], "kcoord", None);
+    let server = |extra: &[&str]| {
+        let mut settings = vec![
+            "server.listeners=[\"SSL://127.0.0.1:0\"]".to_string(),
+            format!("security.tls_certificate=\"{}\"", files.write("server.pem", &cert)),
+            format!("security.tls_private_key=\"{}\"", files.write("server.key", &key)),
+        ];
+        settings.extend(extra.iter().map(|s| s.to_string()));
+        settings
+    };
+    let served = |addr, config| async move {
+        match tls_connect(addr, config).await {
+            Ok(mut c) => c.metadata().await.is_ok(),
+            Err(_) => false,
+        }
+    };
+    // Kafka's ssl.enabled.protocols=TLSv1.3.
+    let settings = server(&["security.ssl_enabled_protocols=[\"TLSv1.3\"]"]);
+    let s = TestServer::start_with(&settings.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
+    assert!(served(ssl, restricted_client(&pki, &[&TLS13], &[])).await);
+    assert!(!served(ssl, restricted_client(&pki, &[&TLS12], &[])).await, "a TLS 1.2 client got in");
+    s.shutdown().await;
+    // Kafka's ssl.cipher.suites, with a Java name and an OpenSSL one.
+    let settings =
+        server(&["security.ssl_cipher_suites=[\"TLS_AES_256_GCM_SHA384\", \"ECDHE-ECDSA-AES256-GCM-SHA384\"]"]);
+    let s = TestServer::start_with(&settings.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
+    assert!(served(ssl, restricted_client(&pki, &[&TLS13], &[TLS13_AES_256_GCM_SHA384])).await);
+    assert!(served(ssl, restricted_client(&pki, &[&TLS12], &[TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384])).await);
+    assert!(!served(ssl, restricted_client(&pki, &[&TLS13], &[TLS13_AES_128_GCM_SHA256])).await);
+    assert!(!served(ssl, restricted_client(&pki, &[&TLS12], &[TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256])).await);
+    // kcoord's own client follows the same settings: the admin CLI offering
+    // only TLS 1.2 cannot reach a TLS 1.3 listener.
+    let props = |protocols: &str| {
+        files.write(
+            "client.properties",
+            &format!(
+                "security.protocol=SSL\nssl.ca.location={}\nssl.enabled.protocols={protocols}\n",
+                files.write("ca.pem", &pki.ca_pem)
+            ),
+        )
+    };
+    let cli = |port: u16, props: String| {
+        tokio::task::spawn_blocking(move || {
+            let bootstrap = format!("localhost:{port}");
+            std::process::Command::new(env!("CARGO_BIN_EXE_kcoord"))
+                .args(["groups", "list", "--bootstrap", &bootstrap, "--command-config", &props])
+                .output()
+                .unwrap()
+        })
+    };
+    assert!(cli(ssl.port(), props("TLSv1.3")).await.unwrap().status.success());
+    s.shutdown().await;
+    let settings = server(&["security.ssl_enabled_protocols=[\"TLSv1.3\"]"]);
+    let s = TestServer::start_with(&settings.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let ssl13 = s.daemon.as_ref().unwrap().local_addrs()[0];
+    assert!(!cli(ssl13.port(), props("TLSv1.2")).await.unwrap().status.success());
+    s.shutdown().await;
+    // Names TLS does not know stop the start.
+    let err = common::start_error(&server(&["security.ssl_enabled_protocols=[\"TLSv1.1\"]"])).await;
+    assert!(err.contains("TLSv1.2 and TLSv1.3 only"), "{err}");
+    let err = common::start_error(&server(&["security.ssl_cipher_suites=[\"RC4-MD5\"]"])).await;
+    assert!(err.contains("unsupported cipher suite"), "{err}");
+}
+
 /// Seconds since the epoch, for token claims.
 fn epoch_s() -> i64 {
     kcoord::wall_clock::wall_clock_ms() / 1000

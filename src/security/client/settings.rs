@@ -49,6 +49,12 @@ pub struct ClientSecurityConfig {
     pub ssl_truststore_location: String,
     pub ssl_truststore_type: String,
     pub ssl_truststore_password: String,
+    /// TLS versions offered, comma-separated (Kafka:
+    /// ssl.enabled.protocols, default TLSv1.2,TLSv1.3).
+    pub ssl_enabled_protocols: String,
+    /// Cipher suites offered, by Java's or OpenSSL's names, separated by
+    /// commas or colons; empty: all (Kafka and librdkafka: ssl.cipher.suites).
+    pub ssl_cipher_suites: String,
     /// "https" (the default) checks that the certificate names the host
     /// connected to; "none" does not (Kafka:
     /// ssl.endpoint.identification.algorithm).
@@ -141,6 +147,8 @@ impl Default for ClientSecurityConfig {
             ssl_truststore_location: String::new(),
             ssl_truststore_type: "JKS".into(),
             ssl_truststore_password: String::new(),
+            ssl_enabled_protocols: "TLSv1.2,TLSv1.3".into(),
+            ssl_cipher_suites: String::new(),
             ssl_endpoint_identification_algorithm: "https".into(),
             sasl_oauthbearer_token_endpoint_url: String::new(),
             sasl_oauthbearer_client_id: String::new(),
@@ -215,6 +223,8 @@ impl ClientSecurityConfig {
             "ssl.truststore.location" => &mut self.ssl_truststore_location,
             "ssl.truststore.type" => &mut self.ssl_truststore_type,
             "ssl.truststore.password" => &mut self.ssl_truststore_password,
+            "ssl.enabled.protocols" => &mut self.ssl_enabled_protocols,
+            "ssl.cipher.suites" => &mut self.ssl_cipher_suites,
             "ssl.endpoint.identification.algorithm" => &mut self.ssl_endpoint_identification_algorithm,
             "sasl.oauthbearer.token.endpoint.url" => &mut self.sasl_oauthbearer_token_endpoint_url,
             "sasl.oauthbearer.client.id" | "sasl.oauthbearer.client.credentials.client.id" => {
@@ -325,6 +335,8 @@ impl ClientSecurityConfig {
             ssl_truststore_location,
             ssl_truststore_type,
             ssl_truststore_password,
+            ssl_enabled_protocols,
+            ssl_cipher_suites,
             ssl_endpoint_identification_algorithm,
             sasl_oauthbearer_token_endpoint_url,
             sasl_oauthbearer_client_id,

@@ -12,6 +12,7 @@ use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureSch
 
 use super::ClientSecurityConfig;
 use crate::security::keystore::{self, StoreFile};
+use crate::security::tls_policy::TlsPolicy;
 
 pub fn client_config(c: &ClientSecurityConfig) -> Result<ClientConfig, String> {
     if c.ssl_ca_location.is_empty() && c.ssl_truststore_location.is_empty() {
@@ -28,7 +29,13 @@ pub fn client_config(c: &ClientSecurityConfig) -> Result<ClientConfig, String> {
                     certificate: set one"
             .into());
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let split = |v: &str| -> Vec<String> { v.split([',', ':']).map(|s| s.trim().to_string()).collect() };
+    let policy = TlsPolicy::new(
+        &split(&c.ssl_enabled_protocols),
+        &split(&c.ssl_cipher_suites),
+        ("ssl.enabled.protocols", "ssl.cipher.suites"),
+    )?;
+    let provider = policy.provider.clone();
     let truststore = StoreFile {
         location: c.ssl_truststore_location.clone(),
         kind: c.ssl_truststore_type.clone(),
@@ -45,7 +52,7 @@ pub fn client_config(c: &ClientSecurityConfig) -> Result<ClientConfig, String> {
             other => return Err(format!("ssl.endpoint.identification.algorithm {other:?}: expected https or none")),
         };
     let builder = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(&policy.versions)
         .map_err(|e| e.to_string())?
         .dangerous()
         .with_custom_certificate_verifier(verifier);
