@@ -388,14 +388,93 @@ impl ClientSecurityConfig {
 
 /// `key=value` (or `key: value`) lines; `#` and `!` start comments.
 fn properties(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
-        .filter_map(|l| {
-            let at = l.find(['=', ':'])?;
-            Some((l[..at].trim().to_string(), l[at + 1..].trim().to_string()))
+    logical_lines(text)
+        .into_iter()
+        .filter_map(|line| {
+            // The key ends at the first unescaped '=', ':' or blank; the
+            // separator is blanks around at most one '=' or ':'.
+            let mut chars = line.char_indices().peekable();
+            let mut key_end = line.len();
+            let mut escaped = false;
+            for (i, c) in chars.by_ref() {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == '=' || c == ':' || c.is_whitespace() {
+                    key_end = i;
+                    break;
+                }
+            }
+            let key = line.get(..key_end)?;
+            let rest = line.get(key_end..).unwrap_or_default().trim_start();
+            let rest = rest.strip_prefix(['=', ':']).unwrap_or(rest).trim_start();
+            let key = unescape(key);
+            (!key.is_empty()).then(|| (key, unescape(rest).trim_end().to_string()))
         })
         .collect()
+}
+
+/// Java `Properties` logical lines: comments (`#`, `!`) and blank lines
+/// dropped, and a line ending in an odd number of backslashes joined with
+/// the next, whose leading blanks are dropped, as Kafka's client.properties
+/// files write `sasl.jaas.config` over several lines.
+fn logical_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for raw in text.lines() {
+        let line = raw.trim_start();
+        let continuing = current.is_some();
+        if !continuing && (line.is_empty() || line.starts_with('#') || line.starts_with('!')) {
+            continue;
+        }
+        let trailing = line.chars().rev().take_while(|c| *c == '\\').count();
+        let (body, more) = match trailing % 2 == 1 {
+            true => (line.get(..line.len() - 1).unwrap_or_default(), true),
+            false => (line, false),
+        };
+        let mut joined = current.take().unwrap_or_default();
+        joined.push_str(body);
+        if more {
+            current = Some(joined);
+        } else {
+            out.push(joined);
+        }
+    }
+    out.extend(current);
+    out
+}
+
+/// Java `Properties` escapes: `\t`, `\n`, `\r`, `\f`, `\uXXXX`, and `\x`
+/// for any other `x`.
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('f') => out.push('\u{c}'),
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    Some(u) => out.push(u),
+                    None => {
+                        out.push_str("\\u");
+                        out.push_str(&hex);
+                    }
+                }
+            }
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    out
 }
 
 /// TOML tables flattened to dotted keys; values as text.
@@ -568,6 +647,24 @@ mod tests {
         assert_eq!(c.ssl_keystore_type, "PKCS12");
         assert_eq!(c.ssl_keystore_password, "store");
         assert_eq!(c.ssl_key_password, "key");
+    }
+
+    #[test]
+    fn properties_files_are_read_as_java_reads_them() {
+        // Kafka's documented client.properties: a JAAS line continued over
+        // several lines, comments, `key value` and `key:value` separators,
+        // escapes.
+        let c = ClientSecurityConfig::parse(
+            "# a comment\n! another\nsecurity.protocol SASL_SSL\nsasl.mechanism:SCRAM-SHA-512\n\
+             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n    \
+             username=\"alice\" \\\n    password=\"s3cr\\u0065t\";\nssl.ca.location = /etc/ca\\ dir/ca.pem  \n",
+        )
+        .unwrap();
+        assert_eq!(c.security_protocol, "SASL_SSL");
+        assert_eq!(c.sasl_mechanism, "SCRAM-SHA-512");
+        assert_eq!(c.sasl_username, "alice");
+        assert_eq!(c.sasl_password, "s3cret");
+        assert_eq!(c.ssl_ca_location, "/etc/ca dir/ca.pem");
     }
 
     #[test]
