@@ -1184,6 +1184,7 @@ const SECRET_KEYS: &[&str] = &[
     "sasl_oauthbearer_assertion_private_key_passphrase",
     "ssl_key_password",
     "ssl_keystore_password",
+    "ssl_keystore_key",
     "ssl_truststore_password",
     "tls_private_key_password",
     "tls_keystore_password",

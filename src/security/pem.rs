@@ -26,6 +26,36 @@ pub fn parse_certs(text: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
+/// PEM `text` with each block on lines of its own: Kafka's inline PEM
+/// settings (KIP-651) often arrive on one line, when a properties value
+/// continued with backslashes loses its line breaks, which Kafka accepts
+/// too. Text outside the blocks is dropped.
+pub fn normalize(text: &str) -> String {
+    const BEGIN: &str = "-----BEGIN ";
+    const DASHES: &str = "-----";
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(BEGIN) {
+        let after = rest.get(at + BEGIN.len()..).unwrap_or_default();
+        let Some(label_len) = after.find(DASHES) else { break };
+        let label = after.get(..label_len).unwrap_or_default();
+        let body_and_more = after.get(label_len + DASHES.len()..).unwrap_or_default();
+        let end = format!("-----END {label}-----");
+        let Some(body_len) = body_and_more.find(&end) else { break };
+        let body: String =
+            body_and_more.get(..body_len).unwrap_or_default().chars().filter(|c| !c.is_whitespace()).collect();
+        out.push_str(&format!("{BEGIN}{label}{DASHES}\n"));
+        for line in body.as_bytes().chunks(64) {
+            out.push_str(&String::from_utf8_lossy(line));
+            out.push('\n');
+        }
+        out.push_str(&end);
+        out.push('\n');
+        rest = body_and_more.get(body_len + end.len()..).unwrap_or_default();
+    }
+    out
+}
+
 /// The private key of the PEM file at `path`; `password` decrypts an
 /// encrypted one (empty: none given).
 pub fn read_private_key(path: &str, password: &str) -> Result<PrivateKeyDer<'static>, String> {
@@ -91,6 +121,16 @@ mod tests {
         assert!(matches!(key, PrivateKeyDer::Pkcs8(_)));
         assert!(parse_private_key(&pem, "wrong").unwrap_err().contains("wrong password"));
         assert!(parse_private_key(&pem, "").unwrap_err().contains("ssl.key.password"));
+    }
+
+    #[test]
+    fn pem_on_one_line_reads_as_pem_on_many() {
+        let pem = encrypted_key("pw");
+        let one_line = pem.replace('\n', " ");
+        assert_ne!(one_line, pem);
+        assert_eq!(normalize(&one_line), normalize(&pem));
+        assert!(parse_private_key(&normalize(&one_line), "pw").is_ok());
+        assert_eq!(normalize("no pem here"), "");
     }
 
     #[test]

@@ -262,6 +262,52 @@ async fn the_admin_cli_reads_kafkas_trust_and_key_store_properties() {
     s.shutdown().await;
 }
 
+/// `text` (PEM) as a Java properties value continued over its lines, as
+/// Kafka's documentation writes inline PEM: the line breaks are lost.
+fn continued(text: &str) -> String {
+    text.trim_end().lines().collect::<Vec<_>>().join(" \\\n    ")
+}
+
+#[tokio::test]
+async fn the_admin_cli_takes_inline_pem_as_kafkas_properties_write_it() {
+    let pki = Pki::new("test CA");
+    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let server = Stores::new(&pki, &files, "server");
+    let s = start(&settings(&[
+        ("tls_certificate", &server.cert),
+        ("tls_private_key", &server.key),
+        ("tls_ca", &server.ca),
+        ("tls_client_auth", "required"),
+    ]))
+    .await;
+    let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
+    let cli = |(chain, key): (String, String)| {
+        let props = files.write(
+            "inline.properties",
+            &format!(
+                "security.protocol=SSL\nssl.keystore.type=PEM\nssl.truststore.type=PEM\n\
+                 ssl.truststore.certificates={}\nssl.keystore.certificate.chain={}\nssl.keystore.key={}\n",
+                continued(&pki.ca_pem),
+                continued(&chain),
+                continued(&key)
+            ),
+        );
+        let bootstrap = format!("localhost:{}", ssl.port());
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_kcoord"))
+                .args(["groups", "list", "--bootstrap", &bootstrap, "--command-config", &props])
+                .output()
+                .unwrap()
+        })
+    };
+    let out = cli(pki.issue(&[], "admin", None)).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A certificate from another CA is refused by the listener.
+    let out = cli(Pki::new("other CA").issue(&[], "mallory", None)).await.unwrap();
+    assert!(!out.status.success());
+    s.shutdown().await;
+}
+
 /// Flips, truncates and extends the bytes of real stores: every damaged
 /// store is an error or (where the damage missed what is checked, with no
 /// password) a store, never a panic.

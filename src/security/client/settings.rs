@@ -49,6 +49,14 @@ pub struct ClientSecurityConfig {
     pub ssl_truststore_location: String,
     pub ssl_truststore_type: String,
     pub ssl_truststore_password: String,
+    /// Inline PEM instead of files (KIP-651; Kafka: ssl.keystore.key,
+    /// ssl.keystore.certificate.chain, ssl.truststore.certificates): the
+    /// key (encrypted with ssl.key.password, or not), its chain, the CAs.
+    /// Line breaks may be lost (a properties value continued with
+    /// backslashes): the PEM blocks are read whole.
+    pub ssl_keystore_key: String,
+    pub ssl_keystore_certificate_chain: String,
+    pub ssl_truststore_certificates: String,
     /// TLS versions offered, comma-separated (Kafka:
     /// ssl.enabled.protocols, default TLSv1.2,TLSv1.3).
     pub ssl_enabled_protocols: String,
@@ -147,6 +155,9 @@ impl Default for ClientSecurityConfig {
             ssl_truststore_location: String::new(),
             ssl_truststore_type: "JKS".into(),
             ssl_truststore_password: String::new(),
+            ssl_keystore_key: String::new(),
+            ssl_keystore_certificate_chain: String::new(),
+            ssl_truststore_certificates: String::new(),
             ssl_enabled_protocols: "TLSv1.2,TLSv1.3".into(),
             ssl_cipher_suites: String::new(),
             ssl_endpoint_identification_algorithm: "https".into(),
@@ -223,6 +234,9 @@ impl ClientSecurityConfig {
             "ssl.truststore.location" => &mut self.ssl_truststore_location,
             "ssl.truststore.type" => &mut self.ssl_truststore_type,
             "ssl.truststore.password" => &mut self.ssl_truststore_password,
+            "ssl.keystore.key" => &mut self.ssl_keystore_key,
+            "ssl.keystore.certificate.chain" => &mut self.ssl_keystore_certificate_chain,
+            "ssl.truststore.certificates" => &mut self.ssl_truststore_certificates,
             "ssl.enabled.protocols" => &mut self.ssl_enabled_protocols,
             "ssl.cipher.suites" => &mut self.ssl_cipher_suites,
             "ssl.endpoint.identification.algorithm" => &mut self.ssl_endpoint_identification_algorithm,
@@ -335,6 +349,9 @@ impl ClientSecurityConfig {
             ssl_truststore_location,
             ssl_truststore_type,
             ssl_truststore_password,
+            ssl_keystore_key,
+            ssl_keystore_certificate_chain,
+            ssl_truststore_certificates,
             ssl_enabled_protocols,
             ssl_cipher_suites,
             ssl_endpoint_identification_algorithm,
