@@ -168,6 +168,63 @@ pub struct SecurityConfig {
     /// GSSAPI: how a client's Kerberos principal becomes its user name
     /// (Kafka: sasl.kerberos.principal.to.local.rules).
     pub sasl_kerberos_principal_to_local_rules: Vec<String>,
+    /// Settings of single listeners that differ from these, by listener
+    /// name (`[security.listener.EXTERNAL]`; Kafka:
+    /// `listener.name.<name>.<setting>`).
+    pub listener: std::collections::BTreeMap<String, ListenerSecurityConfig>,
+}
+
+/// Declares the per-listener settings: each one of [`SecurityConfig`]'s,
+/// optional, and how a listener's overrides apply.
+macro_rules! listener_overrides {
+    ($($field:ident: $ty:ty,)*) => {
+        /// What one listener sets differently from `[security]`: its
+        /// certificate, trust, TLS policy, client authentication and SASL
+        /// mechanisms (Kafka's `listener.name.<name>.ssl.*` and
+        /// `listener.name.<name>.sasl.enabled.mechanisms`).
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        pub struct ListenerSecurityConfig {
+            $(#[serde(skip_serializing_if = "Option::is_none")] pub $field: Option<$ty>,)*
+        }
+
+        impl ListenerSecurityConfig {
+            /// The settings a listener may override.
+            pub const FIELDS: &[&str] = &[$(stringify!($field)),*];
+        }
+
+        impl SecurityConfig {
+            /// The settings listener `name` uses: these, with its overrides
+            /// (the name is matched without regard to case, as Kafka's
+            /// listener names are; tables whose names differ only in case
+            /// all apply, in their sorted order).
+            pub fn for_listener(&self, name: &str) -> SecurityConfig {
+                let mut out = self.clone();
+                for (_, o) in self.listener.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                    $(if let Some(v) = &o.$field { out.$field = v.clone(); })*
+                }
+                out
+            }
+        }
+    };
+}
+
+listener_overrides! {
+    tls_certificate: String,
+    tls_private_key: String,
+    tls_private_key_password: String,
+    tls_ca: String,
+    tls_client_auth: String,
+    ssl_principal_mapping_rules: String,
+    ssl_enabled_protocols: Vec<String>,
+    ssl_cipher_suites: Vec<String>,
+    tls_keystore: String,
+    tls_keystore_type: String,
+    tls_keystore_password: String,
+    tls_truststore: String,
+    tls_truststore_type: String,
+    tls_truststore_password: String,
+    sasl_enabled_mechanisms: Vec<String>,
 }
 
 impl Default for SecurityConfig {
@@ -205,6 +262,7 @@ impl Default for SecurityConfig {
             sasl_kerberos_keytab: String::new(),
             sasl_kerberos_principal: String::new(),
             sasl_kerberos_principal_to_local_rules: vec!["DEFAULT".into()],
+            listener: Default::default(),
         }
     }
 }
@@ -722,9 +780,15 @@ impl ConfigBuilder {
     pub fn set_value(mut self, key: &str, value: toml::Value) -> Result<Self, ConfigError> {
         let defaults = default_table();
         let parts: Vec<&str> = key.split('.').collect();
-        // The key must name a leaf of the default configuration.
+        // `security.listener.<NAME>.<setting>`: any listener name, a
+        // setting a listener may override.
+        let listener_override = match parts.as_slice() {
+            ["security", "listener", name, field] => !name.is_empty() && ListenerSecurityConfig::FIELDS.contains(field),
+            _ => false,
+        };
+        // Otherwise the key must name a leaf of the default configuration.
         let mut cursor = &defaults;
-        for (i, part) in parts.iter().enumerate() {
+        for (i, part) in parts.iter().enumerate().filter(|_| !listener_override) {
             match cursor.get(*part) {
                 Some(toml::Value::Table(t)) if i + 1 < parts.len() => cursor = t,
                 Some(v) if i + 1 == parts.len() && !v.is_table() => {}
@@ -1061,83 +1125,82 @@ impl Config {
         )
     }
 
-    /// Listener, TLS and SASL settings that cannot work together.
+    /// Listener, TLS and SASL settings that cannot work together, for
+    /// each listener with its overrides.
     fn validate_security(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
         let specs = self.listener_specs().map_err(ConfigError::Invalid)?;
         let sec = &self.security;
-        let pem_identity = !sec.tls_certificate.is_empty() || !sec.tls_private_key.is_empty();
-        if pem_identity && !sec.tls_keystore.is_empty() {
-            return bad("security.tls_keystore and security.tls_certificate/tls_private_key both name the \
-                        listeners' certificate: set one"
-                .into());
-        }
-        if !sec.tls_ca.is_empty() && !sec.tls_truststore.is_empty() {
-            return bad("security.tls_ca and security.tls_truststore both name the client CAs: set one".into());
-        }
-        crate::security::tls_policy::TlsPolicy::new(
-            &sec.ssl_enabled_protocols,
-            &sec.ssl_cipher_suites,
-            ("security.ssl_enabled_protocols", "security.ssl_cipher_suites"),
-        )
-        .map_err(ConfigError::Invalid)?;
-        for (key, kind) in
-            [("tls_keystore_type", &sec.tls_keystore_type), ("tls_truststore_type", &sec.tls_truststore_type)]
-        {
-            crate::security::keystore::check_kind(kind)
-                .map_err(|e| ConfigError::Invalid(format!("security.{key}: {e}")))?;
-        }
-        if specs.iter().any(|l| l.protocol.uses_tls())
-            && sec.tls_keystore.is_empty()
-            && (sec.tls_certificate.is_empty() || sec.tls_private_key.is_empty())
-        {
-            return bad("an SSL or SASL_SSL listener needs security.tls_certificate and security.tls_private_key, or \
-                 security.tls_keystore"
-                .into());
-        }
-        match sec.tls_client_auth.as_str() {
-            "none" => {}
-            "requested" | "required" if sec.tls_ca.is_empty() && sec.tls_truststore.is_empty() => {
-                return bad("security.tls_client_auth needs security.tls_ca or security.tls_truststore".into())
+        for name in sec.listener.keys() {
+            if !specs.iter().any(|l| l.name.eq_ignore_ascii_case(name)) {
+                let names: Vec<&str> = specs.iter().map(|l| l.name.as_str()).collect();
+                return bad(format!("security.listener.{name}: no such listener (listeners: {})", names.join(", ")));
             }
-            "requested" | "required" => {}
-            other => return bad(format!("security.tls_client_auth {other:?}: expected none, requested or required")),
         }
-        for m in &sec.sasl_enabled_mechanisms {
-            let oauth = m == crate::security::sasl::OAUTHBEARER;
-            let gssapi = m == crate::security::kerberos::GSSAPI;
-            if m != "PLAIN" && !oauth && !gssapi && crate::security::scram::ScramMechanism::from_name(m).is_none() {
+        // The shared settings must hold on their own; each listener's
+        // effective ones where it uses them.
+        let shared = (String::new(), false, false);
+        let each = specs.iter().map(|l| (l.name.clone(), l.protocol.uses_tls(), l.protocol.uses_sasl()));
+        for (name, uses_tls, uses_sasl) in std::iter::once(shared).chain(each) {
+            let eff = sec.for_listener(&name);
+            let at = |key: &str| match sec.listener.keys().find(|n| n.eq_ignore_ascii_case(&name)) {
+                Some(n) => format!("security.listener.{n}.{key} (or security.{key})"),
+                None => format!("security.{key}"),
+            };
+            let pem_identity = !eff.tls_certificate.is_empty() || !eff.tls_private_key.is_empty();
+            if pem_identity && !eff.tls_keystore.is_empty() {
                 return bad(format!(
-                    "security.sasl_enabled_mechanisms: {m:?} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, \
-                     OAUTHBEARER, GSSAPI)"
+                    "{} and {}/tls_private_key both name the listener's certificate: set one",
+                    at("tls_keystore"),
+                    at("tls_certificate")
                 ));
             }
-            if gssapi && sec.sasl_kerberos_keytab.is_empty() {
-                return bad("GSSAPI needs security.sasl_kerberos_keytab (the service's keytab)".into());
+            if !eff.tls_ca.is_empty() && !eff.tls_truststore.is_empty() {
+                return bad(format!("{} and {} both name the client CAs: set one", at("tls_ca"), at("tls_truststore")));
             }
-            let url = &sec.oauthbearer_jwks_endpoint_url;
-            let key_source = !url.is_empty() as u8 + sec.oauthbearer_allow_unsecured_jwt as u8;
-            if oauth && key_source != 1 {
-                return bad(
-                    "OAUTHBEARER needs exactly one of security.oauthbearer_jwks_endpoint_url (signed tokens) and \
-                     security.oauthbearer_allow_unsecured_jwt = true (unsigned tokens, for development)"
-                        .into(),
-                );
+            crate::security::tls_policy::TlsPolicy::new(
+                &eff.ssl_enabled_protocols,
+                &eff.ssl_cipher_suites,
+                (&at("ssl_enabled_protocols"), &at("ssl_cipher_suites")),
+            )
+            .map_err(ConfigError::Invalid)?;
+            for (key, kind) in
+                [("tls_keystore_type", &eff.tls_keystore_type), ("tls_truststore_type", &eff.tls_truststore_type)]
+            {
+                crate::security::keystore::check_kind(kind)
+                    .map_err(|e| ConfigError::Invalid(format!("{}: {e}", at(key))))?;
             }
-            if oauth && !url.is_empty() && !["https://", "http://", "file://"].iter().any(|p| url.starts_with(p)) {
+            if uses_tls
+                && eff.tls_keystore.is_empty()
+                && (eff.tls_certificate.is_empty() || eff.tls_private_key.is_empty())
+            {
                 return bad(format!(
-                    "security.oauthbearer_jwks_endpoint_url {url:?}: expected https://, http:// or file:///path"
+                    "the {} listener needs {} and {}, or {}",
+                    name,
+                    at("tls_certificate"),
+                    at("tls_private_key"),
+                    at("tls_keystore")
                 ));
             }
-            if oauth && sec.oauthbearer_jwks_endpoint_refresh_ms < 1000 {
-                return bad("security.oauthbearer_jwks_endpoint_refresh_ms must be >= 1000".into());
+            match eff.tls_client_auth.as_str() {
+                "none" => {}
+                "requested" | "required" if eff.tls_ca.is_empty() && eff.tls_truststore.is_empty() => {
+                    return bad(format!("{} needs {} or {}", at("tls_client_auth"), at("tls_ca"), at("tls_truststore")))
+                }
+                "requested" | "required" => {}
+                other => {
+                    return bad(format!("{} {other:?}: expected none, requested or required", at("tls_client_auth")))
+                }
+            }
+            if uses_sasl && eff.sasl_enabled_mechanisms.is_empty() {
+                return bad(format!("the {name} listener needs at least one of {}", at("sasl_enabled_mechanisms")));
+            }
+            for m in &eff.sasl_enabled_mechanisms {
+                self.validate_mechanism(m, &at("sasl_enabled_mechanisms"))?;
             }
         }
         if sec.oauthbearer_sub_claim_name.is_empty() {
             return bad("security.oauthbearer_sub_claim_name must not be empty".into());
-        }
-        if specs.iter().any(|l| l.protocol.uses_sasl()) && sec.sasl_enabled_mechanisms.is_empty() {
-            return bad("a SASL listener needs at least one of security.sasl_enabled_mechanisms".into());
         }
         if sec.connections_max_reauth_ms < 0 {
             return bad("security.connections_max_reauth_ms must be >= 0".into());
@@ -1146,6 +1209,39 @@ impl Config {
             return bad(
                 "security.authentication_timeout_ms must be >= 1 and security.sasl_max_receive_bytes >= 64".into()
             );
+        }
+        Ok(())
+    }
+
+    /// A SASL mechanism a listener offers (named by `key`), with what it
+    /// needs configured.
+    fn validate_mechanism(&self, m: &str, key: &str) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        let sec = &self.security;
+        let oauth = m == crate::security::sasl::OAUTHBEARER;
+        let gssapi = m == crate::security::kerberos::GSSAPI;
+        if m != "PLAIN" && !oauth && !gssapi && crate::security::scram::ScramMechanism::from_name(m).is_none() {
+            return bad(format!(
+                "{key}: {m:?} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, GSSAPI)"
+            ));
+        }
+        if gssapi && sec.sasl_kerberos_keytab.is_empty() {
+            return bad("GSSAPI needs security.sasl_kerberos_keytab (the service's keytab)".into());
+        }
+        let url = &sec.oauthbearer_jwks_endpoint_url;
+        let key_source = !url.is_empty() as u8 + sec.oauthbearer_allow_unsecured_jwt as u8;
+        if oauth && key_source != 1 {
+            return bad("OAUTHBEARER needs exactly one of security.oauthbearer_jwks_endpoint_url (signed tokens) and \
+                 security.oauthbearer_allow_unsecured_jwt = true (unsigned tokens, for development)"
+                .into());
+        }
+        if oauth && !url.is_empty() && !["https://", "http://", "file://"].iter().any(|p| url.starts_with(p)) {
+            return bad(format!(
+                "security.oauthbearer_jwks_endpoint_url {url:?}: expected https://, http:// or file:///path"
+            ));
+        }
+        if oauth && sec.oauthbearer_jwks_endpoint_refresh_ms < 1000 {
+            return bad("security.oauthbearer_jwks_endpoint_refresh_ms must be >= 1000".into());
         }
         Ok(())
     }
@@ -1206,6 +1302,30 @@ fn hide_secrets(table: &mut toml::Table) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listener_overrides_only_the_security_settings_it_names() {
+        let c = ConfigBuilder::new()
+            .set("security.tls_client_auth=\"required\"")
+            .unwrap()
+            .set("security.tls_ca=\"/ca.pem\"")
+            .unwrap()
+            .set("security.listener.EXTERNAL.tls_client_auth=\"none\"")
+            .unwrap()
+            .set("security.listener.EXTERNAL.sasl_enabled_mechanisms=[\"SCRAM-SHA-512\"]")
+            .unwrap();
+        let table = c.table.clone();
+        let sec: SecurityConfig =
+            toml::Value::Table(table.get("security").unwrap().as_table().unwrap().clone()).try_into().unwrap();
+        let external = sec.for_listener("external");
+        assert_eq!(external.tls_client_auth, "none");
+        assert_eq!(external.tls_ca, "/ca.pem");
+        assert_eq!(external.sasl_enabled_mechanisms, vec!["SCRAM-SHA-512".to_string()]);
+        assert_eq!(sec.for_listener("INTERNAL").tls_client_auth, "required");
+        // Only the settings a listener may have are accepted.
+        let e = ConfigBuilder::new().set("security.listener.EXTERNAL.credentials_file=\"x\"").unwrap_err();
+        assert!(matches!(e, ConfigError::UnknownKey(_)), "{e}");
+    }
 
     #[test]
     fn defaults_are_kafkas() {

@@ -254,7 +254,7 @@ async fn launch(
     let mut security = security;
     security.acls = services.authorizer.store().cloned();
     let security = Arc::new(security);
-    if security.credentials.is_some() || security.tls.is_some() || security.acls.is_some() {
+    if security.credentials.is_some() || !security.tls.is_empty() || security.acls.is_some() {
         background.push(tokio::spawn(security.clone().watch_files(rx.clone())));
     }
     let mut addrs = Vec::with_capacity(listeners.len());

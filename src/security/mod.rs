@@ -74,8 +74,8 @@ impl ListenerSecurity {
 /// The daemon's reloadable security material and each listener's settings.
 #[derive(Debug, Default)]
 pub struct SecurityRuntime {
-    /// Loaded when a listener uses TLS.
-    pub tls: Option<std::sync::Arc<tls::TlsContext>>,
+    /// One per distinct TLS configuration the listeners use.
+    pub tls: Vec<std::sync::Arc<tls::TlsContext>>,
     /// Loaded when a listener uses SASL.
     pub credentials: Option<std::sync::Arc<credentials::CredentialStore>>,
     /// The OAUTHBEARER signing keys, when a SASL listener offers it with a
@@ -89,23 +89,45 @@ pub struct SecurityRuntime {
 }
 
 impl SecurityRuntime {
-    /// Loads the certificate and credentials the listeners need, and gives
-    /// each listener its settings (in `specs` order).
+    /// Loads the certificates and credentials the listeners need, and gives
+    /// each listener its settings (in `specs` order): `[security]` with the
+    /// listener's own overrides (`[security.listener.NAME]`). Listeners with
+    /// the same TLS settings share one TLS context.
     pub async fn build(
         config: &crate::config::Config,
         specs: &[listeners::ListenerSpec],
     ) -> Result<(SecurityRuntime, Vec<std::sync::Arc<ListenerSecurity>>), String> {
         use std::sync::Arc;
         let sec = &config.security;
-        let tls = match specs.iter().any(|l| l.protocol.uses_tls()) {
-            true => Some(Arc::new(tls::TlsContext::load(tls::TlsFiles::from_config(sec))?)),
-            false => None,
-        };
+        let effective: Vec<crate::config::SecurityConfig> = specs.iter().map(|l| sec.for_listener(&l.name)).collect();
+        let mut tls: Vec<Arc<tls::TlsContext>> = Vec::new();
+        let mut tls_of = Vec::with_capacity(specs.len());
+        for (l, eff) in specs.iter().zip(&effective) {
+            if !l.protocol.uses_tls() {
+                tls_of.push(None);
+                continue;
+            }
+            let files = tls::TlsFiles::from_config(eff);
+            let context = match tls.iter().find(|t| t.files() == &files) {
+                Some(t) => t.clone(),
+                None => {
+                    let t = Arc::new(tls::TlsContext::load(files).map_err(|e| format!("listener {}: {e}", l.name))?);
+                    tls.push(t.clone());
+                    t
+                }
+            };
+            tls_of.push(Some(context));
+        }
+        let sasl_mechanisms: Vec<&String> = specs
+            .iter()
+            .zip(&effective)
+            .filter(|(l, _)| l.protocol.uses_sasl())
+            .flat_map(|(_, eff)| eff.sasl_enabled_mechanisms.iter())
+            .collect();
         let credentials = match specs.iter().any(|l| l.protocol.uses_sasl()) {
             true => {
                 let path = (!sec.credentials_file.is_empty()).then(|| std::path::PathBuf::from(&sec.credentials_file));
-                let passwords =
-                    sec.sasl_enabled_mechanisms.iter().any(|m| m != sasl::OAUTHBEARER && m != kerberos::GSSAPI);
+                let passwords = sasl_mechanisms.iter().any(|m| *m != sasl::OAUTHBEARER && *m != kerberos::GSSAPI);
                 if path.is_none() && passwords {
                     tracing::warn!(
                         "a SASL listener without security.credentials_file: every PLAIN and SCRAM login fails"
@@ -115,12 +137,11 @@ impl SecurityRuntime {
             }
             false => None,
         };
-        let oauth = match sec.sasl_enabled_mechanisms.iter().any(|m| m == sasl::OAUTHBEARER) && credentials.is_some() {
+        let oauth = match sasl_mechanisms.iter().any(|m| *m == sasl::OAUTHBEARER) && credentials.is_some() {
             true => Some(Arc::new(oauthbearer::OAuthSettings::from_config(sec).await?)),
             false => None,
         };
-        let kerberos = match sec.sasl_enabled_mechanisms.iter().any(|m| m == kerberos::GSSAPI) && credentials.is_some()
-        {
+        let kerberos = match sasl_mechanisms.iter().any(|m| *m == kerberos::GSSAPI) && credentials.is_some() {
             true => Some(Arc::new(kerberos::server::KerberosSettings::new(
                 &sec.sasl_kerberos_keytab,
                 &sec.sasl_kerberos_principal,
@@ -137,25 +158,27 @@ impl SecurityRuntime {
             oauthbearer::Keys::Remote(remote) => Some(remote.clone()),
             _ => None,
         });
-        let sasl = credentials.as_ref().map(|c| {
-            Arc::new(sasl::SaslSettings {
-                mechanisms: sec.sasl_enabled_mechanisms.clone(),
-                credentials: c.clone(),
-                max_reauth_ms: sec.connections_max_reauth_ms,
-                failure_delay: std::time::Duration::from_millis(sec.connection_failed_authentication_delay_ms),
-                max_receive_bytes: sec.sasl_max_receive_bytes,
-                oauth: oauth.clone(),
-                kerberos: kerberos.clone(),
-            })
-        });
         let per_listener = specs
             .iter()
-            .map(|l| {
+            .zip(effective)
+            .zip(tls_of)
+            .map(|((l, eff), tls)| {
+                let sasl = credentials.as_ref().filter(|_| l.protocol.uses_sasl()).map(|c| {
+                    Arc::new(sasl::SaslSettings {
+                        mechanisms: eff.sasl_enabled_mechanisms.clone(),
+                        credentials: c.clone(),
+                        max_reauth_ms: sec.connections_max_reauth_ms,
+                        failure_delay: std::time::Duration::from_millis(sec.connection_failed_authentication_delay_ms),
+                        max_receive_bytes: sec.sasl_max_receive_bytes,
+                        oauth: oauth.clone(),
+                        kerberos: kerberos.clone(),
+                    })
+                });
                 Arc::new(ListenerSecurity {
                     name: l.name.clone(),
                     protocol: l.protocol,
-                    tls: tls.clone().filter(|_| l.protocol.uses_tls()),
-                    sasl: sasl.clone().filter(|_| l.protocol.uses_sasl()),
+                    tls,
+                    sasl,
                     handshake_timeout: std::time::Duration::from_millis(sec.authentication_timeout_ms),
                 })
             })
@@ -167,7 +190,7 @@ impl SecurityRuntime {
     /// again (SIGHUP).
     /// What fails to load is logged, and the previous material stays.
     pub fn reload(&self) {
-        if let Some(t) = &self.tls {
+        for t in &self.tls {
             if let Err(e) = t.reload() {
                 tracing::error!(error = %e, "cannot reload the TLS certificate; the previous one stays in use");
             }
@@ -201,7 +224,7 @@ impl SecurityRuntime {
                     if let Some(c) = &self.credentials {
                         c.reload_if_changed();
                     }
-                    if let Some(t) = &self.tls {
+                    for t in &self.tls {
                         t.reload_if_changed();
                     }
                     if let Some(j) = &self.jwks {

@@ -22,7 +22,7 @@ pub enum ClientAuth {
 }
 
 /// The files a TLS listener is built from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TlsFiles {
     pub certificate: String,
     pub private_key: String,
@@ -103,6 +103,11 @@ impl TlsContext {
             Some(dn) => self.names.name(&dn).map(|name| format!("User:{name}")),
             None => Ok(super::ANONYMOUS.into()),
         }
+    }
+
+    /// The settings this context was built from.
+    pub fn files(&self) -> &TlsFiles {
+        &self.files
     }
 
     /// Reads the files again; on error the previous configuration stays.

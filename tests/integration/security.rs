@@ -779,6 +779,67 @@ async fn a_listener_limited_to_tls_1_3_or_to_named_cipher_suites_refuses_clients
     assert!(err.contains("unsupported cipher suite"), "{err}");
 }
 
+#[tokio::test]
+async fn each_listener_can_have_its_own_certificate_client_authentication_and_mechanisms() {
+    // Kafka's listener.name.<name>.ssl.* and .sasl.enabled.mechanisms: an
+    // INTERNAL listener with the internal CA's certificate that requires
+    // client certificates, an EXTERNAL one with a public certificate and
+    // SCRAM-SHA-512 only, and a SASL_PLAINTEXT one on the shared settings.
+    let internal = Pki::new("internal CA");
+    let public = Pki::new("public CA");
+    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let (icert, ikey) = internal.issue(&["localhost", "127.0.0.1"], "internal", None);
+    let (pcert, pkey) = public.issue(&["localhost", "127.0.0.1"], "external", None);
+    let users = files.dir.path().join("users.json");
+    write_users(&users, &[("alice", "alice-secret")]);
+    let settings = vec![
+        "server.listeners=[\"INTERNAL://127.0.0.1:0\", \"EXTERNAL://127.0.0.1:0\", \"SASL_PLAINTEXT://127.0.0.1:0\"]"
+            .to_string(),
+        "server.listener_security_protocol_map=\"INTERNAL:SSL,EXTERNAL:SASL_SSL\"".to_string(),
+        format!("security.credentials_file=\"{}\"", users.display()),
+        format!("security.tls_certificate=\"{}\"", files.write("internal.pem", &icert)),
+        format!("security.tls_private_key=\"{}\"", files.write("internal.key", &ikey)),
+        format!("security.tls_ca=\"{}\"", files.write("internal-ca.pem", &internal.ca_pem)),
+        "security.tls_client_auth=\"required\"".to_string(),
+        format!("security.listener.EXTERNAL.tls_certificate=\"{}\"", files.write("public.pem", &pcert)),
+        format!("security.listener.EXTERNAL.tls_private_key=\"{}\"", files.write("public.key", &pkey)),
+        "security.listener.external.tls_client_auth=\"none\"".to_string(),
+        "security.listener.EXTERNAL.sasl_enabled_mechanisms=[\"SCRAM-SHA-512\"]".to_string(),
+    ];
+    let s = TestServer::start_with(&settings.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let addrs = s.daemon.as_ref().unwrap().local_addrs();
+    let (internal_addr, external_addr, sasl_addr) = (addrs[0], addrs[1], addrs[2]);
+
+    // INTERNAL: the internal certificate, and a client certificate needed.
+    let member = internal.issue(&[], "broker-tool", None);
+    let mut c = tls_connect(internal_addr, client_config(&internal.ca_pem, Some(member))).await.unwrap();
+    assert!(c.metadata().await.is_ok());
+    let anonymous = match tls_connect(internal_addr, client_config(&internal.ca_pem, None)).await {
+        Err(_) => false,
+        Ok(mut c) => c.metadata().await.is_ok(),
+    };
+    assert!(!anonymous, "INTERNAL served a client without a certificate");
+
+    // EXTERNAL: the public certificate, no client certificate, SCRAM only.
+    assert!(tls_connect(external_addr, client_config(&internal.ca_pem, None)).await.is_err());
+    let mut c = tls_connect(external_addr, client_config(&public.ca_pem, None)).await.unwrap();
+    assert_eq!(c.handshake("PLAIN").await.error_code, UNSUPPORTED_SASL_MECHANISM);
+    let mut c = tls_connect(external_addr, client_config(&public.ca_pem, None)).await.unwrap();
+    assert_eq!(c.scram(ScramMechanism::Sha512, "alice", "alice-secret").await.error_code, 0);
+    assert!(c.metadata().await.is_ok());
+
+    // SASL_PLAINTEXT keeps the shared mechanisms, PLAIN among them.
+    let mut c = tcp(sasl_addr).await;
+    assert_eq!(c.plain("alice", "alice-secret").await.error_code, 0);
+    s.shutdown().await;
+
+    // An override for a listener that does not exist is a mistake.
+    let mut typo = settings.clone();
+    typo.push("security.listener.EXTRENAL.tls_client_auth=\"none\"".to_string());
+    let err = common::start_error(&typo).await;
+    assert!(err.contains("security.listener.EXTRENAL: no such listener"), "{err}");
+}
+
 /// Seconds since the epoch, for token claims.
 fn epoch_s() -> i64 {
     kcoord::wall_clock::wall_clock_ms() / 1000
