@@ -225,6 +225,7 @@ listener_overrides! {
     tls_truststore_type: String,
     tls_truststore_password: String,
     sasl_enabled_mechanisms: Vec<String>,
+    connections_max_reauth_ms: i64,
 }
 
 impl Default for SecurityConfig {
@@ -1198,12 +1199,12 @@ impl Config {
             for m in &eff.sasl_enabled_mechanisms {
                 self.validate_mechanism(m, &at("sasl_enabled_mechanisms"))?;
             }
+            if eff.connections_max_reauth_ms < 0 {
+                return bad(format!("{} must be >= 0", at("connections_max_reauth_ms")));
+            }
         }
         if sec.oauthbearer_sub_claim_name.is_empty() {
             return bad("security.oauthbearer_sub_claim_name must not be empty".into());
-        }
-        if sec.connections_max_reauth_ms < 0 {
-            return bad("security.connections_max_reauth_ms must be >= 0".into());
         }
         if sec.authentication_timeout_ms == 0 || sec.sasl_max_receive_bytes < 64 {
             return bad(

@@ -167,7 +167,7 @@ impl SecurityRuntime {
                     Arc::new(sasl::SaslSettings {
                         mechanisms: eff.sasl_enabled_mechanisms.clone(),
                         credentials: c.clone(),
-                        max_reauth_ms: sec.connections_max_reauth_ms,
+                        max_reauth_ms: eff.connections_max_reauth_ms,
                         failure_delay: std::time::Duration::from_millis(sec.connection_failed_authentication_delay_ms),
                         max_receive_bytes: sec.sasl_max_receive_bytes,
                         oauth: oauth.clone(),

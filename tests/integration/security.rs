@@ -805,6 +805,7 @@ async fn each_listener_can_have_its_own_certificate_client_authentication_and_me
         format!("security.listener.EXTERNAL.tls_private_key=\"{}\"", files.write("public.key", &pkey)),
         "security.listener.external.tls_client_auth=\"none\"".to_string(),
         "security.listener.EXTERNAL.sasl_enabled_mechanisms=[\"SCRAM-SHA-512\"]".to_string(),
+        "security.listener.EXTERNAL.connections_max_reauth_ms=60000".to_string(),
     ];
     let s = TestServer::start_with(&settings.iter().map(String::as_str).collect::<Vec<_>>()).await;
     let addrs = s.daemon.as_ref().unwrap().local_addrs();
@@ -825,12 +826,16 @@ async fn each_listener_can_have_its_own_certificate_client_authentication_and_me
     let mut c = tls_connect(external_addr, client_config(&public.ca_pem, None)).await.unwrap();
     assert_eq!(c.handshake("PLAIN").await.error_code, UNSUPPORTED_SASL_MECHANISM);
     let mut c = tls_connect(external_addr, client_config(&public.ca_pem, None)).await.unwrap();
-    assert_eq!(c.scram(ScramMechanism::Sha512, "alice", "alice-secret").await.error_code, 0);
+    let login = c.scram(ScramMechanism::Sha512, "alice", "alice-secret").await;
+    assert_eq!(login.error_code, 0);
+    assert!((1..=60_000).contains(&login.session_lifetime_ms), "EXTERNAL sessions last a minute: {login:?}");
     assert!(c.metadata().await.is_ok());
 
-    // SASL_PLAINTEXT keeps the shared mechanisms, PLAIN among them.
+    // SASL_PLAINTEXT keeps the shared mechanisms, PLAIN among them, and
+    // sessions without a lifetime.
     let mut c = tcp(sasl_addr).await;
-    assert_eq!(c.plain("alice", "alice-secret").await.error_code, 0);
+    let login = c.plain("alice", "alice-secret").await;
+    assert_eq!((login.error_code, login.session_lifetime_ms), (0, 0));
     s.shutdown().await;
 
     // An override for a listener that does not exist is a mistake.
