@@ -379,3 +379,38 @@ def test_admin_client_manages_scram_users_who_then_log_in(make_kcoord, tmp_path)
     p = Producer({**sasl_conf(env, "SCRAM-SHA-512"), "sasl.username": "bob", "sasl.password": "bob-pw"})
     with pytest.raises(KafkaException):
         p.list_topics(timeout=5)
+
+
+def test_listeners_with_their_own_certificates_and_mechanisms_serve_librdkafka(make_kcoord, tmp_path):
+    """Kafka's listener.name.<name>.*: an INTERNAL listener with the internal
+    CA's certificate that requires client certificates, an EXTERNAL one with
+    another CA's certificate and SCRAM-SHA-512 only. confluent-kafka consumes
+    and commits through each with that listener's settings; PLAIN on
+    EXTERNAL is refused."""
+    internal = make_pki(tmp_path / "internal")
+    external = make_pki(tmp_path / "external")
+    users = tmp_path / "users.json"
+    add_user(users, USER, PASSWORD)
+    k = make_kcoord(topics=[f"{TOPIC}:1"], settings=[
+        'server.listeners=["INTERNAL://127.0.0.1:0", "EXTERNAL://127.0.0.1:0"]',
+        'server.listener_security_protocol_map="INTERNAL:SSL,EXTERNAL:SASL_SSL"',
+        f'security.credentials_file="{users}"',
+        f'security.tls_certificate="{internal / "server.pem"}"',
+        f'security.tls_private_key="{internal / "server.key"}"',
+        f'security.tls_ca="{internal / "ca.pem"}"',
+        'security.tls_client_auth="required"',
+        f'security.listener.EXTERNAL.tls_certificate="{external / "server.pem"}"',
+        f'security.listener.EXTERNAL.tls_private_key="{external / "server.key"}"',
+        'security.listener.EXTERNAL.tls_client_auth="none"',
+        'security.listener.EXTERNAL.sasl_enabled_mechanisms=["SCRAM-SHA-512"]'])
+    addrs = serving_addresses(k, ["INTERNAL", "EXTERNAL"])
+    cert, key = make_client_cert(internal, "broker-tool", "/CN=broker-tool")
+    inside = {"bootstrap.servers": addrs["INTERNAL"], "security.protocol": "SSL",
+              "ssl.ca.location": str(internal / "ca.pem"), "ssl.certificate.location": str(cert),
+              "ssl.key.location": str(key)}
+    produce(inside)
+    assert confluent_consume_and_commit(inside, "internal-group") == 5
+    outside = sasl_conf({"addr": addrs["EXTERNAL"], "ca": str(external / "ca.pem")}, "SCRAM-SHA-512")
+    assert confluent_consume_and_commit(outside, "external-group") == 5
+    with pytest.raises(KafkaException):
+        Producer({**outside, "sasl.mechanism": "PLAIN"}).list_topics(timeout=5)
