@@ -219,11 +219,10 @@ async fn client_certificates_are_checked_against_a_jks_or_pkcs12_trust_store() {
     }
 }
 
-#[tokio::test]
-async fn the_admin_cli_reads_kafkas_trust_and_key_store_properties() {
-    let pki = Pki::new("test CA");
-    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
-    let server = Stores::new(&pki, &files, "server");
+/// A daemon whose SSL listener (PEM files) requires certificates from
+/// `pki`'s CA, and that listener's address.
+async fn mtls_server(pki: &Pki, files: &TlsFiles) -> (TestServer, std::net::SocketAddr) {
+    let server = Stores::new(pki, files, "server");
     let s = start(&settings(&[
         ("tls_certificate", &server.cert),
         ("tls_private_key", &server.key),
@@ -232,6 +231,14 @@ async fn the_admin_cli_reads_kafkas_trust_and_key_store_properties() {
     ]))
     .await;
     let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
+    (s, ssl)
+}
+
+#[tokio::test]
+async fn the_admin_cli_reads_kafkas_trust_and_key_store_properties() {
+    let pki = Pki::new("test CA");
+    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let (s, ssl) = mtls_server(&pki, &files).await;
     let admin = Stores::new(&pki, &files, "admin");
     let (truststore, keystore) = if keytool_available() {
         (admin.trust_store("cli-trust.jks", "JKS"), admin.keytool_store("admin.jks", "JKS"))
@@ -246,17 +253,11 @@ async fn the_admin_cli_reads_kafkas_trust_and_key_store_properties() {
                  ssl.keystore.location={keystore}\nssl.keystore.password={password}\n"
             ),
         );
-        let bootstrap = format!("localhost:{}", ssl.port());
-        tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_kcoord"))
-                .args(["groups", "list", "--bootstrap", &bootstrap, "--command-config", &props])
-                .output()
-                .unwrap()
-        })
+        common::groups_list_with(ssl.port(), props)
     };
-    let out = cli(STORE_PASSWORD).await.unwrap();
+    let out = cli(STORE_PASSWORD).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = cli("wrong").await.unwrap();
+    let out = cli("wrong").await;
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("wrong password") && err.contains(&keystore), "{err}");
     s.shutdown().await;
@@ -272,15 +273,7 @@ fn continued(text: &str) -> String {
 async fn the_admin_cli_takes_inline_pem_as_kafkas_properties_write_it() {
     let pki = Pki::new("test CA");
     let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
-    let server = Stores::new(&pki, &files, "server");
-    let s = start(&settings(&[
-        ("tls_certificate", &server.cert),
-        ("tls_private_key", &server.key),
-        ("tls_ca", &server.ca),
-        ("tls_client_auth", "required"),
-    ]))
-    .await;
-    let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
+    let (s, ssl) = mtls_server(&pki, &files).await;
     let cli = |(chain, key): (String, String)| {
         let props = files.write(
             "inline.properties",
@@ -292,18 +285,12 @@ async fn the_admin_cli_takes_inline_pem_as_kafkas_properties_write_it() {
                 continued(&key)
             ),
         );
-        let bootstrap = format!("localhost:{}", ssl.port());
-        tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_kcoord"))
-                .args(["groups", "list", "--bootstrap", &bootstrap, "--command-config", &props])
-                .output()
-                .unwrap()
-        })
+        common::groups_list_with(ssl.port(), props)
     };
-    let out = cli(pki.issue(&[], "admin", None)).await.unwrap();
+    let out = cli(pki.issue(&[], "admin", None)).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // A certificate from another CA is refused by the listener.
-    let out = cli(Pki::new("other CA").issue(&[], "mallory", None)).await.unwrap();
+    let out = cli(Pki::new("other CA").issue(&[], "mallory", None)).await;
     assert!(!out.status.success());
     s.shutdown().await;
 }

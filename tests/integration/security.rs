@@ -756,21 +756,12 @@ async fn a_listener_limited_to_tls_1_3_or_to_named_cipher_suites_refuses_clients
             ),
         )
     };
-    let cli = |port: u16, props: String| {
-        tokio::task::spawn_blocking(move || {
-            let bootstrap = format!("localhost:{port}");
-            std::process::Command::new(env!("CARGO_BIN_EXE_kcoord"))
-                .args(["groups", "list", "--bootstrap", &bootstrap, "--command-config", &props])
-                .output()
-                .unwrap()
-        })
-    };
-    assert!(cli(ssl.port(), props("TLSv1.3")).await.unwrap().status.success());
+    assert!(common::groups_list_with(ssl.port(), props("TLSv1.3")).await.status.success());
     s.shutdown().await;
     let settings = server(&["security.ssl_enabled_protocols=[\"TLSv1.3\"]"]);
     let s = TestServer::start_with(&settings.iter().map(String::as_str).collect::<Vec<_>>()).await;
     let ssl13 = s.daemon.as_ref().unwrap().local_addrs()[0];
-    assert!(!cli(ssl13.port(), props("TLSv1.2")).await.unwrap().status.success());
+    assert!(!common::groups_list_with(ssl13.port(), props("TLSv1.2")).await.status.success());
     s.shutdown().await;
     // Names TLS does not know stop the start.
     let err = common::start_error(&server(&["security.ssl_enabled_protocols=[\"TLSv1.1\"]"])).await;
@@ -1154,18 +1145,9 @@ async fn the_admin_cli_presents_a_client_certificate_whose_key_is_encrypted() {
             ),
         )
     };
-    let run = |props: String| {
-        let bootstrap = format!("localhost:{}", ssl.port());
-        tokio::task::spawn_blocking(move || {
-            std::process::Command::new(env!("CARGO_BIN_EXE_kcoord"))
-                .args(["groups", "list", "--bootstrap", &bootstrap, "--command-config", &props])
-                .output()
-                .unwrap()
-        })
-    };
-    let out = run(props("ssl.key.password=client secret\n")).await.unwrap();
+    let out = common::groups_list_with(ssl.port(), props("ssl.key.password=client secret\n")).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = run(props("")).await.unwrap();
+    let out = common::groups_list_with(ssl.port(), props("")).await;
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("ssl.key.password"), "{err}");
     s.shutdown().await;

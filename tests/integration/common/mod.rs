@@ -72,6 +72,20 @@ impl TestServer {
 
 /// Starts a daemon with the test defaults and `settings` that must not
 /// start; returns why it refused.
+/// `kcoord groups list` against `localhost:port` with the client settings
+/// file `properties` (Kafka's `--command-config`), off the async runtime.
+pub async fn groups_list_with(port: u16, properties: String) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        let bootstrap = format!("localhost:{port}");
+        std::process::Command::new(env!("CARGO_BIN_EXE_kcoord"))
+            .args(["groups", "list", "--bootstrap", &bootstrap, "--command-config", &properties])
+            .output()
+            .expect("run kcoord groups list")
+    })
+    .await
+    .expect("the CLI's thread")
+}
+
 pub async fn start_error(settings: &[String]) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut b = ConfigBuilder::new();
