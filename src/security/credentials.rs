@@ -58,19 +58,7 @@ impl Credentials {
     /// (`<file>.lock`), so that `kcoord users` and the daemon's
     /// AlterUserScramCredentials never lose each other's edits.
     pub fn edit<R>(path: &Path, change: impl FnOnce(&mut Credentials) -> Result<R, String>) -> Result<R, String> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| format!("credentials file {}: {e}", path.display()))?;
-        }
-        let lock_path = path.with_extension("lock");
-        let _edit = crate::storage::fsutil::EditLock::acquire(&lock_path)
-            .map_err(|e| format!("credentials file lock {}: {e}", lock_path.display()))?;
-        let before = Credentials::load(path)?;
-        let mut after = before.clone();
-        let result = change(&mut after)?;
-        if after != before {
-            after.save(path)?;
-        }
-        Ok(result)
+        crate::storage::fsutil::edit_locked(path, "credentials file", Credentials::load, Credentials::save, change)
     }
 
     /// Reads a credentials file; a missing file is no users.

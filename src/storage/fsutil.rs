@@ -84,6 +84,33 @@ impl DirLock {
     }
 }
 
+/// A read-modify-write of the small file at `path` (`what` names it in
+/// errors) under its edit lock (`<file>.lock`): `load` reads it (a missing
+/// file being its empty value), `change` edits a copy, and `save` writes the
+/// copy durably if it differs. The ACL file and the credentials file are
+/// edited this way by the CLI and the daemon alike, so neither loses the
+/// other's edit.
+pub fn edit_locked<T: Clone + PartialEq, R>(
+    path: &Path,
+    what: &str,
+    load: impl FnOnce(&Path) -> Result<T, String>,
+    save: impl FnOnce(&T, &Path) -> Result<(), String>,
+    change: impl FnOnce(&mut T) -> Result<R, String>,
+) -> Result<R, String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    }
+    let lock_path = path.with_extension("lock");
+    let _edit = EditLock::acquire(&lock_path).map_err(|e| format!("{what} lock {}: {e}", lock_path.display()))?;
+    let before = load(path)?;
+    let mut after = before.clone();
+    let result = change(&mut after)?;
+    if after != before {
+        save(&after, path)?;
+    }
+    Ok(result)
+}
+
 /// An exclusive advisory lock (flock) on a lock file, held until dropped;
 /// acquiring it waits for the holder. It serializes read-modify-write edits
 /// of a small file between processes, e.g. `kcoord acls add` and the

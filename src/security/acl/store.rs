@@ -52,22 +52,13 @@ impl AclFile {
     /// `kcoord acls add|remove` and the daemon's CreateAcls and DeleteAcls
     /// never lose each other's edits.
     pub fn edit<R>(path: &Path, change: impl FnOnce(&mut Vec<AclBinding>) -> Result<R, String>) -> Result<R, String> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| format!("ACL file {}: {e}", path.display()))?;
-        }
-        let lock_path = path.with_extension("lock");
-        let _edit = crate::storage::fsutil::EditLock::acquire(&lock_path)
-            .map_err(|e| format!("ACL file lock {}: {e}", lock_path.display()))?;
-        let before = AclFile::load(path)?;
-        let mut after = before.clone();
-        let result = change(&mut after.acls)?;
-        if after.acls.len() > MAX_ACLS {
-            return Err(format!("over the limit of {MAX_ACLS} ACLs"));
-        }
-        if after != before {
-            after.save(path)?;
-        }
-        Ok(result)
+        crate::storage::fsutil::edit_locked(path, "ACL file", AclFile::load, AclFile::save, |file: &mut AclFile| {
+            let result = change(&mut file.acls)?;
+            if file.acls.len() > MAX_ACLS {
+                return Err(format!("over the limit of {MAX_ACLS} ACLs"));
+            }
+            Ok(result)
+        })
     }
 
     /// Replaces the file durably (sorted, without duplicates).
