@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 
 use rustls::pki_types::CertificateDer;
 
-use super::keystore::StoreFile;
+use super::keystore::{IdentitySource, StoreFile, TrustSource};
 use rustls::server::WebPkiClientVerifier;
 use rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
@@ -165,20 +165,24 @@ fn build(files: &TlsFiles) -> Result<ServerConfig, String> {
     let builder = match files.client_auth {
         ClientAuth::None => builder.with_no_client_auth(),
         auth => {
-            let roots = super::keystore::roots(&files.ca, &files.truststore)?;
+            let trust = match files.truststore.location.is_empty() {
+                true => TrustSource::File(&files.ca),
+                false => TrustSource::Store(&files.truststore),
+            };
+            let roots = trust.roots()?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             let verifier = if auth == ClientAuth::Requested { verifier.allow_unauthenticated() } else { verifier };
             builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("the client CA: {e}"))?)
         }
     };
-    let identity = super::keystore::identity(
-        &files.certificate,
-        &files.private_key,
-        &files.private_key_password,
-        &files.keystore,
-    )?
-    .ok_or("a TLS listener needs a certificate and its key")?;
-    let source = if files.keystore.location.is_empty() { &files.certificate } else { &files.keystore.location };
+    let (identity, source) = match files.keystore.location.is_empty() {
+        true => (
+            IdentitySource::Files { certificate: &files.certificate, private_key: &files.private_key },
+            &files.certificate,
+        ),
+        false => (IdentitySource::Store(&files.keystore), &files.keystore.location),
+    };
+    let identity = identity.load(&files.private_key_password)?;
     builder.with_single_cert(identity.chain, identity.key).map_err(|e| format!("{source}: {e}"))
 }
 

@@ -410,10 +410,9 @@ fn properties(text: &str) -> Vec<(String, String)> {
         .filter_map(|line| {
             // The key ends at the first unescaped '=', ':' or blank; the
             // separator is blanks around at most one '=' or ':'.
-            let mut chars = line.char_indices().peekable();
             let mut key_end = line.len();
             let mut escaped = false;
-            for (i, c) in chars.by_ref() {
+            for (i, c) in line.char_indices() {
                 if escaped {
                     escaped = false;
                 } else if c == '\\' {

@@ -11,8 +11,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
 
 use super::ClientSecurityConfig;
-use crate::security::keystore::{self, StoreFile};
-use crate::security::pem;
+use crate::security::keystore::{self, IdentitySource, StoreFile, TrustSource};
 use crate::security::tls_policy::TlsPolicy;
 
 pub fn client_config(c: &ClientSecurityConfig) -> Result<ClientConfig, String> {
@@ -45,52 +44,43 @@ pub fn client_config(c: &ClientSecurityConfig) -> Result<ClientConfig, String> {
     }
 }
 
-/// Which of `sources` (setting names, and whether each is set) is set: at
-/// most one may be.
-fn one_of(what: &str, sources: &[(&str, bool)]) -> Result<Option<usize>, String> {
-    let set: Vec<usize> = (0..sources.len()).filter(|i| sources.get(*i).is_some_and(|s| s.1)).collect();
-    match set.as_slice() {
-        [] => Ok(None),
-        [one] => Ok(Some(*one)),
-        _ => {
-            let names: Vec<&str> = set.iter().filter_map(|i| sources.get(*i).map(|s| s.0)).collect();
-            Err(format!("{} all name {what}: set one", names.join(" and ")))
-        }
+/// The one of `sources` (setting names, whether each is set, what it
+/// gives) that is set, if any: at most one may be.
+fn one_of<T>(what: &str, sources: Vec<(&str, bool, T)>) -> Result<Option<T>, String> {
+    let mut set: Vec<(&str, T)> = sources.into_iter().filter(|s| s.1).map(|(name, _, t)| (name, t)).collect();
+    if set.len() > 1 {
+        let names: Vec<&str> = set.iter().map(|s| s.0).collect();
+        return Err(format!("{} all name {what}: set one", names.join(" and ")));
     }
+    Ok(set.pop().map(|s| s.1))
 }
 
 /// The CAs the broker's certificate must chain to: a PEM file
 /// (ssl.ca.location), a trust store (ssl.truststore.location) or inline PEM
 /// (ssl.truststore.certificates, KIP-651).
 fn roots(c: &ClientSecurityConfig) -> Result<rustls::RootCertStore, String> {
+    let store = StoreFile {
+        location: c.ssl_truststore_location.clone(),
+        kind: c.ssl_truststore_type.clone(),
+        password: c.ssl_truststore_password.clone(),
+    };
     let source = one_of(
         "the CAs",
-        &[
-            ("ssl.ca.location", !c.ssl_ca_location.is_empty()),
-            ("ssl.truststore.location", !c.ssl_truststore_location.is_empty()),
-            ("ssl.truststore.certificates", !c.ssl_truststore_certificates.is_empty()),
+        vec![
+            ("ssl.ca.location", !c.ssl_ca_location.is_empty(), TrustSource::File(&c.ssl_ca_location)),
+            ("ssl.truststore.location", !store.location.is_empty(), TrustSource::Store(&store)),
+            (
+                "ssl.truststore.certificates",
+                !c.ssl_truststore_certificates.is_empty(),
+                TrustSource::Inline(&c.ssl_truststore_certificates),
+            ),
         ],
+    )?
+    .ok_or(
+        "SSL and SASL_SSL need ssl.ca.location (a PEM CA file), ssl.truststore.location (a JKS, PKCS#12 or PEM \
+         trust store) or ssl.truststore.certificates; system roots are not used",
     )?;
-    let certs = match source {
-        None => {
-            return Err("SSL and SASL_SSL need ssl.ca.location (a PEM CA file), ssl.truststore.location (a JKS, \
-                        PKCS#12 or PEM trust store) or ssl.truststore.certificates; system roots are not used"
-                .into())
-        }
-        Some(0) => pem::read_certs(&c.ssl_ca_location)?,
-        Some(1) => keystore::read_trusted(&StoreFile {
-            location: c.ssl_truststore_location.clone(),
-            kind: c.ssl_truststore_type.clone(),
-            password: c.ssl_truststore_password.clone(),
-        })?,
-        Some(_) => pem::parse_certs(&pem::normalize(&c.ssl_truststore_certificates))
-            .map_err(|e| format!("ssl.truststore.certificates: {e}"))?,
-    };
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in certs {
-        roots.add(cert).map_err(|e| format!("the CA: {e}"))?;
-    }
-    Ok(roots)
+    source.roots()
 }
 
 /// The client certificate, if any: PEM files (ssl.certificate.location and
@@ -99,38 +89,34 @@ fn roots(c: &ClientSecurityConfig) -> Result<rustls::RootCertStore, String> {
 fn identity(c: &ClientSecurityConfig) -> Result<Option<keystore::Identity>, String> {
     let files = (!c.ssl_certificate_location.is_empty(), !c.ssl_key_location.is_empty());
     let inline = (!c.ssl_keystore_certificate_chain.is_empty(), !c.ssl_keystore_key.is_empty());
+    if files.0 != files.1 {
+        return Err("a client certificate needs both ssl.certificate.location and ssl.key.location".into());
+    }
+    if inline.0 != inline.1 {
+        return Err("a client certificate needs both ssl.keystore.certificate.chain and ssl.keystore.key".into());
+    }
+    let store = StoreFile {
+        location: c.ssl_keystore_location.clone(),
+        kind: c.ssl_keystore_type.clone(),
+        password: c.ssl_keystore_password.clone(),
+    };
     let source = one_of(
         "the client certificate",
-        &[
-            ("ssl.certificate.location/ssl.key.location", files.0 || files.1),
-            ("ssl.keystore.location", !c.ssl_keystore_location.is_empty()),
-            ("ssl.keystore.certificate.chain/ssl.keystore.key", inline.0 || inline.1),
+        vec![
+            (
+                "ssl.certificate.location/ssl.key.location",
+                files.0,
+                IdentitySource::Files { certificate: &c.ssl_certificate_location, private_key: &c.ssl_key_location },
+            ),
+            ("ssl.keystore.location", !store.location.is_empty(), IdentitySource::Store(&store)),
+            (
+                "ssl.keystore.certificate.chain/ssl.keystore.key",
+                inline.0,
+                IdentitySource::Inline { chain: &c.ssl_keystore_certificate_chain, private_key: &c.ssl_keystore_key },
+            ),
         ],
     )?;
-    match source {
-        None => Ok(None),
-        Some(0) if files.0 && files.1 => Ok(Some(keystore::Identity {
-            chain: pem::read_certs(&c.ssl_certificate_location)?,
-            key: pem::read_private_key(&c.ssl_key_location, &c.ssl_key_password)?,
-        })),
-        Some(0) => Err("a client certificate needs both ssl.certificate.location and ssl.key.location".into()),
-        Some(1) => keystore::read_identity(
-            &StoreFile {
-                location: c.ssl_keystore_location.clone(),
-                kind: c.ssl_keystore_type.clone(),
-                password: c.ssl_keystore_password.clone(),
-            },
-            &c.ssl_key_password,
-        )
-        .map(Some),
-        Some(_) if inline.0 && inline.1 => Ok(Some(keystore::Identity {
-            chain: pem::parse_certs(&pem::normalize(&c.ssl_keystore_certificate_chain))
-                .map_err(|e| format!("ssl.keystore.certificate.chain: {e}"))?,
-            key: pem::parse_private_key(&pem::normalize(&c.ssl_keystore_key), &c.ssl_key_password)
-                .map_err(|e| format!("ssl.keystore.key: {e}"))?,
-        })),
-        Some(_) => Err("a client certificate needs both ssl.keystore.certificate.chain and ssl.keystore.key".into()),
-    }
+    source.map(|s| s.load(&c.ssl_key_password)).transpose()
 }
 
 /// The CA check without the host name check

@@ -149,41 +149,70 @@ pub fn read_trusted(store: &StoreFile) -> Result<Vec<CertificateDer<'static>>, S
     Ok(entries.trusted.into_iter().map(CertificateDer::from).collect())
 }
 
-/// A TLS identity from PEM files (`certificate`, `private_key`) or from
-/// `store`, whichever is configured; None: neither. Which settings may go
-/// together is checked where they are named (configuration validation).
-pub fn identity(
-    certificate: &str,
-    private_key: &str,
-    key_password: &str,
-    store: &StoreFile,
-) -> Result<Option<Identity>, String> {
-    if !store.location.is_empty() {
-        return read_identity(store, key_password).map(Some);
-    }
-    match (certificate.is_empty(), private_key.is_empty()) {
-        (true, true) => Ok(None),
-        (false, false) => Ok(Some(Identity {
-            chain: super::pem::read_certs(certificate)?,
-            key: super::pem::read_private_key(private_key, key_password)?,
-        })),
-        _ => Err("a certificate needs its private key and the key its certificate".into()),
+/// Where a TLS identity (certificate chain and key) comes from. Which
+/// settings may go together is checked where they are named (configuration
+/// validation, the client settings).
+#[derive(Debug, Clone, Copy)]
+pub enum IdentitySource<'a> {
+    /// PEM files (`security.tls_certificate` and `tls_private_key`;
+    /// `ssl.certificate.location` and `ssl.key.location`).
+    Files { certificate: &'a str, private_key: &'a str },
+    /// A key store (`security.tls_keystore`, `ssl.keystore.location`).
+    Store(&'a StoreFile),
+    /// Inline PEM (Kafka's `ssl.keystore.certificate.chain` and
+    /// `ssl.keystore.key`, KIP-651).
+    Inline { chain: &'a str, private_key: &'a str },
+}
+
+impl IdentitySource<'_> {
+    /// The chain and key; `key_password` decrypts an encrypted key (for a
+    /// store, empty means the store's password, as in Kafka).
+    pub fn load(&self, key_password: &str) -> Result<Identity, String> {
+        use super::pem;
+        match *self {
+            IdentitySource::Files { certificate, private_key } => Ok(Identity {
+                chain: pem::read_certs(certificate)?,
+                key: pem::read_private_key(private_key, key_password)?,
+            }),
+            IdentitySource::Store(store) => read_identity(store, key_password),
+            IdentitySource::Inline { chain, private_key } => Ok(Identity {
+                chain: pem::parse_certs(&pem::normalize(chain))
+                    .map_err(|e| format!("ssl.keystore.certificate.chain: {e}"))?,
+                key: pem::parse_private_key(&pem::normalize(private_key), key_password)
+                    .map_err(|e| format!("ssl.keystore.key: {e}"))?,
+            }),
+        }
     }
 }
 
-/// The roots peers' certificates must chain to: `store`'s if configured,
-/// else the PEM file `ca`'s.
-pub fn roots(ca: &str, store: &StoreFile) -> Result<rustls::RootCertStore, String> {
-    let (certs, source) = if store.location.is_empty() {
-        (super::pem::read_certs(ca)?, ca)
-    } else {
-        (read_trusted(store)?, store.location.as_str())
-    };
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in certs {
-        roots.add(cert).map_err(|e| format!("{source}: {e}"))?;
+/// Where the CAs peers' certificates must chain to come from.
+#[derive(Debug, Clone, Copy)]
+pub enum TrustSource<'a> {
+    /// A PEM file (`security.tls_ca`, `ssl.ca.location`).
+    File(&'a str),
+    /// A trust store (`security.tls_truststore`, `ssl.truststore.location`).
+    Store(&'a StoreFile),
+    /// Inline PEM (Kafka's `ssl.truststore.certificates`, KIP-651).
+    Inline(&'a str),
+}
+
+impl TrustSource<'_> {
+    pub fn roots(&self) -> Result<rustls::RootCertStore, String> {
+        let (certs, source) = match *self {
+            TrustSource::File(path) => (super::pem::read_certs(path)?, path),
+            TrustSource::Store(store) => (read_trusted(store)?, store.location.as_str()),
+            TrustSource::Inline(text) => (
+                super::pem::parse_certs(&super::pem::normalize(text))
+                    .map_err(|e| format!("ssl.truststore.certificates: {e}"))?,
+                "ssl.truststore.certificates",
+            ),
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in certs {
+            roots.add(cert).map_err(|e| format!("{source}: {e}"))?;
+        }
+        Ok(roots)
     }
-    Ok(roots)
 }
 
 /// Subject and issuer names of a DER certificate, raw.
