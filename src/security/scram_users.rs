@@ -126,56 +126,59 @@ const ALTERED_TWICE: &str = "A user credential cannot be altered twice in the sa
 /// RESOURCE_NOT_FOUND. The valid changes are applied; answers come as
 /// Kafka's do: deletions, then upsertions, then the failed users.
 pub fn alter(credentials: &mut Credentials, deletions: &[Deletion], upsertions: &[Upsertion]) -> Vec<Altered> {
+    enum Change<'a> {
+        Delete(ScramMechanism),
+        Upsert(ScramMechanism, &'a Upsertion),
+    }
     let mut failed: BTreeMap<&str, (ErrorCode, &'static str)> = BTreeMap::new();
-    let mut to_delete: BTreeMap<&str, &Deletion> = BTreeMap::new();
-    let mut deletion_order: Vec<&str> = Vec::new();
-    for d in deletions {
-        let user = d.user.as_str();
+    // Valid changes in request order, deletions first, at most one a user
+    // (a slot emptied when its user turns out to be altered twice), and
+    // where each user's is.
+    let mut pending: Vec<Option<(&str, Change<'_>)>> = Vec::new();
+    let mut slot_of: BTreeMap<&str, usize> = BTreeMap::new();
+    let checked = deletions
+        .iter()
+        .map(|d| {
+            let change =
+                check_name_and_mechanism(&d.user, d.mechanism).and_then(|m| match credentials.scram(&d.user, m) {
+                    Some(_) => Ok(Change::Delete(m)),
+                    None => {
+                        Err((ErrorCode::RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"))
+                    }
+                });
+            (d.user.as_str(), change)
+        })
+        .chain(upsertions.iter().map(|u| {
+            let change = check_name_and_mechanism(&u.user, u.mechanism)
+                .and_then(|m| check_iterations(u.iterations).map(|()| Change::Upsert(m, u)));
+            (u.user.as_str(), change)
+        }))
+        .collect::<Vec<_>>();
+    for (user, change) in checked {
         if failed.contains_key(user) {
             continue;
         }
-        if to_delete.remove(user).is_some() {
+        if let Some(at) = slot_of.remove(user) {
+            if let Some(slot) = pending.get_mut(at) {
+                *slot = None;
+            }
             failed.insert(user, (ErrorCode::DUPLICATE_RESOURCE, ALTERED_TWICE));
             continue;
         }
-        match check_name_and_mechanism(user, d.mechanism).and_then(|m| match credentials.scram(user, m) {
-            Some(_) => Ok(()),
-            None => Err((ErrorCode::RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist")),
-        }) {
-            Ok(()) => {
-                to_delete.insert(user, d);
-                deletion_order.push(user);
+        match change {
+            Ok(change) => {
+                slot_of.insert(user, pending.len());
+                pending.push(Some((user, change)));
             }
             Err(e) => {
                 failed.insert(user, e);
             }
         }
     }
-    let mut to_upsert: BTreeMap<&str, &Upsertion> = BTreeMap::new();
-    let mut upsertion_order: Vec<&str> = Vec::new();
-    for u in upsertions {
-        let user = u.user.as_str();
-        if failed.contains_key(user) {
-            continue;
-        }
-        if to_delete.remove(user).is_some() || to_upsert.remove(user).is_some() {
-            failed.insert(user, (ErrorCode::DUPLICATE_RESOURCE, ALTERED_TWICE));
-            continue;
-        }
-        match check_name_and_mechanism(user, u.mechanism).and_then(|_| check_iterations(u.iterations)) {
-            Ok(()) => {
-                to_upsert.insert(user, u);
-                upsertion_order.push(user);
-            }
-            Err(e) => {
-                failed.insert(user, e);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for user in deletion_order {
-        if let Some(d) = to_delete.get(user) {
-            if let Some(m) = mechanism_of(d.mechanism) {
+    let mut out = Vec::with_capacity(pending.len() + failed.len());
+    for (user, change) in pending.into_iter().flatten() {
+        match change {
+            Change::Delete(m) => {
                 if let Some(mechs) = credentials.users.get_mut(user) {
                     mechs.remove(m.name());
                     if mechs.is_empty() {
@@ -183,19 +186,14 @@ pub fn alter(credentials: &mut Credentials, deletions: &[Deletion], upsertions: 
                     }
                 }
             }
-            out.push(Altered { user: user.to_string(), error: ErrorCode::NONE, message: None });
-        }
-    }
-    for user in upsertion_order {
-        if let Some(u) = to_upsert.get(user) {
-            if let Some(m) = mechanism_of(u.mechanism) {
+            Change::Upsert(m, u) => {
                 let iterations = u32::try_from(u.iterations).unwrap_or(ScramMechanism::MIN_ITERATIONS);
                 let credential =
                     ScramCredential::from_salted_password(m, u.salt.clone(), &u.salted_password, iterations);
                 credentials.users.entry(user.to_string()).or_default().insert(m.name().to_string(), credential);
             }
-            out.push(Altered { user: user.to_string(), error: ErrorCode::NONE, message: None });
         }
+        out.push(Altered { user: user.to_string(), error: ErrorCode::NONE, message: None });
     }
     out.extend(failed.into_iter().map(|(user, (error, message))| Altered {
         user: user.to_string(),
