@@ -104,6 +104,16 @@ pub struct SecurityConfig {
     pub tls_truststore: String,
     pub tls_truststore_type: String,
     pub tls_truststore_password: String,
+    /// The listener's certificate chain as PEM text in the configuration,
+    /// instead of a file (Kafka: ssl.keystore.certificate.chain, KIP-651);
+    /// with `tls_keystore_key`.
+    pub tls_keystore_certificate_chain: String,
+    /// The private key of that chain as PEM text (PKCS#8, encrypted ones
+    /// opened with `tls_private_key_password`; Kafka: ssl.keystore.key).
+    pub tls_keystore_key: String,
+    /// CA certificates as PEM text, instead of `tls_ca` or a trust store
+    /// (Kafka: ssl.truststore.certificates).
+    pub tls_truststore_certificates: String,
     /// none | requested | required (Kafka: ssl.client.auth).
     pub tls_client_auth: String,
     /// How a client certificate's subject becomes its principal name
@@ -224,6 +234,9 @@ listener_overrides! {
     tls_truststore: String,
     tls_truststore_type: String,
     tls_truststore_password: String,
+    tls_keystore_certificate_chain: String,
+    tls_keystore_key: String,
+    tls_truststore_certificates: String,
     sasl_enabled_mechanisms: Vec<String>,
     connections_max_reauth_ms: i64,
 }
@@ -241,6 +254,9 @@ impl Default for SecurityConfig {
             tls_truststore: String::new(),
             tls_truststore_type: "JKS".into(),
             tls_truststore_password: String::new(),
+            tls_keystore_certificate_chain: String::new(),
+            tls_keystore_key: String::new(),
+            tls_truststore_certificates: String::new(),
             tls_client_auth: "none".into(),
             ssl_principal_mapping_rules: "DEFAULT".into(),
             ssl_enabled_protocols: vec!["TLSv1.2".into(), "TLSv1.3".into()],
@@ -1148,16 +1164,40 @@ impl Config {
                 Some(n) => format!("security.listener.{n}.{key} (or security.{key})"),
                 None => format!("security.{key}"),
             };
-            let pem_identity = !eff.tls_certificate.is_empty() || !eff.tls_private_key.is_empty();
-            if pem_identity && !eff.tls_keystore.is_empty() {
+            let identities = [
+                (!eff.tls_certificate.is_empty() || !eff.tls_private_key.is_empty(), "tls_certificate/tls_private_key"),
+                (!eff.tls_keystore.is_empty(), "tls_keystore"),
+                (
+                    !eff.tls_keystore_certificate_chain.is_empty() || !eff.tls_keystore_key.is_empty(),
+                    "tls_keystore_certificate_chain/tls_keystore_key",
+                ),
+            ];
+            let trusts = [
+                (!eff.tls_ca.is_empty(), "tls_ca"),
+                (!eff.tls_truststore.is_empty(), "tls_truststore"),
+                (!eff.tls_truststore_certificates.is_empty(), "tls_truststore_certificates"),
+            ];
+            for (sources, what) in [(&identities, "the listener's certificate"), (&trusts, "the client CAs")] {
+                let set: Vec<String> = sources.iter().filter(|(on, _)| *on).map(|(_, key)| at(key)).collect();
+                if set.len() > 1 {
+                    return bad(format!("{} all name {what}: set one", set.join(" and ")));
+                }
+            }
+            if eff.tls_keystore_certificate_chain.is_empty() != eff.tls_keystore_key.is_empty() {
                 return bad(format!(
-                    "{} and {}/tls_private_key both name the listener's certificate: set one",
-                    at("tls_keystore"),
-                    at("tls_certificate")
+                    "{} and {} go together",
+                    at("tls_keystore_certificate_chain"),
+                    at("tls_keystore_key")
                 ));
             }
-            if !eff.tls_ca.is_empty() && !eff.tls_truststore.is_empty() {
-                return bad(format!("{} and {} both name the client CAs: set one", at("tls_ca"), at("tls_truststore")));
+            if !eff.tls_keystore_key.is_empty() && !eff.tls_keystore_password.is_empty() {
+                // As Kafka: an inline key is opened with the key password.
+                return bad(format!(
+                    "{} cannot be used with {}: an inline key's password is {}",
+                    at("tls_keystore_password"),
+                    at("tls_keystore_key"),
+                    at("tls_private_key_password")
+                ));
             }
             crate::security::tls_policy::TlsPolicy::new(
                 &eff.ssl_enabled_protocols,
@@ -1171,22 +1211,28 @@ impl Config {
                 crate::security::keystore::check_kind(kind)
                     .map_err(|e| ConfigError::Invalid(format!("{}: {e}", at(key))))?;
             }
-            if uses_tls
-                && eff.tls_keystore.is_empty()
-                && (eff.tls_certificate.is_empty() || eff.tls_private_key.is_empty())
-            {
+            let pem_files = !eff.tls_certificate.is_empty() && !eff.tls_private_key.is_empty();
+            if uses_tls && !pem_files && eff.tls_keystore.is_empty() && eff.tls_keystore_key.is_empty() {
                 return bad(format!(
-                    "the {} listener needs {} and {}, or {}",
+                    "the {} listener needs {} and {}, or {}, or {} and {}",
                     name,
                     at("tls_certificate"),
                     at("tls_private_key"),
-                    at("tls_keystore")
+                    at("tls_keystore"),
+                    at("tls_keystore_certificate_chain"),
+                    at("tls_keystore_key")
                 ));
             }
             match eff.tls_client_auth.as_str() {
                 "none" => {}
-                "requested" | "required" if eff.tls_ca.is_empty() && eff.tls_truststore.is_empty() => {
-                    return bad(format!("{} needs {} or {}", at("tls_client_auth"), at("tls_ca"), at("tls_truststore")))
+                "requested" | "required" if !trusts.iter().any(|(on, _)| *on) => {
+                    return bad(format!(
+                        "{} needs {}, {} or {}",
+                        at("tls_client_auth"),
+                        at("tls_ca"),
+                        at("tls_truststore"),
+                        at("tls_truststore_certificates")
+                    ))
                 }
                 "requested" | "required" => {}
                 other => {
@@ -1286,6 +1332,7 @@ const SECRET_KEYS: &[&str] = &[
     "tls_private_key_password",
     "tls_keystore_password",
     "tls_truststore_password",
+    "tls_keystore_key",
 ];
 
 fn hide_secrets(table: &mut toml::Table) {
@@ -1408,14 +1455,16 @@ mod tests {
             ("sidecar.upstream_security.sasl_oauthbearer_client_secret", "s3cret"),
             ("sidecar.upstream_security.ssl_key_password", "keypw"),
             ("security.tls_private_key_password", "listenerpw"),
+            ("security.tls_keystore_key", "inlinekey"),
         ] {
             b = b.set(&format!("{key}=\"{secret}\"")).unwrap();
         }
+        b = b.set("security.tls_keystore_certificate_chain=\"chain\"").unwrap();
         let printed = b.set("sidecar.upstream_security.sasl_username=\"alice\"").unwrap().build().unwrap().to_toml();
-        for secret in ["hunter2", "s3cret", "keypw", "listenerpw"] {
+        for secret in ["hunter2", "s3cret", "keypw", "listenerpw", "inlinekey"] {
             assert!(!printed.contains(secret), "{printed}");
         }
-        assert_eq!(printed.matches("\"[hidden]\"").count(), 4, "{printed}");
+        assert_eq!(printed.matches("\"[hidden]\"").count(), 5, "{printed}");
         assert!(printed.contains("sasl_username = \"alice\""), "{printed}");
     }
 

@@ -36,6 +36,11 @@ pub struct TlsFiles {
     pub keystore: StoreFile,
     /// A trust store instead of `ca` (Kafka: ssl.truststore.*).
     pub truststore: StoreFile,
+    /// Inline PEM instead of files (Kafka: ssl.keystore.certificate.chain
+    /// and ssl.keystore.key, ssl.truststore.certificates).
+    pub inline_chain: String,
+    pub inline_key: String,
+    pub inline_cas: String,
     pub client_auth: ClientAuth,
     /// Kafka's ssl.enabled.protocols and ssl.cipher.suites.
     pub protocols: Vec<String>,
@@ -65,9 +70,42 @@ impl TlsFiles {
                 kind: c.tls_truststore_type.clone(),
                 password: c.tls_truststore_password.clone(),
             },
+            inline_chain: c.tls_keystore_certificate_chain.clone(),
+            inline_key: c.tls_keystore_key.clone(),
+            inline_cas: c.tls_truststore_certificates.clone(),
             client_auth,
             protocols: c.ssl_enabled_protocols.clone(),
             cipher_suites: c.ssl_cipher_suites.clone(),
+        }
+    }
+}
+
+impl TlsFiles {
+    /// Where the listener's certificate and key come from (configuration
+    /// validation allows one source), and its name for messages.
+    fn identity(&self) -> (IdentitySource<'_>, &str) {
+        if !self.keystore.location.is_empty() {
+            (IdentitySource::Store(&self.keystore), &self.keystore.location)
+        } else if !self.inline_key.is_empty() {
+            let names = ["security.tls_keystore_certificate_chain", "security.tls_keystore_key"];
+            let source = "security.tls_keystore_certificate_chain/tls_keystore_key";
+            (IdentitySource::Inline { chain: &self.inline_chain, private_key: &self.inline_key, names }, source)
+        } else {
+            (
+                IdentitySource::Files { certificate: &self.certificate, private_key: &self.private_key },
+                &self.certificate,
+            )
+        }
+    }
+
+    /// Where the CAs client certificates must chain to come from.
+    fn trust(&self) -> TrustSource<'_> {
+        if !self.truststore.location.is_empty() {
+            TrustSource::Store(&self.truststore)
+        } else if !self.inline_cas.is_empty() {
+            TrustSource::Inline(&self.inline_cas, "security.tls_truststore_certificates")
+        } else {
+            TrustSource::File(&self.ca)
         }
     }
 }
@@ -133,11 +171,7 @@ impl TlsContext {
 
     /// Where the certificate comes from, for log lines.
     fn source(&self) -> &str {
-        if self.files.keystore.location.is_empty() {
-            &self.files.certificate
-        } else {
-            &self.files.keystore.location
-        }
+        self.files.identity().1
     }
 
     pub fn acceptor(&self) -> TlsAcceptor {
@@ -165,23 +199,13 @@ fn build(files: &TlsFiles) -> Result<ServerConfig, String> {
     let builder = match files.client_auth {
         ClientAuth::None => builder.with_no_client_auth(),
         auth => {
-            let trust = match files.truststore.location.is_empty() {
-                true => TrustSource::File(&files.ca),
-                false => TrustSource::Store(&files.truststore),
-            };
-            let roots = trust.roots()?;
+            let roots = files.trust().roots()?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             let verifier = if auth == ClientAuth::Requested { verifier.allow_unauthenticated() } else { verifier };
             builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("the client CA: {e}"))?)
         }
     };
-    let (identity, source) = match files.keystore.location.is_empty() {
-        true => (
-            IdentitySource::Files { certificate: &files.certificate, private_key: &files.private_key },
-            &files.certificate,
-        ),
-        false => (IdentitySource::Store(&files.keystore), &files.keystore.location),
-    };
+    let (identity, source) = files.identity();
     let identity = identity.load(&files.private_key_password)?;
     builder.with_single_cert(identity.chain, identity.key).map_err(|e| format!("{source}: {e}"))
 }

@@ -295,6 +295,90 @@ async fn the_admin_cli_takes_inline_pem_as_kafkas_properties_write_it() {
     s.shutdown().await;
 }
 
+/// `pairs` as `--set` settings whose values are TOML strings with their
+/// line breaks (inline PEM).
+fn text_settings(pairs: &[(&str, &str)]) -> Vec<String> {
+    let mut out = vec!["server.listeners=[\"SSL://127.0.0.1:0\"]".to_string()];
+    out.extend(pairs.iter().map(|(k, v)| format!("security.{k}={}", toml::Value::String(v.to_string()))));
+    out
+}
+
+#[tokio::test]
+async fn a_listener_serves_inline_pem_and_checks_clients_against_inline_cas() {
+    let pki = Pki::new("test CA");
+    let (chain, key) = pki.issue(&["localhost", "127.0.0.1"], "server", None);
+    let s = start(&text_settings(&[
+        ("tls_keystore_certificate_chain", &chain),
+        ("tls_keystore_key", &key),
+        ("tls_truststore_certificates", &pki.ca_pem),
+        ("tls_client_auth", "required"),
+    ]))
+    .await;
+    let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
+    let alice = pki.issue(&[], "alice", None);
+    let mut c = tls_connect(ssl, client_config(&pki.ca_pem, Some(alice))).await.unwrap();
+    assert!(c.metadata().await.is_ok());
+    let stranger = Pki::new("other CA").issue(&[], "mallory", None);
+    let refused = match tls_connect(ssl, client_config(&pki.ca_pem, Some(stranger))).await {
+        Err(_) => true,
+        Ok(mut c) => c.metadata().await.is_err(),
+    };
+    assert!(refused, "a certificate from another CA was accepted");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn inline_pem_that_is_incomplete_damaged_or_doubled_stops_the_start_naming_the_setting() {
+    let pki = Pki::new("test CA");
+    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let stores = Stores::new(&pki, &files, "server");
+    let (chain, key) = pki.issue(&["localhost"], "server", None);
+    let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
+        (vec![("tls_keystore_certificate_chain", &chain)], "go together"),
+        (
+            vec![
+                ("tls_keystore_certificate_chain", &chain),
+                ("tls_keystore_key", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"),
+            ],
+            "tls_keystore_key: unexpected error: failed to parse private key",
+        ),
+        (
+            vec![("tls_keystore_certificate_chain", "not PEM"), ("tls_keystore_key", &key)],
+            "security.tls_keystore_certificate_chain",
+        ),
+        (
+            vec![
+                ("tls_keystore_certificate_chain", &chain),
+                ("tls_keystore_key", &key),
+                ("tls_certificate", &stores.cert),
+                ("tls_private_key", &stores.key),
+            ],
+            "set one",
+        ),
+        (
+            vec![
+                ("tls_keystore_certificate_chain", &chain),
+                ("tls_keystore_key", &key),
+                ("tls_keystore_password", "x"),
+            ],
+            "tls_private_key_password",
+        ),
+        (
+            vec![
+                ("tls_keystore_certificate_chain", &chain),
+                ("tls_keystore_key", &key),
+                ("tls_truststore_certificates", &pki.ca_pem),
+                ("tls_ca", &stores.ca),
+            ],
+            "set one",
+        ),
+    ];
+    for (pairs, expected) in cases {
+        let err = common::start_error(&text_settings(&pairs)).await;
+        assert!(err.contains(expected), "{pairs:?}: {err}");
+    }
+}
+
 /// Flips, truncates and extends the bytes of real stores: every damaged
 /// store is an error or (where the damage missed what is checked, with no
 /// password) a store, never a panic.

@@ -72,7 +72,7 @@ fn roots(c: &ClientSecurityConfig) -> Result<rustls::RootCertStore, String> {
             (
                 "ssl.truststore.certificates",
                 !c.ssl_truststore_certificates.is_empty(),
-                TrustSource::Inline(&c.ssl_truststore_certificates),
+                TrustSource::Inline(&c.ssl_truststore_certificates, "ssl.truststore.certificates"),
             ),
         ],
     )?
@@ -112,7 +112,11 @@ fn identity(c: &ClientSecurityConfig) -> Result<Option<keystore::Identity>, Stri
             (
                 "ssl.keystore.certificate.chain/ssl.keystore.key",
                 inline.0,
-                IdentitySource::Inline { chain: &c.ssl_keystore_certificate_chain, private_key: &c.ssl_keystore_key },
+                IdentitySource::Inline {
+                    chain: &c.ssl_keystore_certificate_chain,
+                    private_key: &c.ssl_keystore_key,
+                    names: ["ssl.keystore.certificate.chain", "ssl.keystore.key"],
+                },
             ),
         ],
     )?;

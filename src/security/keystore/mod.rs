@@ -160,8 +160,9 @@ pub enum IdentitySource<'a> {
     /// A key store (`security.tls_keystore`, `ssl.keystore.location`).
     Store(&'a StoreFile),
     /// Inline PEM (Kafka's `ssl.keystore.certificate.chain` and
-    /// `ssl.keystore.key`, KIP-651).
-    Inline { chain: &'a str, private_key: &'a str },
+    /// `ssl.keystore.key`, KIP-651), with the names of the two settings
+    /// for messages.
+    Inline { chain: &'a str, private_key: &'a str, names: [&'a str; 2] },
 }
 
 impl IdentitySource<'_> {
@@ -175,11 +176,10 @@ impl IdentitySource<'_> {
                 key: pem::read_private_key(private_key, key_password)?,
             }),
             IdentitySource::Store(store) => read_identity(store, key_password),
-            IdentitySource::Inline { chain, private_key } => Ok(Identity {
-                chain: pem::parse_certs(&pem::normalize(chain))
-                    .map_err(|e| format!("ssl.keystore.certificate.chain: {e}"))?,
+            IdentitySource::Inline { chain, private_key, names: [chain_name, key_name] } => Ok(Identity {
+                chain: pem::parse_certs(&pem::normalize(chain)).map_err(|e| format!("{chain_name}: {e}"))?,
                 key: pem::parse_private_key(&pem::normalize(private_key), key_password)
-                    .map_err(|e| format!("ssl.keystore.key: {e}"))?,
+                    .map_err(|e| format!("{key_name}: {e}"))?,
             }),
         }
     }
@@ -192,8 +192,9 @@ pub enum TrustSource<'a> {
     File(&'a str),
     /// A trust store (`security.tls_truststore`, `ssl.truststore.location`).
     Store(&'a StoreFile),
-    /// Inline PEM (Kafka's `ssl.truststore.certificates`, KIP-651).
-    Inline(&'a str),
+    /// Inline PEM (Kafka's `ssl.truststore.certificates`, KIP-651), and
+    /// the setting's name for messages.
+    Inline(&'a str, &'a str),
 }
 
 impl TrustSource<'_> {
@@ -201,11 +202,9 @@ impl TrustSource<'_> {
         let (certs, source) = match *self {
             TrustSource::File(path) => (super::pem::read_certs(path)?, path),
             TrustSource::Store(store) => (read_trusted(store)?, store.location.as_str()),
-            TrustSource::Inline(text) => (
-                super::pem::parse_certs(&super::pem::normalize(text))
-                    .map_err(|e| format!("ssl.truststore.certificates: {e}"))?,
-                "ssl.truststore.certificates",
-            ),
+            TrustSource::Inline(text, name) => {
+                (super::pem::parse_certs(&super::pem::normalize(text)).map_err(|e| format!("{name}: {e}"))?, name)
+            }
         };
         let mut roots = rustls::RootCertStore::empty();
         for cert in certs {
