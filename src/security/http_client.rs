@@ -123,20 +123,9 @@ impl HttpClient {
 
 /// The TLS settings for an https URL.
 fn https_config(ca_location: &str) -> Result<rustls::ClientConfig, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    if ca_location.is_empty() {
-        let found = rustls_native_certs::load_native_certs();
-        let (added, _) = roots.add_parsable_certificates(found.certs);
-        if added == 0 {
-            return Err("no system CA certificates for https; give a CA file".into());
-        }
-    } else {
-        let f = std::fs::File::open(ca_location).map_err(|e| format!("CA file {ca_location}: {e}"))?;
-        for cert in rustls_pemfile::certs(&mut std::io::BufReader::new(f)) {
-            let cert = cert.map_err(|e| format!("CA file {ca_location}: {e}"))?;
-            roots.add(cert).map_err(|e| format!("CA file {ca_location}: {e}"))?;
-        }
-    }
+    use super::keystore::TrustSource;
+    let source = if ca_location.is_empty() { TrustSource::System } else { TrustSource::File(ca_location) };
+    let roots = source.roots()?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

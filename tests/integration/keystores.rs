@@ -295,6 +295,38 @@ async fn the_admin_cli_takes_inline_pem_as_kafkas_properties_write_it() {
     s.shutdown().await;
 }
 
+#[tokio::test]
+async fn without_a_configured_ca_the_admin_cli_trusts_the_systems_cas_as_kafka_clients_do() {
+    let pki = Pki::new("public CA");
+    let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
+    let server = Stores::new(&pki, &files, "server");
+    let s = start(&settings(&[("tls_certificate", &server.cert), ("tls_private_key", &server.key)])).await;
+    let ssl = s.daemon.as_ref().unwrap().local_addrs()[0];
+    let other = files.write("other-ca.pem", &Pki::new("other CA").ca_pem);
+    let empty_dir = files.dir.path().join("no-certs");
+    std::fs::create_dir(&empty_dir).unwrap();
+    let empty_dir = empty_dir.display().to_string();
+    // The system's CAs stand in as SSL_CERT_FILE (and an empty
+    // SSL_CERT_DIR), which OpenSSL and kcoord both honour.
+    for properties in ["security.protocol=SSL\n", "security.protocol=SSL\nssl.ca.location=probe\n"] {
+        let props = files.write("system.properties", properties);
+        let system_has = |ca: &str| {
+            let env = [("SSL_CERT_FILE", ca.to_string()), ("SSL_CERT_DIR", empty_dir.clone())];
+            let props = props.clone();
+            async move {
+                let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                common::groups_list_with_env(ssl.port(), props, &env).await
+            }
+        };
+        let out = system_has(&server.ca).await;
+        assert!(out.status.success(), "{properties}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = system_has(&other).await;
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("UnknownIssuer"), "{properties}: {err}");
+    }
+    s.shutdown().await;
+}
+
 /// `pairs` as `--set` settings whose values are TOML strings with their
 /// line breaks (inline PEM).
 fn text_settings(pairs: &[(&str, &str)]) -> Vec<String> {

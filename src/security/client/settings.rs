@@ -27,7 +27,8 @@ pub struct ClientSecurityConfig {
     /// A file whose first line is the password.
     pub sasl_password_file: String,
     /// PEM CA certificates the broker's certificate must chain to (Kafka:
-    /// ssl.ca.location). System roots are not used.
+    /// ssl.ca.location); without it or a trust store, the system's CAs
+    /// (also with librdkafka's `probe`).
     pub ssl_ca_location: String,
     /// PEM client certificate and key, for brokers that ask for one (mTLS).
     pub ssl_certificate_location: String,

@@ -57,8 +57,11 @@ fn one_of<T>(what: &str, sources: Vec<(&str, bool, T)>) -> Result<Option<T>, Str
 
 /// The CAs the broker's certificate must chain to: a PEM file
 /// (ssl.ca.location), a trust store (ssl.truststore.location) or inline PEM
-/// (ssl.truststore.certificates, KIP-651).
+/// (ssl.truststore.certificates, KIP-651); without any of them (or with
+/// librdkafka's `ssl.ca.location=probe`) the system's, as Kafka's clients
+/// do, so that a cluster with a public CA's certificate needs no setting.
 fn roots(c: &ClientSecurityConfig) -> Result<rustls::RootCertStore, String> {
+    let probe = c.ssl_ca_location.eq_ignore_ascii_case("probe");
     let store = StoreFile {
         location: c.ssl_truststore_location.clone(),
         kind: c.ssl_truststore_type.clone(),
@@ -67,7 +70,8 @@ fn roots(c: &ClientSecurityConfig) -> Result<rustls::RootCertStore, String> {
     let source = one_of(
         "the CAs",
         vec![
-            ("ssl.ca.location", !c.ssl_ca_location.is_empty(), TrustSource::File(&c.ssl_ca_location)),
+            ("ssl.ca.location", probe, TrustSource::System),
+            ("ssl.ca.location", !c.ssl_ca_location.is_empty() && !probe, TrustSource::File(&c.ssl_ca_location)),
             ("ssl.truststore.location", !store.location.is_empty(), TrustSource::Store(&store)),
             (
                 "ssl.truststore.certificates",
@@ -76,10 +80,7 @@ fn roots(c: &ClientSecurityConfig) -> Result<rustls::RootCertStore, String> {
             ),
         ],
     )?
-    .ok_or(
-        "SSL and SASL_SSL need ssl.ca.location (a PEM CA file), ssl.truststore.location (a JKS, PKCS#12 or PEM \
-         trust store) or ssl.truststore.certificates; system roots are not used",
-    )?;
+    .unwrap_or(TrustSource::System);
     source.roots()
 }
 

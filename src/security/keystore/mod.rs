@@ -195,6 +195,10 @@ pub enum TrustSource<'a> {
     /// Inline PEM (Kafka's `ssl.truststore.certificates`, KIP-651), and
     /// the setting's name for messages.
     Inline(&'a str, &'a str),
+    /// The operating system's CAs, as Kafka clients trust by default (Java
+    /// its runtime's `cacerts`, librdkafka OpenSSL's default paths); the
+    /// usual `SSL_CERT_FILE` and `SSL_CERT_DIR` variables point elsewhere.
+    System,
 }
 
 impl TrustSource<'_> {
@@ -204,6 +208,16 @@ impl TrustSource<'_> {
             TrustSource::Store(store) => (read_trusted(store)?, store.location.as_str()),
             TrustSource::Inline(text, name) => {
                 (super::pem::parse_certs(&super::pem::normalize(text)).map_err(|e| format!("{name}: {e}"))?, name)
+            }
+            TrustSource::System => {
+                let found = rustls_native_certs::load_native_certs();
+                let mut roots = rustls::RootCertStore::empty();
+                let (added, _) = roots.add_parsable_certificates(found.certs);
+                if added == 0 {
+                    let why = found.errors.first().map(|e| format!(" ({e})")).unwrap_or_default();
+                    return Err(format!("no CA is configured and the system has no CA certificates{why}"));
+                }
+                return Ok(roots);
             }
         };
         let mut roots = rustls::RootCertStore::empty();

@@ -75,10 +75,17 @@ impl TestServer {
 /// `kcoord groups list` against `localhost:port` with the client settings
 /// file `properties` (Kafka's `--command-config`), off the async runtime.
 pub async fn groups_list_with(port: u16, properties: String) -> std::process::Output {
+    groups_list_with_env(port, properties, &[]).await
+}
+
+/// [`groups_list_with`] with extra environment variables for the CLI.
+pub async fn groups_list_with_env(port: u16, properties: String, env: &[(&str, &str)]) -> std::process::Output {
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     tokio::task::spawn_blocking(move || {
         let bootstrap = format!("localhost:{port}");
         std::process::Command::new(env!("CARGO_BIN_EXE_kcoord"))
             .args(["groups", "list", "--bootstrap", &bootstrap, "--command-config", &properties])
+            .envs(env)
             .output()
             .expect("run kcoord groups list")
     })
