@@ -1,7 +1,7 @@
 //! Key stores in Java's formats, so that a Kafka deployment's
 //! `ssl.keystore.*` and `ssl.truststore.*` files work as they are: PKCS#12
-//! (keytool's default since Java 9, `openssl pkcs12 -export`), JKS, and
-//! Kafka's PEM store type (one PEM file with the key and its chain).
+//! (keytool's default since Java 9, `openssl pkcs12 -export`), JKS, JCEKS,
+//! and Kafka's PEM store type (one PEM file with the key and its chain).
 //!
 //! As Java does with `keystore.type.compat`, the format is told from the
 //! file's content, so a PKCS#12 file named as JKS (or the other way round)
@@ -25,7 +25,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoreFile {
     pub location: String,
-    /// JKS, PKCS12 or PEM, any case; empty: JKS, Kafka's default.
+    /// JKS, JCEKS, PKCS12 or PEM, any case; empty: JKS, Kafka's default.
     pub kind: String,
     pub password: String,
 }
@@ -66,8 +66,8 @@ enum Format {
 /// Whether `kind` names a store type kcoord reads.
 pub fn check_kind(kind: &str) -> Result<(), String> {
     match kind.to_ascii_uppercase().as_str() {
-        "" | "JKS" | "PKCS12" | "PEM" => Ok(()),
-        other => Err(format!("store type {other:?} is not supported (JKS, PKCS12 or PEM)")),
+        "" | "JKS" | "JCEKS" | "PKCS12" | "PEM" => Ok(()),
+        other => Err(format!("store type {other:?} is not supported (JKS, JCEKS, PKCS12 or PEM)")),
     }
 }
 

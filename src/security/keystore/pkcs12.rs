@@ -244,7 +244,7 @@ fn hash_by_oid(oid: &str) -> Option<(&'static digest::Algorithm, hmac::Algorithm
     })
 }
 
-fn bounded(iterations: u64) -> Result<u32, String> {
+pub(super) fn bounded(iterations: u64) -> Result<u32, String> {
     if iterations == 0 || iterations > MAX_ITERATIONS {
         return Err(format!("iteration count {iterations} is out of range (1 to {MAX_ITERATIONS})"));
     }
@@ -318,7 +318,7 @@ fn decrypt(algorithm: &[u8], ciphertext: &[u8], password: &str) -> Result<Vec<u8
 }
 
 /// The legacy PKCS#12 ciphers (all CBC with PKCS#7 padding, 8-byte blocks).
-enum Legacy {
+pub(super) enum Legacy {
     TripleDes,
     TwoKeyDes,
     /// RC2 with this many effective key bits.
@@ -326,7 +326,7 @@ enum Legacy {
 }
 
 impl Legacy {
-    fn decrypt(&self, key: &[u8], iv: &[u8], ciphertext: &[u8]) -> Option<Vec<u8>> {
+    pub(super) fn decrypt(&self, key: &[u8], iv: &[u8], ciphertext: &[u8]) -> Option<Vec<u8>> {
         use cbc::cipher::block_padding::Pkcs7;
         use cbc::cipher::{BlockDecryptMut, InnerIvInit, KeyIvInit};
         match self {
