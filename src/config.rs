@@ -594,6 +594,12 @@ pub struct SidecarConfig {
     /// One process fronting the whole cluster: upstream brokers given a
     /// listener at most (the others are left out of Metadata).
     pub max_fronted_brokers: u32,
+    /// Who authenticates the clients of SASL listeners: "local" (kcoord,
+    /// with `[security]`), or "upstream": their SaslHandshake and
+    /// SaslAuthenticate go to the upstream broker over their own link, so
+    /// forwarded requests reach the upstream under the client's identity,
+    /// with its ACLs and quotas.
+    pub client_authentication: String,
     /// How the sidecar connects to the upstream (TLS, SASL): Kafka's client
     /// settings, `.` written `_` (`security_protocol = "SASL_SSL"`).
     pub upstream_security: crate::security::client::ClientSecurityConfig,
@@ -617,6 +623,7 @@ impl Default for SidecarConfig {
             max_response_bytes: 268_435_456,
             max_buffered_response_bytes: 104_857_600,
             max_fronted_brokers: 64,
+            client_authentication: "local".into(),
             upstream_security: Default::default(),
         }
     }
@@ -625,6 +632,11 @@ impl Default for SidecarConfig {
 impl SidecarConfig {
     pub fn enabled(&self) -> bool {
         !self.upstream.is_empty()
+    }
+
+    /// Whether the upstream authenticates the clients of SASL listeners.
+    pub fn relays_authentication(&self) -> bool {
+        self.enabled() && self.client_authentication == "upstream"
     }
 
     /// The peer list as (broker id, listener name, endpoint), sorted by id.
@@ -1127,6 +1139,23 @@ impl Config {
                 "sidecar.max_response_bytes and sidecar.max_buffered_response_bytes must be at least 1024".into()
             );
         }
+        match sc.client_authentication.as_str() {
+            "local" => {}
+            "upstream" if !sc.enabled() => {
+                return bad("sidecar.client_authentication = \"upstream\" needs sidecar.upstream".into())
+            }
+            "upstream" => {
+                let protocol = sc.upstream_security.security_protocol.to_ascii_uppercase();
+                if !protocol.starts_with("SASL_") {
+                    return bad(format!(
+                        "sidecar.client_authentication = \"upstream\" relays SASL to the upstream, but \
+                         sidecar.upstream_security.security_protocol is {:?} (SASL_SSL or SASL_PLAINTEXT)",
+                        sc.upstream_security.security_protocol
+                    ));
+                }
+            }
+            other => return bad(format!("sidecar.client_authentication {other:?}: expected local or upstream")),
+        }
         self.validate_security()
     }
 
@@ -1243,7 +1272,15 @@ impl Config {
                 return bad(format!("the {name} listener needs at least one of {}", at("sasl_enabled_mechanisms")));
             }
             for m in &eff.sasl_enabled_mechanisms {
-                self.validate_mechanism(m, &at("sasl_enabled_mechanisms"))?;
+                if !self.sidecar.relays_authentication() {
+                    self.validate_mechanism(m, &at("sasl_enabled_mechanisms"))?;
+                } else if !crate::security::sasl_relay::relayable(m) {
+                    return bad(format!(
+                        "{}: {m:?} cannot be relayed upstream (sidecar.client_authentication = \"upstream\" relays {})",
+                        at("sasl_enabled_mechanisms"),
+                        crate::security::sasl_relay::RELAYABLE.join(", ")
+                    ));
+                }
             }
             if eff.connections_max_reauth_ms < 0 {
                 return bad(format!("{} must be >= 0", at("connections_max_reauth_ms")));

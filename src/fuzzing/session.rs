@@ -111,6 +111,7 @@ pub(super) fn sasl_listener() -> Arc<ListenerSecurity> {
             clock_skew_ms: 30_000,
         })),
         kerberos,
+        relay: None,
     };
     Arc::new(ListenerSecurity {
         name: "SASL_PLAINTEXT".into(),

@@ -20,6 +20,7 @@ pub mod pem;
 pub mod plain;
 pub mod remote_jwks;
 pub mod sasl;
+pub mod sasl_relay;
 pub mod scram;
 pub mod scram_users;
 pub mod ssl_principal;
@@ -118,6 +119,7 @@ impl SecurityRuntime {
             };
             tls_of.push(Some(context));
         }
+        let relay = config.sidecar.relays_authentication();
         let sasl_mechanisms: Vec<&String> = specs
             .iter()
             .zip(&effective)
@@ -128,7 +130,7 @@ impl SecurityRuntime {
             true => {
                 let path = (!sec.credentials_file.is_empty()).then(|| std::path::PathBuf::from(&sec.credentials_file));
                 let passwords = sasl_mechanisms.iter().any(|m| *m != sasl::OAUTHBEARER && *m != kerberos::GSSAPI);
-                if path.is_none() && passwords {
+                if path.is_none() && passwords && !relay {
                     tracing::warn!(
                         "a SASL listener without security.credentials_file: every PLAIN and SCRAM login fails"
                     );
@@ -137,11 +139,12 @@ impl SecurityRuntime {
             }
             false => None,
         };
-        let oauth = match sasl_mechanisms.iter().any(|m| *m == sasl::OAUTHBEARER) && credentials.is_some() {
+        // A relaying sidecar checks no token or ticket itself.
+        let oauth = match sasl_mechanisms.iter().any(|m| *m == sasl::OAUTHBEARER) && credentials.is_some() && !relay {
             true => Some(Arc::new(oauthbearer::OAuthSettings::from_config(sec).await?)),
             false => None,
         };
-        let kerberos = match sasl_mechanisms.iter().any(|m| *m == kerberos::GSSAPI) && credentials.is_some() {
+        let kerberos = match sasl_mechanisms.iter().any(|m| *m == kerberos::GSSAPI) && credentials.is_some() && !relay {
             true => Some(Arc::new(kerberos::server::KerberosSettings::new(
                 &sec.sasl_kerberos_keytab,
                 &sec.sasl_kerberos_principal,
@@ -172,6 +175,8 @@ impl SecurityRuntime {
                         max_receive_bytes: sec.sasl_max_receive_bytes,
                         oauth: oauth.clone(),
                         kerberos: kerberos.clone(),
+                        relay: relay
+                            .then(|| sasl_relay::RelaySettings { sub_claim: sec.oauthbearer_sub_claim_name.clone() }),
                     })
                 });
                 Arc::new(ListenerSecurity {

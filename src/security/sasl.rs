@@ -39,6 +39,11 @@ pub struct SaslSettings {
     pub oauth: Option<Arc<OAuthSettings>>,
     /// The service's keytab and name rules, when GSSAPI is offered.
     pub kerberos: Option<Arc<KerberosSettings>>,
+    /// Set when the upstream authenticates clients instead (a sidecar with
+    /// `sidecar.client_authentication = "upstream"`): SASL frames are
+    /// relayed ([`SaslSession::relay_request`]) and `mechanisms` names what
+    /// may be relayed.
+    pub relay: Option<super::sasl_relay::RelaySettings>,
 }
 
 /// The OAUTHBEARER mechanism's name.
@@ -87,6 +92,12 @@ enum Exchange {
     /// Re-authentication asked for a mechanism other than the session's:
     /// Kafka fails it at the first token.
     BadMechanism(String),
+    /// Tokens relayed to the upstream: the user named by the first, and
+    /// the answers accepted so far.
+    Relay {
+        user: Option<String>,
+        steps: u32,
+    },
 }
 
 #[allow(clippy::large_enum_variant, reason = "one per connection, and a connection spends its life in Done")]
@@ -105,11 +116,20 @@ pub struct SaslSession {
     phase: Phase,
     session: Option<Session>,
     reauth_started: Option<Instant>,
+    /// The API key and version of the request relayed upstream, whose
+    /// answer is awaited.
+    relayed: Option<(i16, i16)>,
 }
 
 impl SaslSession {
     pub fn new(settings: Arc<SaslSettings>) -> Self {
-        SaslSession { settings, phase: Phase::Handshake, session: None, reauth_started: None }
+        SaslSession { settings, phase: Phase::Handshake, session: None, reauth_started: None, relayed: None }
+    }
+
+    /// Whether the upstream authenticates this connection: SASL frames go
+    /// to [`Self::relay_request`] and upstream, not to [`Self::handle`].
+    pub fn relays(&self) -> bool {
+        self.settings.relay.is_some()
     }
 
     /// The authenticated principal, `User:<name>`, once there is one.
@@ -313,6 +333,8 @@ impl SaslSession {
         // When the credential itself expires (an OAUTHBEARER token).
         let mut credential_expires_ms = None;
         let (user, response) = match exchange {
+            // Relayed tokens never reach the local exchange.
+            Exchange::Relay { .. } => return failed(generic()),
             Exchange::BadMechanism(message) => {
                 let m = message.clone();
                 self.phase = Phase::Handshake;
@@ -423,6 +445,125 @@ impl SaslSession {
 }
 
 impl SaslSession {
+    /// Checks a frame [`admit`](Self::admit) gave [`Admit::Sasl`] before it
+    /// is relayed upstream, and notes what it starts. `Err`: the answer to
+    /// give instead (the frame is not relayed).
+    pub fn relay_request(&mut self, frame: &Bytes, now: Instant) -> Result<(), Reply> {
+        use super::sasl_relay;
+        let Some(relay) = self.settings.relay.clone() else {
+            return Err(fail_without_answer("this listener does not relay authentication".into()));
+        };
+        let prefix = header::peek_prefix(frame).map_err(|e| fail_without_answer(e.to_string()))?;
+        let (expected, support) = match self.phase {
+            Phase::Tokens { .. } => (sasl_authenticate::SUPPORT.key, sasl_authenticate::SUPPORT),
+            _ => (sasl_handshake::SUPPORT.key, sasl_handshake::SUPPORT),
+        };
+        if prefix.api_key != expected {
+            return Err(self.unexpected(&prefix));
+        }
+        let v = prefix.api_version;
+        if !support.supports(v) {
+            return Err(fail_without_answer(format!("unsupported version {v} of {}", support.name)));
+        }
+        let mut body = frame.clone();
+        header::parse_request_header(&mut body, support.is_flexible(v))
+            .map_err(|e| fail_without_answer(format!("{} request header: {e}", support.name)))?;
+        if expected == sasl_handshake::SUPPORT.key {
+            if v == 0 {
+                return Err(fail_without_answer(
+                    "SaslHandshake v0 (unframed tokens) cannot be relayed upstream; the client must use v1".into(),
+                ));
+            }
+            let mechanism = sasl_handshake::decode(&mut body, v).map_err(|e| fail_without_answer(e.to_string()))?;
+            if !sasl_relay::relayable(&mechanism) || !self.settings.mechanisms.contains(&mechanism) {
+                let offered: Vec<String> =
+                    self.settings.mechanisms.iter().filter(|m| sasl_relay::relayable(m)).cloned().collect();
+                let mut out = crate::server::dispatch::start_response(prefix.correlation_id, false);
+                let encoded = sasl_handshake::encode(ErrorCode::UNSUPPORTED_SASL_MECHANISM, &offered, v, &mut out);
+                let response = encoded.ok().and_then(|()| crate::server::dispatch::finish_frame(out));
+                return Err(Reply::Fail { response, reason: format!("Unsupported SASL mechanism {mechanism}") });
+            }
+            if self.session.is_some() {
+                self.reauth_started = Some(now);
+            }
+            self.phase = Phase::Tokens { mechanism, exchange: Exchange::Relay { user: None, steps: 0 }, raw: false };
+        } else {
+            let token = sasl_authenticate::decode(&mut body, v).map_err(|e| fail_without_answer(e.to_string()))?;
+            if let Phase::Tokens { mechanism, exchange: Exchange::Relay { user: user @ None, .. }, .. } =
+                &mut self.phase
+            {
+                match sasl_relay::user_of(mechanism, &token, &relay) {
+                    Ok(name) => *user = Some(name),
+                    Err(reason) => {
+                        let answer = sasl_authenticate::Answer {
+                            error: ErrorCode::SASL_AUTHENTICATION_FAILED,
+                            message: Some(reason.clone()),
+                            token: Bytes::new(),
+                            session_lifetime_ms: 0,
+                        };
+                        let mut out = crate::server::dispatch::start_response(
+                            prefix.correlation_id,
+                            support.flexible_response_header(v),
+                        );
+                        let response = sasl_authenticate::encode(&answer, v, &mut out)
+                            .ok()
+                            .and_then(|()| crate::server::dispatch::finish_frame(out));
+                        return Err(Reply::Fail { response, reason });
+                    }
+                }
+            }
+        }
+        self.relayed = Some((prefix.api_key, v));
+        Ok(())
+    }
+
+    /// Takes the upstream's answer (a whole frame, length prefix first) to
+    /// the request [`Self::relay_request`] let through: it goes to the
+    /// client unchanged, and a completed exchange authenticates the session
+    /// as the user its first token named.
+    pub fn relay_response(&mut self, frame: Bytes) -> Reply {
+        let Some((key, version)) = self.relayed.take() else {
+            return fail_without_answer("an upstream SASL answer to no request".into());
+        };
+        let (error, message, token) = match super::sasl_relay::answer_error(&frame, key, version) {
+            Ok(parts) => parts,
+            Err(e) => return fail_without_answer(format!("the upstream's SASL answer: {e}")),
+        };
+        let Phase::Tokens { mechanism, exchange, .. } = &mut self.phase else {
+            return fail_without_answer("an upstream SASL answer out of turn".into());
+        };
+        let mechanism = mechanism.clone();
+        let failed = |reason: String| {
+            metrics::counter!("kcoord_authentications_total", "mechanism" => mechanism.clone(), "result" => "failure")
+                .increment(1);
+            Reply::Fail { response: Some(frame.clone()), reason }
+        };
+        if error != ErrorCode::NONE.0 {
+            let reason = message.unwrap_or_else(|| format!("error {error}"));
+            return failed(format!("the upstream refused the authentication: {reason}"));
+        }
+        if key == sasl_handshake::SUPPORT.key {
+            return Reply::Respond(frame);
+        }
+        let Exchange::Relay { user, steps } = exchange else {
+            return fail_without_answer("an upstream SASL answer out of turn".into());
+        };
+        *steps += 1;
+        if !super::sasl_relay::completes(&mechanism, *steps, &token) {
+            return Reply::Respond(frame);
+        }
+        let Some(user) = user.take() else {
+            return failed("no user name was read from the client's first message".into());
+        };
+        metrics::counter!("kcoord_authentications_total", "mechanism" => mechanism.clone(), "result" => "success")
+            .increment(1);
+        // The upstream keeps the session's lifetime: it closes the link
+        // (and so this connection) when the client does not renew it.
+        self.session = Some(Session { principal: Arc::from(format!("User:{user}")), mechanism, expires: None });
+        self.phase = Phase::Done;
+        Reply::Respond(frame)
+    }
+
     /// The exchange just authenticated a GSSAPI session.
     fn completed_gssapi(&self) -> bool {
         matches!(self.phase, Phase::Done)

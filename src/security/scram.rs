@@ -288,6 +288,15 @@ fn parse_client_first(text: &str) -> Result<ClientFirst, ScramError> {
     Ok(ClientFirst { gs2_header: format!("{cb},{authz},"), authzid, username, nonce, bare: bare.to_string() })
 }
 
+/// The user name of a client-first message (what a relaying sidecar
+/// learns of the client it lets the upstream authenticate).
+pub fn client_first_user(message: &[u8]) -> Result<String, String> {
+    let text = std::str::from_utf8(message).map_err(|_| "the SCRAM client first message is not UTF-8".to_string())?;
+    parse_client_first(text).map(|first| first.username).map_err(|e| match e {
+        ScramError::Specific(m) | ScramError::Generic(m) => m,
+    })
+}
+
 /// RFC 5802 saslname: `=2C` is `,` and `=3D` is `=`; any other `=` is an error.
 fn decode_saslname(s: &str) -> Option<String> {
     let mut out = String::with_capacity(s.len());

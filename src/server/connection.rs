@@ -276,6 +276,15 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
     if let Some(max) = auth.sasl.as_ref().and_then(SaslSession::max_frame) {
         frames.decoder_mut().set_max(max.min(max_request));
     }
+    // Large forwarded frames are relayed as they arrive only once the
+    // client is authenticated: before that every frame is seen whole.
+    frames.decoder_mut().set_streaming(!auth.pending());
+    // The upstream authenticates this connection's clients: SASL frames go
+    // to it over the link, which is then the client's own login.
+    let relayed = auth.sasl.as_ref().is_some_and(SaslSession::relays);
+    // A SASL frame to relay once every earlier answer has gone out (the
+    // link's answers come in order, and the exchange waits for its own).
+    let mut relay_pending: Option<Bytes> = None;
 
     loop {
         if !reading && inflight.is_empty() {
@@ -286,6 +295,7 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
             && parked.is_none()
             && inflight.len() < max_inflight
             && inflight_bytes < max_inflight_bytes
+            && relay_pending.is_none()
             && !link_draining(&link);
         if !can_read && frames.decoder().activity().partial_since.is_some() {
             frames.decoder_mut().restart_partial_clock(Instant::now());
@@ -323,6 +333,13 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                 }
                 clock.last_write = Instant::now();
             }
+            () = std::future::ready(()), if relay_pending.is_some() && inflight.is_empty() => {
+                let (Some(frame), Some(sasl)) = (relay_pending.take(), auth.sasl.as_mut()) else { continue };
+                let reply = relay_sasl(svc.sidecar.as_ref(), &mut link, listener, sasl, frame).await;
+                if !after_sasl_step(reply, sasl, auth.failure_delay, &mut inflight, &mut caller, frames.decoder_mut(), max_request) {
+                    reading = false;
+                }
+            }
             permit = wait_for_permit(&mut parked), if parked.is_some() => {
                 let Some((frame, _, arrived)) = parked.take() else { continue };
                 let Ok(permit) = permit else { return };
@@ -333,10 +350,19 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                 match frame {
                     Some(Ok(Frame::Head { len, head })) => {
                         clock.first_request_seen = true;
+                        // Only an authenticated session streams (`set_streaming`); its
+                        // expiry is checked as for whole frames.
+                        if let Some(sasl) = auth.sasl.as_ref() {
+                            if sasl.admit(&head, Instant::now()) != Admit::Serve {
+                                metrics::counter!("kcoord_connections_closed_total", "reason" => "authentication").increment(1);
+                                tracing::info!(%peer, "closing connection: a large request without a valid SASL session");
+                                break;
+                            }
+                        }
                         // The codec hands over only heads that route_head accepted.
                         let (Some(sidecar), Some(Route::Forward(fwd))) = (svc.sidecar.clone(), crate::sidecar::route_head(&head)) else { return };
                         let send = Outgoing { head: &head, len, rest_from: frames.get_ref().tcp() };
-                        let sent = forward(&sidecar, &mut link, listener, send, fwd);
+                        let sent = forward(&sidecar, &mut link, listener, send, fwd, relayed);
                         // The rest of the frame must arrive as a partial frame would have to.
                         let sent = match partial_limit(&svc.config.server) {
                             Some(limit) => tokio::time::timeout(limit, sent).await.unwrap_or_else(|_| {
@@ -362,28 +388,15 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                                     tracing::info!(%peer, %reason, "closing connection");
                                     break;
                                 }
+                                Admit::Sasl if relayed => {
+                                    relay_pending = Some(frame);
+                                    continue;
+                                }
                                 Admit::Sasl => {
-                                    match sasl.handle(frame, Instant::now()).await {
-                                        Reply::Respond(bytes) => inflight.push_back(Either::Right(Box::pin(std::future::ready((Outcome::Respond(bytes), 0))))),
-                                        Reply::Fail { response, reason } => {
-                                            // Kafka answers a failed authentication only after
-                                            // connection.failed.authentication.delay.ms, then closes.
-                                            let delay = auth.failure_delay;
-                                            inflight.push_back(Either::Right(Box::pin(async move {
-                                                tokio::time::sleep(delay).await;
-                                                (response.map_or(Outcome::NoResponse, Outcome::Respond), 0)
-                                            })));
-                                            let close = Outcome::Close(format!("authentication failed: {reason}"));
-                                            inflight.push_back(Either::Right(Box::pin(std::future::ready((close, 0)))));
-                                            reading = false;
-                                        }
+                                    let reply = sasl.handle(frame, Instant::now()).await;
+                                    if !after_sasl_step(reply, sasl, auth.failure_delay, &mut inflight, &mut caller, frames.decoder_mut(), max_request) {
+                                        reading = false;
                                     }
-                                    if let Some(p) = sasl.principal() {
-                                        caller = Arc::new(caller.authenticated(p));
-                                    }
-                                    let max = sasl.max_frame().unwrap_or(max_request).min(max_request);
-                                    frames.decoder_mut().set_max(max);
-                                    frames.decoder_mut().set_raw_tokens(sasl.expects_raw_tokens());
                                     continue;
                                 }
                             }
@@ -409,7 +422,7 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
                             Route::Forward(fwd) => {
                                 let Some(sidecar) = svc.sidecar.clone() else { return };
                                 let send = Outgoing { head: &frame, len: frame.len(), rest_from: None };
-                                match forward(&sidecar, &mut link, listener, send, fwd).await {
+                                match forward(&sidecar, &mut link, listener, send, fwd, relayed).await {
                                     Ok(pending) => inflight.push_back(Either::Right(Box::pin(pending.map(|o| (o, 0))))),
                                     Err(e) => {
                                         // As if the client's broker had gone away.
@@ -551,14 +564,96 @@ fn partial_limit(server: &crate::config::ServerConfig) -> Option<Duration> {
     u64::try_from(server.partial_request_timeout_ms).ok().filter(|&ms| ms > 0).map(Duration::from_millis)
 }
 
-/// Sends a frame over the connection's upstream link (opened on first use);
-/// returns the future of its answer.
+/// Queues the answer of a SASL step (a failure's after the
+/// failed-authentication delay, then the close) and applies the session it
+/// leaves: the caller's principal and the frame limits. False: the
+/// authentication failed and the connection reads no more.
+fn after_sasl_step<L: Future<Output = (Outcome, usize)>>(
+    reply: Reply,
+    sasl: &SaslSession,
+    failure_delay: Duration,
+    inflight: &mut InOrder<InFlight<L>>,
+    caller: &mut Arc<Caller>,
+    codec: &mut FrameCodec,
+    max_request: u32,
+) -> bool {
+    let reading = match reply {
+        Reply::Respond(bytes) => {
+            inflight.push_back(Either::Right(Box::pin(std::future::ready((Outcome::Respond(bytes), 0)))));
+            true
+        }
+        Reply::Fail { response, reason } => {
+            // Kafka answers a failed authentication only after
+            // connection.failed.authentication.delay.ms, then closes.
+            inflight.push_back(Either::Right(Box::pin(async move {
+                tokio::time::sleep(failure_delay).await;
+                (response.map_or(Outcome::NoResponse, Outcome::Respond), 0)
+            })));
+            let close = Outcome::Close(format!("authentication failed: {reason}"));
+            inflight.push_back(Either::Right(Box::pin(std::future::ready((close, 0)))));
+            false
+        }
+    };
+    if let Some(p) = sasl.principal() {
+        *caller = Arc::new(caller.authenticated(p));
+    }
+    codec.set_max(sasl.max_frame().unwrap_or(max_request).min(max_request));
+    codec.set_raw_tokens(sasl.expects_raw_tokens());
+    codec.set_streaming(sasl.is_authenticated());
+    reading
+}
+
+/// Relays a SASL frame to the upstream broker over the connection's link
+/// (opened, not logged in, for the first) and returns the client's answer:
+/// the upstream's (`sidecar.client_authentication = "upstream"`).
+async fn relay_sasl(
+    sidecar: Option<&Arc<Sidecar>>,
+    link: &mut Option<Link>,
+    listener: ListenerInfo,
+    sasl: &mut SaslSession,
+    frame: Bytes,
+) -> Reply {
+    let fail = |reason: String| Reply::Fail { response: None, reason };
+    if let Err(reply) = sasl.relay_request(&frame, Instant::now()) {
+        return reply;
+    }
+    let Some(sidecar) = sidecar else { return fail("no upstream to authenticate with".into()) };
+    let exchange = async {
+        if link.is_none() {
+            *link = Some(sidecar.connect(listener.node_id, true).await?);
+        }
+        let Some(l) = link.as_mut() else { return Err(std::io::ErrorKind::NotConnected.into()) };
+        let correlation = crate::protocol::header::peek_prefix(&frame).map_err(std::io::Error::other)?.correlation_id;
+        let answer = l.send(&frame, frame.len(), None, correlation, true, true).await?;
+        match answer {
+            Some(rx) => rx.await.map_err(|_| std::io::Error::from(std::io::ErrorKind::UnexpectedEof)),
+            None => Err(std::io::ErrorKind::UnexpectedEof.into()),
+        }
+    };
+    match tokio::time::timeout(sidecar.upstream_timeout(), exchange).await {
+        Ok(Ok(Answer::Whole(response, _held))) => sasl.relay_response(response),
+        Ok(Ok(Answer::Stream(_))) => fail("the upstream streamed a SASL answer".into()),
+        Ok(Err(e)) => {
+            *link = None;
+            fail(format!("the upstream broker could not be reached to authenticate: {e}"))
+        }
+        Err(_) => {
+            *link = None;
+            fail("the upstream broker did not answer the authentication in time".into())
+        }
+    }
+}
+
+/// Sends a frame over the connection's upstream link (opened on first use,
+/// unless the client logged in over it: `relayed`); returns the future of
+/// its answer.
 async fn forward(
     sidecar: &Arc<Sidecar>,
     link: &mut Option<Link>,
     listener: ListenerInfo,
     out: Outgoing<'_>,
     fwd: Forward,
+    relayed: bool,
 ) -> std::io::Result<Pending> {
     // A link whose upstream SASL session is due for renewal is replaced
     // once it owes nothing (reading pauses until then: `link_draining`).
@@ -566,7 +661,12 @@ async fn forward(
         *link = None;
     }
     if link.is_none() {
-        *link = Some(sidecar.connect(listener.node_id).await?);
+        if relayed {
+            // The client's upstream login went with the link; another link
+            // would be the sidecar's.
+            return Err(std::io::Error::new(std::io::ErrorKind::NotConnected, "the upstream session is gone"));
+        }
+        *link = Some(sidecar.connect(listener.node_id, false).await?);
     }
     let Some(l) = link.as_mut() else { return Err(std::io::ErrorKind::NotConnected.into()) };
     let sent = l.send(out.head, out.len, out.rest_from, fwd.correlation, fwd.expects_response, fwd.rewrite.is_some());

@@ -31,6 +31,9 @@ pub struct FrameCodec {
     min: i32,
     /// Large frames this codec may hand over before they are complete.
     stream: Option<StreamLarge>,
+    /// Whether `stream` applies now: not before SASL authentication, when
+    /// every frame must be seen whole (and refused) by the connection.
+    streaming: bool,
     /// The frame being buffered was refused for streaming: buffer it whole.
     buffering_whole: bool,
     /// Bytes buffered when the previous `decode` returned: more now means
@@ -90,6 +93,7 @@ impl FrameCodec {
             max,
             min: MIN_REQUEST_LEN,
             stream: None,
+            streaming: true,
             buffering_whole: false,
             seen: 0,
             activity: Activity::default(),
@@ -100,6 +104,12 @@ impl FrameCodec {
     /// accepts instead of buffering them whole.
     pub fn streaming(max: u32, stream: StreamLarge) -> Self {
         FrameCodec { stream: Some(stream), ..Self::new(max) }
+    }
+
+    /// Turns the early hand-over of large frames on or off (off until a
+    /// SASL connection is authenticated).
+    pub fn set_streaming(&mut self, on: bool) {
+        self.streaming = on;
     }
 
     /// Changes the largest frame accepted from now on (smaller before SASL
@@ -142,7 +152,8 @@ impl FrameCodec {
         }
         let total = 4 + len as usize;
         if src.len() < total {
-            if let Some(s) = self.stream.filter(|s| len as usize >= s.min_len && !self.buffering_whole) {
+            let early = self.streaming && !self.buffering_whole;
+            if let Some(s) = self.stream.filter(|s| early && len as usize >= s.min_len) {
                 let probe = 4 + HEAD_PROBE_BYTES.min(len as usize);
                 if src.len() < probe {
                     src.reserve(probe - src.len());

@@ -153,8 +153,11 @@ impl Sidecar {
         self.upstream.brokers().into_keys().next().unwrap_or(front)
     }
 
-    /// Opens a client connection's link to upstream broker `front`.
-    pub async fn connect(&self, front: i32) -> std::io::Result<link::Link> {
+    /// Opens a client connection's link to upstream broker `front`, logged
+    /// in as the sidecar (`sidecar.upstream_security`), or, with `relay`,
+    /// not logged in: the client authenticates over it itself
+    /// (`sidecar.client_authentication = "upstream"`).
+    pub async fn connect(&self, front: i32, relay: bool) -> std::io::Result<link::Link> {
         let addr = match self.upstream.broker_addr(front) {
             Some(a) => a,
             None => {
@@ -169,7 +172,8 @@ impl Sidecar {
                 })?
             }
         };
-        let conn = tokio::time::timeout(self.upstream.timeout(), self.upstream.open(&addr, "client"))
+        let purpose = if relay { "relay" } else { "client" };
+        let conn = tokio::time::timeout(self.upstream.timeout(), self.upstream.open(&addr, purpose))
             .await
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connecting to {addr}")))?
             .map_err(|e| match e {
@@ -177,6 +181,11 @@ impl Sidecar {
                 other => std::io::Error::other(format!("upstream broker {addr}: {other}")),
             })?;
         Ok(link::Link::new(conn, self.max_response_bytes, self.max_buffered_bytes, self.pipes.clone()))
+    }
+
+    /// How long kcoord waits for an upstream answer.
+    pub fn upstream_timeout(&self) -> Duration {
+        self.upstream.timeout()
     }
 
     /// The kcoord nodes of every listener (a snapshot).

@@ -132,8 +132,9 @@ impl Upstream {
     /// counted and logged (it usually means wrong upstream credentials).
     pub async fn open(&self, addr: &str, purpose: &'static str) -> std::result::Result<Connection, ClientError> {
         let r = match (&self.security.sasl, purpose) {
-            // A client's link needs no ApiVersions of its own without SASL.
-            (None, "client") => Connection::connect_with(addr, CLIENT_ID, &self.security).await,
+            // A client's link needs no ApiVersions of its own without SASL;
+            // a link the client authenticates itself logs in as nobody.
+            (None, "client") | (_, "relay") => Connection::connect_with(addr, CLIENT_ID, &self.security).await,
             _ => Connection::connect_secure(addr, CLIENT_ID, &self.security).await,
         };
         match &r {

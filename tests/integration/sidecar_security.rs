@@ -418,6 +418,151 @@ async fn each_sidecar_listener_advertises_its_own_address() {
 }
 
 #[tokio::test]
+async fn a_large_produce_before_sasl_authentication_is_refused_not_forwarded() {
+    // Large Produce bodies are relayed from the client socket as they
+    // arrive; before authentication nothing may take that path.
+    let up = TestServer::start_with(&["topics.define=[\"t:3\"]", "server.node_id=1"]).await;
+    let pki = Pki::new();
+    let users = pki.path("users.json");
+    let mut creds = Credentials::default();
+    creds.set_password(CLIENT_USER.0, CLIENT_USER.1, &ScramMechanism::ALL, 4096);
+    creds.save(Path::new(&users)).unwrap();
+    let sc = start(&[
+        format!("sidecar.upstream=[\"{}\"]", up.addr),
+        "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]".into(),
+        format!("security.credentials_file=\"{users}\""),
+    ])
+    .await;
+    let mut c = Connection::connect(&sc.addr.to_string(), "no-login").await.unwrap();
+    let big: String = "x".repeat(100_000);
+    let records = support::batch(&[("k", big.as_str())], 1000, None);
+    assert!(c.call(&support::produce_request("t", 0, Some(records), -1), 9).await.is_err());
+    let mut direct = Connection::connect(&up.addr.to_string(), "check").await.unwrap();
+    let f = direct.call(&support::fetch_request(12, "t", Default::default(), 0, 0, 0), 12).await.unwrap();
+    let records = f.responses[0].partitions[0].records.as_ref().map(|r| support::decode_records(r).len());
+    assert_eq!(records.unwrap_or(0), 0, "the unauthenticated produce reached the upstream");
+    sc.shutdown().await;
+    up.shutdown().await;
+}
+
+/// An ACL file allowing each (user, operation, resource kind, name).
+fn acl_file(pki: &Pki, name: &str, rules: &[(&str, &str, &str, &str)]) -> String {
+    use kcoord::admin::acls::{self, AclArgs};
+    let file = std::path::PathBuf::from(pki.path(name));
+    for (user, op, kind, resource) in rules {
+        let mut a = AclArgs {
+            file: file.clone(),
+            allow_principals: vec![format!("User:{user}")],
+            operations: vec![op.to_string()],
+            ..Default::default()
+        };
+        match *kind {
+            "group" => a.groups = vec![resource.to_string()],
+            _ => a.topics = vec![resource.to_string()],
+        }
+        acls::add(&a).unwrap();
+    }
+    file.display().to_string()
+}
+
+const BOB: (&str, &str) = ("bob", "bob-secret");
+
+#[tokio::test]
+async fn with_upstream_authentication_the_upstream_logs_in_each_client_and_applies_its_own_acls() {
+    let pki = Pki::new();
+    // The upstream knows alice and bob; alice may write topic t, bob only
+    // see it. The sidecar's own login is a super user there.
+    let up_acls = acl_file(
+        &pki,
+        "upstream-acls.json",
+        &[("alice", "Write", "topic", "t"), ("alice", "Describe", "topic", "t"), ("bob", "Describe", "topic", "t")],
+    );
+    let mut s = pki.sasl_ssl_listener("upstream", &[SIDECAR_USER, CLIENT_USER, BOB]);
+    s.extend([
+        "topics.define=[\"t:3\"]".into(),
+        "server.node_id=1".into(),
+        "authorizer.enabled=true".into(),
+        format!("authorizer.super_users=\"User:{}\"", SIDECAR_USER.0),
+        format!("authorizer.acl_file=\"{up_acls}\""),
+    ]);
+    let up = start(&s).await;
+    // The sidecar has no users of its own; its group ACLs name alice.
+    let side_acls =
+        acl_file(&pki, "sidecar-acls.json", &[("alice", "Read", "group", "g"), ("alice", "Read", "topic", "t")]);
+    let mut s = upstream_login(&pki, &up, SIDECAR_USER.1);
+    s.extend(pki.sasl_ssl_listener("sidecar", &[]));
+    s.extend([
+        "sidecar.client_authentication=\"upstream\"".into(),
+        "authorizer.enabled=true".into(),
+        format!("authorizer.acl_file=\"{side_acls}\""),
+        "metrics.listen=\"127.0.0.1:0\"".into(),
+    ]);
+    let sc = start(&s).await;
+
+    // alice logs in (SCRAM-SHA-512, which the sidecar cannot check: it has
+    // no users), produces as herself, and is alice for the sidecar's group.
+    let mut alice = connect(sc.addr, &pki.client(CLIENT_USER)).await;
+    let records = support::batch(&[("k", "v1")], 1000, None);
+    let p = alice.call(&support::produce_request("t", 0, Some(records.clone()), -1), 9).await.unwrap();
+    assert_eq!(p.responses[0].partition_responses[0].error_code, 0);
+    let (member, generation) = join_alone(&mut alice, "g").await;
+    assert_eq!(commit(&mut alice, "g", &member, generation, 1).await, 0);
+
+    // bob logs in too, but the upstream refuses his produce, and the
+    // sidecar his group: each side sees bob.
+    let mut bob = connect(sc.addr, &pki.client(BOB)).await;
+    let p = bob.call(&support::produce_request("t", 0, Some(records), -1), 9).await.unwrap();
+    assert_eq!(p.responses[0].partition_responses[0].error_code, 29, "TOPIC_AUTHORIZATION_FAILED upstream");
+    let j = bob.call(&join_request("g", "", &["t"]), 8).await.unwrap();
+    assert_eq!(j.error_code, 30, "GROUP_AUTHORIZATION_FAILED at the sidecar");
+
+    // PLAIN is relayed too; a wrong password gets the upstream's answer.
+    let plain = |user: (&str, &str)| {
+        ClientSecurity::from_config(
+            &ClientSecurityConfig::parse(&format!(
+                "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.username={}\nsasl.password={}\nssl.ca.location={}\n",
+                user.0,
+                user.1,
+                pki.path("ca.pem")
+            ))
+            .unwrap(),
+        )
+        .unwrap()
+    };
+    let mut c = connect(sc.addr, &plain(CLIENT_USER)).await;
+    assert_eq!(committed(&mut c, "g").await, 1);
+    for security in [plain(("alice", "wrong")), pki.client(("alice", "wrong"))] {
+        match Connection::connect_secure(&sc.addr.to_string(), "t", &security).await {
+            Err(ClientError::Authentication(reason)) => assert!(
+                reason.contains("invalid credentials") || reason.contains("Invalid username or password"),
+                "{reason}"
+            ),
+            other => panic!("a wrong password logged in: {:?}", other.map(|_| ())),
+        }
+    }
+    sc.shutdown().await;
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn upstream_authentication_needs_a_sasl_upstream_and_relayable_mechanisms() {
+    let pki = Pki::new();
+    let up = TestServer::start_with(&["server.node_id=1"]).await;
+    let mut plain_upstream = vec![format!("sidecar.upstream=[\"{}\"]", up.addr)];
+    plain_upstream.extend(pki.sasl_ssl_listener("sidecar", &[]));
+    plain_upstream.push("sidecar.client_authentication=\"upstream\"".into());
+    let err = common::start_error(&plain_upstream).await;
+    assert!(err.contains("SASL_SSL or SASL_PLAINTEXT"), "{err}");
+    let mut gssapi = upstream_login(&pki, &up, "x");
+    gssapi.extend(pki.sasl_ssl_listener("sidecar", &[]));
+    gssapi.push("sidecar.client_authentication=\"upstream\"".into());
+    gssapi.push("security.sasl_enabled_mechanisms=[\"GSSAPI\"]".into());
+    let err = common::start_error(&gssapi).await;
+    assert!(err.contains("cannot be relayed"), "{err}");
+    up.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_per_broker_sidecar_without_a_peer_address_on_every_listener_refuses_to_start() {
     let up = TestServer::start_with(&["server.node_id=1"]).await;
     let err = common::start_error(&[

@@ -1,0 +1,129 @@
+//! What a sidecar needs to let the upstream cluster authenticate its
+//! clients (`sidecar.client_authentication = "upstream"`): the client's
+//! SaslHandshake and SaslAuthenticate requests go to the upstream broker
+//! over the client's own link, unchanged, and the upstream's answers come
+//! back unchanged. kcoord only watches the exchange, to learn
+//!
+//! - the principal the upstream will give the connection, read from the
+//!   client's first message (PLAIN's authentication id, SCRAM's `n=`
+//!   user name, the OAUTHBEARER token's subject claim), which kcoord's own
+//!   decisions (group ACLs, quotas) use, as Kafka's default principal
+//!   builder names SASL users (`User:<name>`);
+//! - when the exchange is complete: PLAIN and OAUTHBEARER after one
+//!   accepted token (an OAUTHBEARER answer carrying a token is the error
+//!   challenge of RFC 7628, after which the upstream fails the exchange),
+//!   SCRAM after two.
+//!
+//! GSSAPI is not relayed: the client's name is inside a ticket only the
+//! upstream can open.
+
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::{ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse};
+use kafka_protocol::protocol::{Decodable, HeaderVersion};
+
+use super::sasl::OAUTHBEARER;
+use super::scram::ScramMechanism;
+use crate::protocol::codec::guarded;
+
+/// The mechanisms whose user a relay can read.
+pub const RELAYABLE: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER];
+
+/// A relaying listener's settings.
+#[derive(Debug, Clone)]
+pub struct RelaySettings {
+    /// The OAUTHBEARER claim naming the principal, as the upstream reads it
+    /// (Kafka: sasl.oauthbearer.sub.claim.name; kcoord's
+    /// `security.oauthbearer_sub_claim_name`).
+    pub sub_claim: String,
+}
+
+/// Whether `mechanism` can be relayed.
+pub fn relayable(mechanism: &str) -> bool {
+    RELAYABLE.contains(&mechanism)
+}
+
+/// The user name the upstream will authenticate, read from the client's
+/// first token of `mechanism`.
+pub fn user_of(mechanism: &str, token: &[u8], relay: &RelaySettings) -> Result<String, String> {
+    if mechanism == "PLAIN" {
+        return super::plain::parse(token).map(|(user, _)| user);
+    }
+    if mechanism == OAUTHBEARER {
+        let first = super::oauthbearer::parse_initial_response(token)?;
+        let jws = super::jwt::Jws::parse(&first.token)?;
+        return match jws.claims.get(&relay.sub_claim) {
+            Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+            _ => Err(format!("the token has no '{}' claim naming the principal", relay.sub_claim)),
+        };
+    }
+    if ScramMechanism::from_name(mechanism).is_some() {
+        return super::scram::client_first_user(token);
+    }
+    Err(format!("SASL mechanism {mechanism} is not relayed"))
+}
+
+/// Whether an accepted SaslAuthenticate answer (the `steps`th, from 1)
+/// carrying `token` completes an exchange of `mechanism`.
+pub fn completes(mechanism: &str, steps: u32, token: &[u8]) -> bool {
+    match mechanism {
+        "PLAIN" => true,
+        OAUTHBEARER => token.is_empty(),
+        _ => steps >= 2,
+    }
+}
+
+/// The error code (and message) of an upstream answer to a relayed
+/// request: `api_key` 17 or 36 at `version`. `frame` starts with its
+/// length prefix.
+pub fn answer_error(frame: &Bytes, api_key: i16, version: i16) -> Result<(i16, Option<String>, Bytes), String> {
+    let mut body = frame.slice(4.min(frame.len())..);
+    let len = body.len();
+    if api_key == crate::protocol::api::sasl_handshake::SUPPORT.key {
+        let header_version = SaslHandshakeResponse::header_version(version);
+        guarded(len, || ResponseHeader::decode(&mut body, header_version))?;
+        let r = guarded(len, || SaslHandshakeResponse::decode(&mut body, version))?;
+        let offered: Vec<String> = r.mechanisms.iter().map(|m| m.to_string()).collect();
+        let message = (r.error_code != 0).then(|| format!("the upstream offers {}", offered.join(", ")));
+        Ok((r.error_code, message, Bytes::new()))
+    } else {
+        let header_version = SaslAuthenticateResponse::header_version(version);
+        guarded(len, || ResponseHeader::decode(&mut body, header_version))?;
+        let r = guarded(len, || SaslAuthenticateResponse::decode(&mut body, version))?;
+        let _ = body.remaining();
+        Ok((r.error_code, r.error_message.map(|m| m.to_string()), r.auth_bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn relay() -> RelaySettings {
+        RelaySettings { sub_claim: "sub".into() }
+    }
+
+    #[test]
+    fn the_user_is_read_from_each_relayed_mechanisms_first_message() {
+        assert_eq!(user_of("PLAIN", b"\0alice\0pw", &relay()), Ok("alice".into()));
+        assert_eq!(user_of("SCRAM-SHA-512", b"n,,n=al=2Cice,r=abc", &relay()), Ok("al,ice".into()));
+        use base64::Engine as _;
+        let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        let token = format!("{}.{}.", b64(r#"{"alg":"none"}"#), b64(r#"{"sub":"bob","uid":"b1"}"#));
+        let first = format!("n,,\u{1}auth=Bearer {token}\u{1}\u{1}");
+        assert_eq!(user_of(OAUTHBEARER, first.as_bytes(), &relay()), Ok("bob".into()));
+        let by_uid = RelaySettings { sub_claim: "uid".into() };
+        assert_eq!(user_of(OAUTHBEARER, first.as_bytes(), &by_uid), Ok("b1".into()));
+        assert!(user_of("SCRAM-SHA-256", b"garbage", &relay()).is_err());
+        assert!(user_of("GSSAPI", b"ticket", &relay()).is_err());
+    }
+
+    #[test]
+    fn exchanges_complete_after_their_last_accepted_token() {
+        assert!(completes("PLAIN", 1, b""));
+        assert!(!completes("SCRAM-SHA-256", 1, b"r=...,s=...,i=4096"));
+        assert!(completes("SCRAM-SHA-256", 2, b"v=..."));
+        assert!(completes(OAUTHBEARER, 1, b""));
+        // The error challenge of RFC 7628: the failure follows.
+        assert!(!completes(OAUTHBEARER, 1, br#"{"status":"invalid_token"}"#));
+    }
+}
