@@ -117,6 +117,137 @@ mod tests {
         assert!(user_of("GSSAPI", b"ticket", &relay()).is_err());
     }
 
+    use super::super::sasl::{Admit, Reply, SaslSession, SaslSettings};
+    use bytes::{BufMut, BytesMut};
+    use kafka_protocol::messages::{ApiKey, RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest};
+    use kafka_protocol::protocol::{Encodable, Request, StrBytes};
+    use std::sync::Arc;
+    use tokio::time::Instant;
+
+    fn session() -> SaslSession {
+        let credentials = super::super::credentials::CredentialStore::fixed(Default::default(), "credentials");
+        SaslSession::new(Arc::new(SaslSettings {
+            mechanisms: vec!["SCRAM-SHA-512".into(), "PLAIN".into(), "GSSAPI".into()],
+            credentials: Arc::new(credentials),
+            max_reauth_ms: 0,
+            failure_delay: std::time::Duration::ZERO,
+            max_receive_bytes: 524_288,
+            oauth: None,
+            kerberos: None,
+            relay: Some(relay()),
+        }))
+    }
+
+    /// A request frame (no length prefix), as the connection hands it over.
+    fn request<R: Request + Encodable>(req: R, version: i16, correlation: i32) -> Bytes {
+        let key = ApiKey::try_from(R::KEY).unwrap();
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation)
+            .with_client_id(Some(StrBytes::from_static_str("t")));
+        let mut out = BytesMut::new();
+        header.encode(&mut out, key.request_header_version(version)).unwrap();
+        req.encode(&mut out, version).unwrap();
+        out.freeze()
+    }
+
+    /// An upstream answer frame (length prefix first).
+    fn answer<R: Encodable + HeaderVersion>(resp: R, version: i16, correlation: i32) -> Bytes {
+        let mut body = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(correlation)
+            .encode(&mut body, R::header_version(version))
+            .unwrap();
+        resp.encode(&mut body, version).unwrap();
+        let mut out = BytesMut::new();
+        out.put_i32(body.len() as i32);
+        out.extend_from_slice(&body);
+        out.freeze()
+    }
+
+    fn handshake(mechanism: &'static str, version: i16) -> Bytes {
+        request(SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism)), version, 1)
+    }
+
+    fn authenticate(token: &'static [u8]) -> Bytes {
+        request(SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(token)), 2, 2)
+    }
+
+    fn token_answer(error: i16, token: &'static [u8]) -> Bytes {
+        answer(
+            SaslAuthenticateResponse::default().with_error_code(error).with_auth_bytes(Bytes::from_static(token)),
+            2,
+            2,
+        )
+    }
+
+    #[test]
+    fn a_relayed_scram_login_is_the_user_of_its_first_message_once_the_upstream_accepts_the_second() {
+        let now = Instant::now();
+        let mut s = session();
+        assert_eq!(s.admit(&handshake("SCRAM-SHA-512", 1), now), Admit::Sasl);
+        assert!(s.relay_request(&handshake("SCRAM-SHA-512", 1), now).is_ok());
+        let ok = answer(SaslHandshakeResponse::default(), 1, 1);
+        assert!(matches!(s.relay_response(ok), Reply::Respond(_)));
+        assert!(s.relay_request(&authenticate(b"n,,n=alice,r=abc"), now).is_ok());
+        assert!(matches!(s.relay_response(token_answer(0, b"r=abcdef,s=c2FsdA==,i=4096")), Reply::Respond(_)));
+        assert!(!s.is_authenticated(), "SCRAM takes two answers");
+        assert!(s.relay_request(&authenticate(b"c=biws,r=abcdef,p=cHJvb2Y="), now).is_ok());
+        assert!(matches!(s.relay_response(token_answer(0, b"v=c2ln")), Reply::Respond(_)));
+        assert_eq!(s.principal().as_deref(), Some("User:alice"));
+        // Authenticated: requests are served; a v1 handshake re-authenticates.
+        assert_eq!(s.admit(&authenticate(b""), now), Admit::Serve);
+    }
+
+    #[test]
+    fn the_upstreams_refusal_fails_the_relayed_login_with_its_own_answer() {
+        let now = Instant::now();
+        let mut s = session();
+        s.relay_request(&handshake("PLAIN", 1), now).unwrap_or_else(|_| panic!("handshake"));
+        let _ = s.relay_response(answer(SaslHandshakeResponse::default(), 1, 1));
+        s.relay_request(&authenticate(b"\0alice\0wrong"), now).unwrap_or_else(|_| panic!("token"));
+        let refused = token_answer(58, b"");
+        match s.relay_response(refused.clone()) {
+            Reply::Fail { response, .. } => assert_eq!(response, Some(refused)),
+            other => panic!("{other:?}"),
+        }
+        assert!(!s.is_authenticated());
+    }
+
+    #[test]
+    fn what_cannot_be_relayed_is_answered_by_the_sidecar() {
+        let now = Instant::now();
+        // GSSAPI (enabled here, but its user cannot be read) and mechanisms
+        // not enabled: UNSUPPORTED_SASL_MECHANISM listing the relayable ones.
+        for mechanism in ["GSSAPI", "SCRAM-SHA-256"] {
+            match session().relay_request(&handshake(mechanism, 1), now) {
+                Err(Reply::Fail { response: Some(r), .. }) => {
+                    let (error, message, _) = answer_error(&r, 17, 1).unwrap();
+                    assert_eq!(error, 33);
+                    assert_eq!(message.as_deref(), Some("the upstream offers SCRAM-SHA-512, PLAIN"));
+                }
+                _ => panic!("{mechanism} was relayed"),
+            }
+        }
+        // The unframed v0 handshake, and requests out of turn.
+        assert!(matches!(session().relay_request(&handshake("PLAIN", 0), now), Err(Reply::Fail { .. })));
+        assert!(matches!(session().relay_request(&authenticate(b"x"), now), Err(Reply::Fail { .. })));
+        // A first message whose user cannot be read is refused before it
+        // goes upstream.
+        let mut s = session();
+        assert!(s.relay_request(&handshake("SCRAM-SHA-512", 1), now).is_ok());
+        let _ = s.relay_response(answer(SaslHandshakeResponse::default(), 1, 1));
+        match s.relay_request(&authenticate(b"not scram"), now) {
+            Err(Reply::Fail { response: Some(r), .. }) => assert_eq!(answer_error(&r, 36, 2).unwrap().0, 58),
+            _ => panic!("relayed"),
+        }
+        // An answer that does not decode fails the login.
+        let mut s = session();
+        assert!(s.relay_request(&handshake("PLAIN", 1), now).is_ok());
+        assert!(matches!(s.relay_response(Bytes::from_static(&[0, 0, 0, 1, 7])), Reply::Fail { .. }));
+    }
+
     #[test]
     fn exchanges_complete_after_their_last_accepted_token() {
         assert!(completes("PLAIN", 1, b""));

@@ -335,8 +335,10 @@ async fn serve_halves<R: ClientRead, W: ClientWrite>(
             }
             () = std::future::ready(()), if relay_pending.is_some() && inflight.is_empty() => {
                 let (Some(frame), Some(sasl)) = (relay_pending.take(), auth.sasl.as_mut()) else { continue };
-                let reply = relay_sasl(svc.sidecar.as_ref(), &mut link, listener, sasl, frame).await;
-                if !after_sasl_step(reply, sasl, auth.failure_delay, &mut inflight, &mut caller, frames.decoder_mut(), max_request) {
+                let (reply, upstream_answered) = relay_sasl(svc.sidecar.as_ref(), &mut link, listener, sasl, frame).await;
+                // The upstream delays its own failures already.
+                let delay = if upstream_answered { Duration::ZERO } else { auth.failure_delay };
+                if !after_sasl_step(reply, sasl, delay, &mut inflight, &mut caller, frames.decoder_mut(), max_request) {
                     reading = false;
                 }
             }
@@ -604,18 +606,19 @@ fn after_sasl_step<L: Future<Output = (Outcome, usize)>>(
 }
 
 /// Relays a SASL frame to the upstream broker over the connection's link
-/// (opened, not logged in, for the first) and returns the client's answer:
-/// the upstream's (`sidecar.client_authentication = "upstream"`).
+/// (opened, not logged in, for the first) and returns the client's answer
+/// (`sidecar.client_authentication = "upstream"`), and whether it is the
+/// upstream's.
 async fn relay_sasl(
     sidecar: Option<&Arc<Sidecar>>,
     link: &mut Option<Link>,
     listener: ListenerInfo,
     sasl: &mut SaslSession,
     frame: Bytes,
-) -> Reply {
-    let fail = |reason: String| Reply::Fail { response: None, reason };
+) -> (Reply, bool) {
+    let fail = |reason: String| (Reply::Fail { response: None, reason }, false);
     if let Err(reply) = sasl.relay_request(&frame, Instant::now()) {
-        return reply;
+        return (reply, false);
     }
     let Some(sidecar) = sidecar else { return fail("no upstream to authenticate with".into()) };
     let exchange = async {
@@ -631,7 +634,7 @@ async fn relay_sasl(
         }
     };
     match tokio::time::timeout(sidecar.upstream_timeout(), exchange).await {
-        Ok(Ok(Answer::Whole(response, _held))) => sasl.relay_response(response),
+        Ok(Ok(Answer::Whole(response, _held))) => (sasl.relay_response(response), true),
         Ok(Ok(Answer::Stream(_))) => fail("the upstream streamed a SASL answer".into()),
         Ok(Err(e)) => {
             *link = None;

@@ -194,3 +194,90 @@ def test_a_sidecar_of_an_oauth_cluster_serves_clients_that_keep_their_oauth_sett
     assert list(endpoint.issued_by_grant) == [
         "urn:ietf:params:oauth:grant-type:jwt-bearer" if "sasl.oauthbearer.grant.type" in logins["alice"]
         else "client_credentials"]
+
+
+@pytest.fixture
+def relaying(make_kcoord, tmp_path):
+    """(sidecar, ca): a sidecar that lets the upstream authenticate its
+    clients (sidecar.client_authentication = "upstream"). Only the upstream
+    knows alice; it ends SASL sessions after 3 s (KIP-368), so clients must
+    re-authenticate through the sidecar while they work."""
+    pki = make_pki(tmp_path / "pki")
+    upstream_users = tmp_path / "upstream-users.json"
+    add_user(upstream_users, SIDECAR_USER, SIDECAR_PASSWORD)
+    add_user(upstream_users, USER, PASSWORD)
+    upstream = make_kcoord(topics=["secure:3"], settings=tls_listener_settings(pki, upstream_users) + [
+        "security.connections_max_reauth_ms=3000"])
+    nobody = tmp_path / "sidecar-users.json"
+    add_user(nobody, "someone-else", "sidecar-only-secret")
+    password_file = tmp_path / "upstream-password"
+    password_file.write_text(SIDECAR_PASSWORD + "\n")
+    sidecar = Sidecar(tmp_path / "sidecar", upstream.bootstrap, settings=tls_listener_settings(pki, nobody) + [
+        'sidecar.client_authentication="upstream"',
+        'sidecar.upstream_security.security_protocol="SASL_SSL"',
+        'sidecar.upstream_security.sasl_mechanism="SCRAM-SHA-512"',
+        f'sidecar.upstream_security.sasl_username="{SIDECAR_USER}"',
+        f'sidecar.upstream_security.sasl_password_file="{password_file}"',
+        f'sidecar.upstream_security.ssl_ca_location="{pki / "ca.pem"}"',
+    ]).start()
+    yield sidecar, str(pki / "ca.pem")
+    sidecar.stop()
+
+
+def relayed_logins(sidecar):
+    """(successful logins relayed, links opened for them) on the sidecar."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://{sidecar.metrics}/metrics", timeout=30) as r:
+        lines = r.read().decode().splitlines()
+
+    def total(prefix, part):
+        return sum(float(l.rsplit(" ", 1)[1]) for l in lines if l.startswith(prefix) and part in l)
+    return total("kcoord_authentications_total", 'result="success"'), \
+        total("kcoord_sidecar_upstream_connects_total", 'use="relay"')
+
+
+def test_confluent_kafka_logs_in_upstream_through_a_relaying_sidecar_and_re_authenticates_there(relaying):
+    import time
+    sidecar, ca = relaying
+    conf = client_conf(sidecar.bootstrap, ca)
+    produce(conf, 30)
+    # A consumer that keeps working over three upstream session lifetimes:
+    # librdkafka re-authenticates each connection (KIP-368) through the
+    # sidecar, which relays it, so nothing is cut off.
+    c = Consumer({**conf, "group.id": "relayed", "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    c.subscribe(["secure"])
+    keys, errors = [], []
+    end = time.monotonic() + 10
+    p = Producer(conf)
+    sent = 0
+    while time.monotonic() < end or len(keys) < 30 + sent:
+        assert time.monotonic() < end + 60, f"only {len(keys)} of {30 + sent} records"
+        if time.monotonic() < end and sent < 20 and len(keys) >= 30:
+            p.produce("secure", key=f"late{sent}", value="x", partition=sent % 3)
+            p.flush(30)
+            sent += 1
+        m = c.poll(0.2)
+        if m is None:
+            continue
+        if m.error():
+            errors.append(str(m.error()))
+        else:
+            keys.append(m.key().decode())
+    c.commit(asynchronous=False)
+    c.close()
+    assert not errors, errors
+    assert sorted(keys) == sorted([f"k{i}" for i in range(30)] + [f"late{i}" for i in range(sent)])
+    assert sum(committed(conf, "relayed").values()) == 30 + sent
+    # Logins outnumber the links they were relayed over: sessions were
+    # renewed on their connections, not by reconnecting.
+    logins, links = relayed_logins(sidecar)
+    assert links >= 1 and logins >= links + 2, (logins, links)
+    # A password only the sidecar's own file knows is refused: the
+    # upstream decides.
+    bad = Producer({**client_conf(sidecar.bootstrap, ca, "someone-else", "sidecar-only-secret"),
+                    "message.timeout.ms": 3000})
+    outcome = []
+    bad.produce("secure", value="no", on_delivery=lambda err, msg: outcome.append(err))
+    bad.flush(30)
+    assert len(outcome) == 1 and outcome[0] is not None, outcome
