@@ -136,6 +136,38 @@ fn sidecar_daemon() -> Option<&'static InProcess> {
     .as_ref()
 }
 
+/// The in-process sidecar whose SASL inputs the upstream authenticates
+/// (`sidecar.client_authentication = "upstream"`): its upstream has only a
+/// SASL_PLAINTEXT listener with user `fuzz` (password `fuzz`), and the
+/// sidecar logs in there as `fuzz` for its own work. `sidecar_session`
+/// sends a quarter of its inputs here.
+fn relaying_sidecar_daemon() -> Option<&'static InProcess> {
+    static D: OnceLock<Option<InProcess>> = OnceLock::new();
+    D.get_or_init(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().ok()?;
+        let users = tempfile_dir().ok()?.join("users.json");
+        session::fuzz_credentials().save(&users).ok()?;
+        let upstream = runtime.block_on(start_daemon(&[
+            "server.node_id=1".into(),
+            "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]".into(),
+            format!("security.credentials_file=\"{}\"", users.display()),
+        ]))?;
+        let sidecar = runtime.block_on(start_daemon(&[
+            format!("sidecar.upstream=[\"{}\"]", upstream.local_addr()),
+            "sidecar.write_through_interval_ms=20".into(),
+            "sidecar.client_authentication=\"upstream\"".into(),
+            "sidecar.upstream_security.security_protocol=\"SASL_PLAINTEXT\"".into(),
+            "sidecar.upstream_security.sasl_mechanism=\"PLAIN\"".into(),
+            "sidecar.upstream_security.sasl_username=\"fuzz\"".into(),
+            "sidecar.upstream_security.sasl_password=\"fuzz\"".into(),
+        ]))?;
+        let mut d = InProcess::serving(runtime, sidecar, Some(upstream), 1);
+        d.sasl = session::relaying_sasl_listener();
+        Some(d)
+    })
+    .as_ref()
+}
+
 /// Ignores SIGPIPE, as the runtime of a Rust binary (the daemon's) does
 /// before `main`: a write into a socket or pipe whose reader has gone then
 /// fails with EPIPE, which the daemon handles, instead of killing the

@@ -87,9 +87,36 @@ fn kerberos_acceptor() -> Option<Arc<crate::security::kerberos::server::Kerberos
 /// The settings of the SASL listener inputs with an odd first byte use:
 /// user `fuzz`, password `fuzz`, few PBKDF2 rounds (each PLAIN login runs
 /// them), no delay after a failed login.
-pub(super) fn sasl_listener() -> Arc<ListenerSecurity> {
+/// User `fuzz`, password `fuzz`, for PLAIN and both SCRAMs.
+pub(super) fn fuzz_credentials() -> Credentials {
     let mut users = Credentials::default();
     users.set_password("fuzz", "fuzz", &[ScramMechanism::Sha256, ScramMechanism::Sha512], 16);
+    users
+}
+
+/// The SASL listener of a sidecar that relays logins to its upstream.
+pub(super) fn relaying_sasl_listener() -> Arc<ListenerSecurity> {
+    let sasl = SaslSettings {
+        mechanisms: crate::security::sasl_relay::RELAYABLE.iter().map(|m| m.to_string()).collect(),
+        credentials: Arc::new(CredentialStore::fixed(Credentials::default(), "credentials")),
+        max_reauth_ms: 0,
+        failure_delay: Duration::ZERO,
+        max_receive_bytes: 524_288,
+        oauth: None,
+        kerberos: None,
+        relay: Some(crate::security::sasl_relay::RelaySettings { sub_claim: "sub".into() }),
+    };
+    Arc::new(ListenerSecurity {
+        name: "SASL_PLAINTEXT".into(),
+        protocol: SecurityProtocol::SaslPlaintext,
+        tls: None,
+        sasl: Some(Arc::new(sasl)),
+        handshake_timeout: Duration::from_secs(10),
+    })
+}
+
+pub(super) fn sasl_listener() -> Arc<ListenerSecurity> {
+    let users = fuzz_credentials();
     let kerberos = kerberos_acceptor();
     let mut mechanisms: Vec<String> =
         vec!["PLAIN".into(), "SCRAM-SHA-256".into(), "SCRAM-SHA-512".into(), "OAUTHBEARER".into()];
@@ -251,8 +278,14 @@ pub fn session(data: &[u8]) {
 /// sidecar, everything else crosses its upstream link (decoded only where
 /// answers carry addresses), and the oracle is the same, answers in order
 /// included, over local and forwarded requests alike.
+///
+/// Inputs whose selector byte is 3 mod 4 go to a sidecar that lets its
+/// upstream authenticate SASL clients: their SaslHandshake and
+/// SaslAuthenticate requests cross the link too.
 pub fn sidecar_session(data: &[u8]) {
-    let Some(d) = super::sidecar_daemon() else { panic!("the in-process sidecar did not start") };
+    let relaying = data.first().is_some_and(|s| s % 4 == 3);
+    let d = if relaying { super::relaying_sidecar_daemon() } else { super::sidecar_daemon() };
+    let Some(d) = d else { panic!("the in-process sidecar did not start") };
     run(d, data);
 }
 

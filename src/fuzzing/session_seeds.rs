@@ -32,6 +32,12 @@ impl Conversation {
         Conversation { bytes: vec![1], correlation_id: 0 }
     }
 
+    /// SASL on a sidecar that relays logins upstream (`sidecar_session`;
+    /// the `session` target takes it as any SASL input).
+    fn relayed() -> Self {
+        Conversation { bytes: vec![3], correlation_id: 0 }
+    }
+
     fn send<R: Request + Encodable>(mut self, req: R, version: i16) -> Option<Self> {
         self.correlation_id += 1;
         let key = ApiKey::try_from(R::KEY).ok()?;
@@ -193,8 +199,8 @@ pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
             1,
         )
     };
-    let sasl_plain = || {
-        Conversation::sasl()
+    let sasl_plain_on = |start: fn() -> Conversation| {
+        start()
             .send(api_versions(), 3)?
             .send(SaslHandshakeRequest::default().with_mechanism(s("PLAIN")), 1)?
             .send(SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(PLAIN_TOKEN)), 2)?
@@ -208,6 +214,14 @@ pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
             .map(|c| c.raw(PLAIN_TOKEN))?
             .send(api_versions(), 0)?
             .send(MetadataRequest::default(), 1)
+    };
+    let sasl_plain = || sasl_plain_on(Conversation::sasl);
+    let relayed_sasl_plain = || sasl_plain_on(Conversation::relayed);
+    let relayed_sasl_scram_first = || {
+        Conversation::relayed().send(SaslHandshakeRequest::default().with_mechanism(s("SCRAM-SHA-512")), 1)?.send(
+            SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"n,,n=fuzz,r=abcdefghijklmnop")),
+            2,
+        )
     };
     let sasl_scram_first = || {
         Conversation::sasl().send(SaslHandshakeRequest::default().with_mechanism(s("SCRAM-SHA-256")), 1)?.send(
@@ -243,7 +257,7 @@ pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
             .send(SaslAuthenticateRequest::default().with_auth_bytes(ap_req), 2)
     };
     let bad_frame_after_answers = || Some(Conversation::plaintext().send(api_versions(), 0)?.raw(&[0xff; 4]));
-    let candidates: [(&'static str, &dyn Fn() -> Option<Conversation>); 11] = [
+    let candidates: [(&'static str, &dyn Fn() -> Option<Conversation>); 13] = [
         ("classic_group", &classic),
         ("offsets", &offsets),
         ("data_plane", &data),
@@ -255,6 +269,8 @@ pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ("sasl_oauthbearer_refused", &sasl_oauthbearer_refused),
         ("sasl_gssapi_refused", &sasl_gssapi_refused),
         ("bad_frame_after_answers", &bad_frame_after_answers),
+        ("relayed_sasl_plain", &relayed_sasl_plain),
+        ("relayed_sasl_scram_first_message", &relayed_sasl_scram_first),
     ];
     candidates.into_iter().filter_map(|(name, make)| Some((name, make()?.bytes))).collect()
 }
