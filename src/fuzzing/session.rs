@@ -96,26 +96,22 @@ pub(super) fn fuzz_credentials() -> Credentials {
 
 /// The SASL listener of a sidecar that relays logins to its upstream.
 pub(super) fn relaying_sasl_listener() -> Arc<ListenerSecurity> {
-    let sasl = SaslSettings {
+    sasl_plaintext(SaslSettings {
         mechanisms: crate::security::sasl_relay::RELAYABLE.iter().map(|m| m.to_string()).collect(),
-        credentials: Arc::new(CredentialStore::fixed(Credentials::default(), "credentials")),
-        max_reauth_ms: 0,
-        failure_delay: Duration::ZERO,
-        max_receive_bytes: 524_288,
         oauth: None,
         kerberos: None,
         relay: Some(crate::security::sasl_relay::RelaySettings { sub_claim: "sub".into() }),
-    };
-    Arc::new(ListenerSecurity {
-        name: "SASL_PLAINTEXT".into(),
-        protocol: SecurityProtocol::SaslPlaintext,
-        tls: None,
-        sasl: Some(Arc::new(sasl)),
-        handshake_timeout: Duration::from_secs(10),
+        ..sasl_settings()
     })
 }
 
 pub(super) fn sasl_listener() -> Arc<ListenerSecurity> {
+    sasl_plaintext(sasl_settings())
+}
+
+/// PLAIN, both SCRAMs, unsigned OAUTHBEARER tokens and, where the system
+/// has Kerberos, GSSAPI, checked by kcoord itself.
+fn sasl_settings() -> SaslSettings {
     let users = fuzz_credentials();
     let kerberos = kerberos_acceptor();
     let mut mechanisms: Vec<String> =
@@ -123,7 +119,7 @@ pub(super) fn sasl_listener() -> Arc<ListenerSecurity> {
     if kerberos.is_some() {
         mechanisms.push(crate::security::kerberos::GSSAPI.into());
     }
-    let sasl = SaslSettings {
+    SaslSettings {
         mechanisms,
         credentials: Arc::new(CredentialStore::fixed(users, "credentials")),
         max_reauth_ms: 0,
@@ -139,7 +135,10 @@ pub(super) fn sasl_listener() -> Arc<ListenerSecurity> {
         })),
         kerberos,
         relay: None,
-    };
+    }
+}
+
+fn sasl_plaintext(sasl: SaslSettings) -> Arc<ListenerSecurity> {
     Arc::new(ListenerSecurity {
         name: "SASL_PLAINTEXT".into(),
         protocol: SecurityProtocol::SaslPlaintext,

@@ -381,20 +381,26 @@ async fn a_login_the_upstream_refuses_later_closes_forwarding_counts_it_and_grou
     up.shutdown().await;
 }
 
-#[tokio::test]
-async fn each_sidecar_listener_advertises_its_own_address() {
-    let pki = Pki::new();
-    let up = TestServer::start_with(&["topics.define=[\"t:3\"]", "server.node_id=1"]).await;
+/// A sidecar of the plain upstream `up` on `listeners`, with `alice` in
+/// its credentials file.
+async fn sidecar_with_alice(pki: &Pki, up: &TestServer, listeners: &str) -> TestServer {
     let users = pki.path("users.json");
     let mut creds = Credentials::default();
     creds.set_password(CLIENT_USER.0, CLIENT_USER.1, &ScramMechanism::ALL, 4096);
     creds.save(Path::new(&users)).unwrap();
-    let sc = start(&[
+    start(&[
         format!("sidecar.upstream=[\"{}\"]", up.addr),
-        "server.listeners=[\"PLAINTEXT://127.0.0.1:0\", \"SASL_PLAINTEXT://127.0.0.1:0\"]".into(),
+        format!("server.listeners={listeners}"),
         format!("security.credentials_file=\"{users}\""),
     ])
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn each_sidecar_listener_advertises_its_own_address() {
+    let pki = Pki::new();
+    let up = TestServer::start_with(&["topics.define=[\"t:3\"]", "server.node_id=1"]).await;
+    let sc = sidecar_with_alice(&pki, &up, r#"["PLAINTEXT://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0"]"#).await;
     let addrs = sc.daemon.as_ref().unwrap().local_addrs().to_vec();
     assert_eq!(addrs.len(), 2, "one port per listener and fronted broker");
     let sasl = ClientSecurity::from_config(
@@ -423,16 +429,7 @@ async fn a_large_produce_before_sasl_authentication_is_refused_not_forwarded() {
     // arrive; before authentication nothing may take that path.
     let up = TestServer::start_with(&["topics.define=[\"t:3\"]", "server.node_id=1"]).await;
     let pki = Pki::new();
-    let users = pki.path("users.json");
-    let mut creds = Credentials::default();
-    creds.set_password(CLIENT_USER.0, CLIENT_USER.1, &ScramMechanism::ALL, 4096);
-    creds.save(Path::new(&users)).unwrap();
-    let sc = start(&[
-        format!("sidecar.upstream=[\"{}\"]", up.addr),
-        "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]".into(),
-        format!("security.credentials_file=\"{users}\""),
-    ])
-    .await;
+    let sc = sidecar_with_alice(&pki, &up, r#"["SASL_PLAINTEXT://127.0.0.1:0"]"#).await;
     let mut c = Connection::connect(&sc.addr.to_string(), "no-login").await.unwrap();
     let big: String = "x".repeat(100_000);
     let records = support::batch(&[("k", big.as_str())], 1000, None);

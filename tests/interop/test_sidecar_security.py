@@ -30,17 +30,23 @@ def secured(make_kcoord, tmp_path):
     upstream = make_kcoord(topics=["secure:3"], settings=tls_listener_settings(pki, upstream_users))
     sidecar_users = tmp_path / "sidecar-users.json"
     add_user(sidecar_users, USER, PASSWORD)
+    sidecar = Sidecar(tmp_path / "sidecar", upstream.bootstrap,
+                      settings=tls_listener_settings(pki, sidecar_users) + sidecar_login(pki, tmp_path)).start()
+    yield sidecar, upstream, str(pki / "ca.pem")
+    sidecar.stop()
+
+
+def sidecar_login(pki, tmp_path):
+    """Settings that make a sidecar log in upstream as SIDECAR_USER."""
     password_file = tmp_path / "upstream-password"
     password_file.write_text(SIDECAR_PASSWORD + "\n")
-    sidecar = Sidecar(tmp_path / "sidecar", upstream.bootstrap, settings=tls_listener_settings(pki, sidecar_users) + [
+    return [
         'sidecar.upstream_security.security_protocol="SASL_SSL"',
         'sidecar.upstream_security.sasl_mechanism="SCRAM-SHA-512"',
         f'sidecar.upstream_security.sasl_username="{SIDECAR_USER}"',
         f'sidecar.upstream_security.sasl_password_file="{password_file}"',
         f'sidecar.upstream_security.ssl_ca_location="{pki / "ca.pem"}"',
-    ]).start()
-    yield sidecar, upstream, str(pki / "ca.pem")
-    sidecar.stop()
+    ]
 
 
 def client_conf(addr, ca, user=USER, password=PASSWORD):
@@ -210,16 +216,8 @@ def relaying(make_kcoord, tmp_path):
         "security.connections_max_reauth_ms=3000"])
     nobody = tmp_path / "sidecar-users.json"
     add_user(nobody, "someone-else", "sidecar-only-secret")
-    password_file = tmp_path / "upstream-password"
-    password_file.write_text(SIDECAR_PASSWORD + "\n")
     sidecar = Sidecar(tmp_path / "sidecar", upstream.bootstrap, settings=tls_listener_settings(pki, nobody) + [
-        'sidecar.client_authentication="upstream"',
-        'sidecar.upstream_security.security_protocol="SASL_SSL"',
-        'sidecar.upstream_security.sasl_mechanism="SCRAM-SHA-512"',
-        f'sidecar.upstream_security.sasl_username="{SIDECAR_USER}"',
-        f'sidecar.upstream_security.sasl_password_file="{password_file}"',
-        f'sidecar.upstream_security.ssl_ca_location="{pki / "ca.pem"}"',
-    ]).start()
+        'sidecar.client_authentication="upstream"'] + sidecar_login(pki, tmp_path)).start()
     yield sidecar, str(pki / "ca.pem")
     sidecar.stop()
 
