@@ -478,9 +478,9 @@ impl SaslSession {
             if !sasl_relay::relayable(&mechanism) || !self.settings.mechanisms.contains(&mechanism) {
                 let offered: Vec<String> =
                     self.settings.mechanisms.iter().filter(|m| sasl_relay::relayable(m)).cloned().collect();
-                let mut out = crate::server::dispatch::start_response(prefix.correlation_id, false);
-                let encoded = sasl_handshake::encode(ErrorCode::UNSUPPORTED_SASL_MECHANISM, &offered, v, &mut out);
-                let response = encoded.ok().and_then(|()| crate::server::dispatch::finish_frame(out));
+                let response = response_frame(&prefix, false, |out| {
+                    sasl_handshake::encode(ErrorCode::UNSUPPORTED_SASL_MECHANISM, &offered, v, out)
+                });
                 return Err(Reply::Fail { response, reason: format!("Unsupported SASL mechanism {mechanism}") });
             }
             if self.session.is_some() {
@@ -501,13 +501,9 @@ impl SaslSession {
                             token: Bytes::new(),
                             session_lifetime_ms: 0,
                         };
-                        let mut out = crate::server::dispatch::start_response(
-                            prefix.correlation_id,
-                            support.flexible_response_header(v),
-                        );
-                        let response = sasl_authenticate::encode(&answer, v, &mut out)
-                            .ok()
-                            .and_then(|()| crate::server::dispatch::finish_frame(out));
+                        let response = response_frame(&prefix, support.flexible_response_header(v), |out| {
+                            sasl_authenticate::encode(&answer, v, out)
+                        });
                         return Err(Reply::Fail { response, reason });
                     }
                 }
@@ -597,6 +593,18 @@ fn illegal_state_answer(prefix: &header::RequestPrefix) -> Option<Bytes> {
     let v = prefix.api_version;
     let mut out = crate::server::dispatch::start_response(prefix.correlation_id, support.flexible_response_header(v));
     crate::protocol::error_answer::encode(prefix.api_key, v, ErrorCode::ILLEGAL_SASL_STATE, &mut out)?.ok()?;
+    crate::server::dispatch::finish_frame(out)
+}
+
+/// The answer frame to `prefix`'s request, its body written by `encode`
+/// (None if it cannot be encoded).
+fn response_frame(
+    prefix: &header::RequestPrefix,
+    flexible_header: bool,
+    encode: impl FnOnce(&mut BytesMut) -> Result<(), crate::protocol::codec::EncodeError>,
+) -> Option<Bytes> {
+    let mut out = crate::server::dispatch::start_response(prefix.correlation_id, flexible_header);
+    encode(&mut out).ok()?;
     crate::server::dispatch::finish_frame(out)
 }
 
