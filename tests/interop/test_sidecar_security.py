@@ -21,17 +21,25 @@ SIDECAR_USER, SIDECAR_PASSWORD = "kcoord-sidecar", "upstream-secret"
 USER, PASSWORD = "alice", "alice-secret"
 
 
-@pytest.fixture
-def secured(make_kcoord, tmp_path):
-    """(sidecar, upstream, ca path): both SASL_SSL only, different users."""
+@pytest.fixture(params=["local", "upstream"])
+def secured(make_kcoord, tmp_path, request):
+    """(sidecar, upstream, ca path): both SASL_SSL only. With "local" the
+    sidecar authenticates alice from its own users; with "upstream"
+    (sidecar.client_authentication) only the upstream knows her, and the
+    sidecar relays her logins there."""
     pki = make_pki(tmp_path / "pki")
     upstream_users = tmp_path / "upstream-users.json"
     add_user(upstream_users, SIDECAR_USER, SIDECAR_PASSWORD)
-    upstream = make_kcoord(topics=["secure:3"], settings=tls_listener_settings(pki, upstream_users))
     sidecar_users = tmp_path / "sidecar-users.json"
-    add_user(sidecar_users, USER, PASSWORD)
+    if request.param == "upstream":
+        add_user(upstream_users, USER, PASSWORD)
+        add_user(sidecar_users, "someone-else", "sidecar-only-secret")
+    else:
+        add_user(sidecar_users, USER, PASSWORD)
+    upstream = make_kcoord(topics=["secure:3"], settings=tls_listener_settings(pki, upstream_users))
+    relay = [f'sidecar.client_authentication="{request.param}"']
     sidecar = Sidecar(tmp_path / "sidecar", upstream.bootstrap,
-                      settings=tls_listener_settings(pki, sidecar_users) + sidecar_login(pki, tmp_path)).start()
+                      settings=tls_listener_settings(pki, sidecar_users) + relay + sidecar_login(pki, tmp_path)).start()
     yield sidecar, upstream, str(pki / "ca.pem")
     sidecar.stop()
 
