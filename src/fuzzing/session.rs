@@ -197,10 +197,12 @@ fn requests(stream: &[u8], max: u32) -> Vec<Sent> {
 /// Matches answers to requests as they arrive.
 struct Oracle {
     sent: Vec<Sent>,
-    /// The first request not answered yet.
-    next: usize,
-    /// Raw SASL tokens may be on the wire: answers are not matched.
-    raw: bool,
+    /// Where the answers so far may have left the conversation: the first
+    /// request not answered yet, and whether raw SASL tokens may be on the
+    /// wire (answers are then not matched). More than one when inputs
+    /// repeat a correlation id around a Produce that may go unanswered:
+    /// an answer with that id may be either request's.
+    states: Vec<(usize, bool)>,
     /// Answer bytes not yet split into frames.
     pending: Vec<u8>,
     max_response: usize,
@@ -227,32 +229,51 @@ impl Oracle {
     fn answer(&mut self, frame: &[u8]) {
         self.answers += 1;
         assert!(self.answers <= self.sent.len(), "more answers ({}) than requests ({})", self.answers, self.sent.len());
-        if self.raw {
+        if self.states.iter().all(|&(_, raw)| raw) {
             return;
         }
-        assert!(frame.len() >= 4, "an answer of {} bytes has no correlation id", frame.len());
-        let id = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
-        loop {
-            let Some(req) = self.sent.get(self.next).copied() else {
-                panic!("an answer with correlation id {id} matches no request still unanswered");
-            };
-            self.next += 1;
-            if req.correlation_id == id {
-                self.raw = req.starts_raw_tokens();
-                return;
-            }
-            assert!(
-                req.may_go_unanswered(),
-                "an answer with correlation id {id} where request {} (api key {}) should have been answered",
-                req.correlation_id,
-                req.api_key
-            );
+        if frame.len() < 4 {
+            // Only a raw token may be that short.
+            self.states.retain(|&(_, raw)| raw);
+            assert!(!self.states.is_empty(), "an answer of {} bytes has no correlation id", frame.len());
+            return;
         }
+        let id = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+        let mut next = Vec::new();
+        let mut failure = None;
+        for &(from, raw) in &self.states {
+            if raw {
+                next.push((from, raw));
+                continue;
+            }
+            for (at, req) in self.sent.iter().enumerate().skip(from) {
+                if req.correlation_id == id {
+                    next.push((at + 1, req.starts_raw_tokens()));
+                }
+                if !req.may_go_unanswered() {
+                    if req.correlation_id != id {
+                        failure.get_or_insert(format!(
+                            "an answer with correlation id {id} where request {} (api key {}) should have been answered",
+                            req.correlation_id, req.api_key
+                        ));
+                    }
+                    break;
+                }
+            }
+        }
+        next.sort_unstable();
+        next.dedup();
+        if next.is_empty() {
+            let why = failure
+                .unwrap_or_else(|| format!("an answer with correlation id {id} matches no request still unanswered"));
+            panic!("{why}");
+        }
+        self.states = next;
     }
 
     /// Whether an unanswered request may hold the connection silent.
     fn may_wait(&self) -> bool {
-        self.raw || self.sent.iter().skip(self.next).any(Sent::may_wait)
+        self.states.iter().any(|&(from, raw)| raw || self.sent.iter().skip(from).any(Sent::may_wait))
     }
 }
 
@@ -295,8 +316,7 @@ fn run(d: &super::InProcess, data: &[u8]) {
     let first_max = security.sasl.as_ref().map_or(server.max_request_bytes, |s| s.max_receive_bytes);
     let mut oracle = Oracle {
         sent: requests(stream, first_max.min(server.max_request_bytes)),
-        next: 0,
-        raw: false,
+        states: vec![(0, false)],
         pending: Vec::new(),
         max_response: (server.max_response_bytes as usize).min(crate::protocol::codec::MAX_FRAME_BYTES),
         answers: 0,
