@@ -367,47 +367,29 @@ async fn inline_pem_that_is_incomplete_damaged_or_doubled_stops_the_start_naming
     let files = TlsFiles { dir: tempfile::tempdir().unwrap() };
     let stores = Stores::new(&pki, &files, "server");
     let (chain, key) = pki.issue(&["localhost"], "server", None);
-    let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
-        (vec![("tls_keystore_certificate_chain", &chain)], "go together"),
+    // A complete inline chain and key, with `extra` settings beside them.
+    let inline = |extra: &[(&'static str, &str)]| -> Vec<(&str, String)> {
+        let mut pairs = vec![("tls_keystore_certificate_chain", chain.clone()), ("tls_keystore_key", key.clone())];
+        pairs.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+        pairs
+    };
+    let damaged_key = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+    let cases: Vec<(Vec<(&str, String)>, &str)> = vec![
+        (vec![("tls_keystore_certificate_chain", chain.clone())], "go together"),
         (
-            vec![
-                ("tls_keystore_certificate_chain", &chain),
-                ("tls_keystore_key", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"),
-            ],
+            vec![("tls_keystore_certificate_chain", chain.clone()), ("tls_keystore_key", damaged_key.to_string())],
             "tls_keystore_key: unexpected error: failed to parse private key",
         ),
         (
-            vec![("tls_keystore_certificate_chain", "not PEM"), ("tls_keystore_key", &key)],
+            vec![("tls_keystore_certificate_chain", "not PEM".to_string()), ("tls_keystore_key", key.clone())],
             "security.tls_keystore_certificate_chain",
         ),
-        (
-            vec![
-                ("tls_keystore_certificate_chain", &chain),
-                ("tls_keystore_key", &key),
-                ("tls_certificate", &stores.cert),
-                ("tls_private_key", &stores.key),
-            ],
-            "set one",
-        ),
-        (
-            vec![
-                ("tls_keystore_certificate_chain", &chain),
-                ("tls_keystore_key", &key),
-                ("tls_keystore_password", "x"),
-            ],
-            "tls_private_key_password",
-        ),
-        (
-            vec![
-                ("tls_keystore_certificate_chain", &chain),
-                ("tls_keystore_key", &key),
-                ("tls_truststore_certificates", &pki.ca_pem),
-                ("tls_ca", &stores.ca),
-            ],
-            "set one",
-        ),
+        (inline(&[("tls_certificate", &stores.cert), ("tls_private_key", &stores.key)]), "set one"),
+        (inline(&[("tls_keystore_password", "x")]), "tls_private_key_password"),
+        (inline(&[("tls_truststore_certificates", &pki.ca_pem), ("tls_ca", &stores.ca)]), "set one"),
     ];
     for (pairs, expected) in cases {
+        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let err = common::start_error(&text_settings(&pairs)).await;
         assert!(err.contains(expected), "{pairs:?}: {err}");
     }
