@@ -156,6 +156,13 @@ def kcoord(make_kcoord):
     return make_kcoord(topics=["t1:4", "orders:6"])
 
 
+@pytest.fixture(scope="session")
+def java_classpath(tmp_path_factory):
+    """The Java client driver, compiled once a run (java_client.py)."""
+    from java_client import compile_client
+    return compile_client(tmp_path_factory.mktemp("java-classes"))
+
+
 def kcat_path():
     return shutil.which("kcat")
 

@@ -16,12 +16,14 @@ WORKERS = Path(__file__).resolve().parent / "workers"
 class Member:
     """A consumer group member running in its own process."""
 
-    def __init__(self, tmp_path, name, argv):
+    def __init__(self, tmp_path, name, argv, state_argv=lambda path: ["--state-file", str(path)], cwd=None):
+        """Starts `argv` plus `state_argv(path of the state file)`."""
         self.name = name
         self.state_file = tmp_path / f"{name}.json"
         self.log_path = tmp_path / f"{name}.log"
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(argv + ["--state-file", str(self.state_file)], stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(argv + state_argv(self.state_file), stdout=self.log, stderr=subprocess.STDOUT,
+                                     cwd=cwd)
 
     def state(self):
         try:
@@ -104,15 +106,8 @@ def aio_member(tmp_path, name, kcoord, group, topic, strategy="roundrobin", inst
 
 def js_member(tmp_path, name, kcoord, group, topic):
     script = Path(__file__).resolve().parent / "js" / "group_member.js"
-    state_file = tmp_path / f"{name}.json"
-    member = Member.__new__(Member)
-    member.name = name
-    member.state_file = state_file
-    member.log_path = tmp_path / f"{name}.log"
-    member.log = open(member.log_path, "wb")
-    member.proc = subprocess.Popen(["node", str(script), kcoord.bootstrap, group, topic, str(state_file)],
-                                   stdout=member.log, stderr=subprocess.STDOUT, cwd=script.parent.parent)
-    return member
+    return Member(tmp_path, name, ["node", str(script), kcoord.bootstrap, group, topic],
+                  state_argv=lambda path: [str(path)], cwd=script.parent.parent)
 
 
 # Short consumer-protocol (KIP-848) timers for two shared cores (Kafka: 45 s

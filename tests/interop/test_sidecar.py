@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient
 import rawkafka
 from conftest import kcat_path, needs_kcat, node_script, wait_for
 from groups import stop_all, wait_balanced
+from java_client import JavaClient, needs_java
 from sidecar_harness import (FETCH, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, PRODUCE, STARTED, SYNC_GROUP,
                              MockCluster, Sidecar, Stats, free_ports, group_owned_by, owner_of, per_broker_sidecars,
                              rdk_worker, read_records)
@@ -554,6 +555,26 @@ def test_kcat_consumes_and_commits_in_a_group_through_the_sidecar(sidecar, clien
     assert sorted(keys) == sorted(clients_messages), out.stderr
     # kcat commits when it closes (auto commit).
     assert_committed_everything(sidecar, "kcat-sc")
+
+
+@needs_java
+@pytest.mark.parametrize("strategy", ["range", "consumer"])
+def test_the_java_client_consumes_and_commits_in_a_group_through_the_sidecar(mock, sidecar, clients_messages,
+                                                                              java_classpath, tmp_path, strategy):
+    group = f"java-sc-{strategy}"
+    java = JavaClient(java_classpath, sidecar.bootstrap)
+    member = java.member(tmp_path, "m", group, "clients", strategy=strategy)
+    try:
+        wait_for("30 records consumed and committed",
+                 lambda: member.state().get("positions") == {f"clients:{p}": 10 for p in range(3)}, timeout=90)
+        assert member.state()["consumed"] == 30, member.state()
+        assert_committed_everything(sidecar, group)
+        assert java.admin("describe-groups", groups=group)["groups"][group]["state"] == "Stable"
+    finally:
+        stop_all([member])
+    assert member.state().get("closed"), member.log_text()
+    assert not member.state()["errors"], member.state()
+    assert group_requests(mock) == [], "the upstream saw group requests"
 
 
 @pytest.fixture

@@ -17,11 +17,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from conftest import wait_for
 from groups import FAST_848
+from java_client import JavaClient, needs_java
 from sidecar_harness import OFFSET_COMMIT, MockCluster, Sidecar
-from test_sidecar import CONSUMER, commit, committed, produce, retrying, show_logs_on_failure  # noqa: F401
+from test_sidecar import (CONSUMER, commit, committed, group_requests, produce, retrying,  # noqa: F401
+                          show_logs_on_failure)
 
 TXN_OFFSET_COMMIT, ADD_OFFSETS_TO_TXN, END_TXN = 28, 25, 26
-TOPICS = {"txin-classic": 3, "txin-consumer": 3, "txin-aio": 3, "txout": 3}
+TOPICS = {"txin-classic": 3, "txin-consumer": 3, "txin-aio": 3, "txin-java-range": 3, "txin-java-consumer": 3,
+          "txout": 3}
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +124,24 @@ def test_a_transactional_consume_transform_produce_app_commits_its_offsets_throu
     finally:
         c.close()
     assert "handed the group's offsets over to the upstream" in sidecar.log()
+
+
+@needs_java
+@pytest.mark.parametrize("strategy", ["range", "consumer"])
+def test_the_java_client_runs_a_transactional_consume_transform_produce_app_through_the_sidecar(
+        mock, sidecar, java_classpath, strategy):
+    topic, group = f"txin-java-{strategy}", f"txg-java-{strategy}"
+    produce(mock.bootstrap, topic, 30, f"in-java-{strategy}", partitions=3)
+    mock.track_clear()
+    java = JavaClient(java_classpath, sidecar.bootstrap)
+    # One transaction per polled batch, each with sendOffsetsToTransaction
+    # and the consumer's group metadata (KIP-447: member id, generation).
+    out = java.transform(group, topic, "txout", f"tx-java-{strategy}", 30, strategy=strategy)
+    assert out["processed"] == 30, out
+    seen = [key for _, _, key in sorted(mock.track_dump())]
+    assert seen.count(TXN_OFFSET_COMMIT) >= out["transactions"], "every transaction's offsets reached the upstream"
+    assert seen.count(END_TXN) >= out["transactions"], "the transactions are the upstream's"
+    assert group_requests(mock) == [], "the group itself stayed with kcoord"
 
 
 def test_aiokafka_commits_transactional_offsets_through_the_sidecar(mock, sidecar):
