@@ -1,5 +1,5 @@
 """Every stock client over every security setup users run: confluent-kafka,
-kafka-python, kafkajs, aiokafka and kcat each join a group, consume, commit and read
+kafka-python, kafkajs, aiokafka, kcat and Apache Kafka's Java client each join a group, consume, commit and read
 their commit back over SASL_SSL with SCRAM-SHA-512 and with PLAIN, and over
 mutual TLS, where the principal is the certificate's subject: alice's
 certificate is granted by the ACLs, mallory's is refused with Kafka's
@@ -7,11 +7,14 @@ authorization errors, and a client without a certificate does not get past
 the handshake. The CA and certificates are made per test with openssl."""
 
 import subprocess
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from conftest import KCOORD_BIN, kcat_path, needs_kcat, node_script, wait_for
+from groups import stop_all
+from java_client import JavaClient, needs_java
 from pki import (add_user, keytool_available, make_client_cert, make_jks_stores, make_pkcs12, make_pki,
                  tls_listener_settings)
 
@@ -180,6 +183,26 @@ def committed(conf, group):
         c.close()
 
 
+def java_consume_and_commit(classpath, addr, props, group, tmp_path):
+    """Apache Kafka's Java client consumes TOPIC's 10 records in `group`,
+    committing as it goes; returns the group's committed offset read back
+    with its Admin client."""
+    java = JavaClient(classpath, addr, props)
+    member = java.member(tmp_path, group, group, TOPIC)
+    try:
+        wait_for(f"{group} to consume and commit 10 records",
+                 lambda: member.state().get("positions") == {f"{TOPIC}:0": 10} or member.state().get("fatal"),
+                 timeout=90)
+    finally:
+        stop_all([member])
+    assert not member.state().get("fatal"), member.state()
+    return java.admin("offsets", group=group)["offsets"][f"{TOPIC}:0"]["offset"]
+
+
+JAAS = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+        "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
+
+
 # --- SASL_SSL ---------------------------------------------------------------
 
 
@@ -209,6 +232,17 @@ def test_aiokafka_over_sasl_ssl_consumes_and_commits(sasl_ssl, mechanism):
                 "sasl_mechanism": mechanism, "sasl_plain_username": USER, "sasl_plain_password": PASSWORD,
                 "tls": {"cafile": sasl_ssl["ca"]}}
     assert aiokafka_consume_and_commit(security, f"aio-{mechanism}") == 5
+
+
+@needs_java
+@pytest.mark.parametrize("mechanism", SASL_MECHANISMS)
+def test_the_java_client_over_sasl_ssl_consumes_and_commits(sasl_ssl, mechanism, java_classpath, tmp_path):
+    # The Java client checks the server's name against its certificate
+    # (ssl.endpoint.identification.algorithm=https by default).
+    props = {"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+             "sasl.jaas.config": f'{JAAS[mechanism]} required username="{USER}" password="{PASSWORD}";',
+             "ssl.truststore.type": "PEM", "ssl.truststore.location": sasl_ssl["ca"]}
+    assert java_consume_and_commit(java_classpath, sasl_ssl["addr"], props, f"java-{mechanism}", tmp_path) == 10
 
 
 @needs_kcat
@@ -246,6 +280,27 @@ def test_kafkajs_over_mtls_consumes_and_commits(mtls):
     cert, key = mtls["alice"]
     out = node_script("secure_commit", mtls["addr"], "mtls-js", TOPIC, mtls["ca"], "mtls", cert, key)
     assert out["fetched"] == [{"partition": 0, "offset": 5}]
+
+
+@needs_java
+def test_the_java_client_over_mtls_consumes_and_commits_and_a_certificate_without_acls_is_refused(
+        mtls, java_classpath, tmp_path):
+    def props(who):
+        store = make_pkcs12(Path(mtls["ca"]).parent, who, "store-secret")
+        return {"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": mtls["ca"],
+                "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(store),
+                "ssl.keystore.password": "store-secret"}
+
+    assert java_consume_and_commit(java_classpath, mtls["addr"], props("alice"), "mtls-java", tmp_path) == 10
+    java = JavaClient(java_classpath, mtls["addr"], props("mallory"))
+    member = java.member(tmp_path, "mallory", "mtls-java-mallory", TOPIC)
+    try:
+        wait_for("mallory to be refused", lambda: member.state().get("errors") or member.state().get("fatal"),
+                 timeout=60)
+    finally:
+        stop_all([member])
+    refused = member.state().get("fatal") or " ".join(member.state()["errors"])
+    assert "AuthorizationException" in refused, member.state()
 
 
 @needs_kcat

@@ -9,11 +9,14 @@ OAUTHBEARER: the sidecar fetches its own tokens from the identity provider,
 and librdkafka clients keep their OAuth settings."""
 
 import subprocess
+import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from conftest import kcat_path, needs_kcat
+from conftest import kcat_path, needs_kcat, wait_for
+from groups import stop_all
+from java_client import JavaClient, needs_java
 from pki import add_user, make_pki, tls_listener_settings
 from sidecar_harness import Sidecar
 
@@ -60,6 +63,14 @@ def sidecar_login(pki, tmp_path):
 def client_conf(addr, ca, user=USER, password=PASSWORD):
     return {"bootstrap.servers": addr, "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
             "sasl.username": user, "sasl.password": password, "ssl.ca.location": ca}
+
+
+def java_props(ca, user=USER, password=PASSWORD):
+    """Apache Kafka's Java client over SASL_SSL with SCRAM-SHA-512."""
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                f'username="{user}" password="{password}";',
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": ca}
 
 
 def produce(conf, n):
@@ -287,3 +298,46 @@ def test_confluent_kafka_logs_in_upstream_through_a_relaying_sidecar_and_re_auth
     bad.produce("secure", value="no", on_delivery=lambda err, msg: outcome.append(err))
     bad.flush(30)
     assert len(outcome) == 1 and outcome[0] is not None, outcome
+
+
+@needs_java
+def test_the_java_client_consumes_and_commits_through_a_secured_sidecar(secured, java_classpath, tmp_path):
+    sidecar, upstream, ca = secured
+    produce(client_conf(sidecar.bootstrap, ca), 30)
+    java = JavaClient(java_classpath, sidecar.bootstrap, java_props(ca))
+    member = java.member(tmp_path, "m", "secure-java", "secure")
+    try:
+        wait_for("30 records consumed and committed",
+                 lambda: member.state().get("positions") == {f"secure:{p}": 10 for p in range(3)}, timeout=90)
+    finally:
+        stop_all([member])
+    assert not member.state()["errors"], member.state()
+    assert {k: v["offset"] for k, v in java.admin("offsets", group="secure-java")["offsets"].items()} == {
+        f"secure:{p}": 10 for p in range(3)}
+
+
+@needs_java
+def test_the_java_client_re_authenticates_upstream_through_a_relaying_sidecar(relaying, java_classpath, tmp_path):
+    sidecar, ca = relaying
+    conf = client_conf(sidecar.bootstrap, ca)
+    produce(conf, 30)
+    java = JavaClient(java_classpath, sidecar.bootstrap, java_props(ca))
+    member = java.member(tmp_path, "m", "relayed-java", "secure")
+    try:
+        wait_for("the first 30 records", lambda: member.state().get("consumed", 0) >= 30, timeout=90)
+        # Keep the member working over three upstream session lifetimes
+        # (3 s): one record at a time, each consumed before the next.
+        p = Producer(conf)
+        sent, end = 0, time.monotonic() + 10
+        while time.monotonic() < end:
+            p.produce("secure", key=f"late{sent}", value="x", partition=sent % 3)
+            p.flush(30)
+            sent += 1
+            wait_for(f"late record {sent}", lambda: member.state().get("consumed", 0) >= 30 + sent, timeout=30)
+        wait_for("every record committed",
+                 lambda: sum(committed(conf, "relayed-java").values()) == 30 + sent, timeout=30)
+    finally:
+        stop_all([member])
+    assert member.state()["consumed"] == 30 + sent and not member.state()["errors"], member.state()
+    logins, links = relayed_logins(sidecar)
+    assert links >= 1 and logins >= links + 2, (logins, links)
