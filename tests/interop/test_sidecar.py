@@ -647,3 +647,25 @@ def test_per_broker_sidecars_route_each_group_to_the_owner_of_its_shard(mock, pe
     finally:
         stop_all(members)
     assert group_requests(mock) == []
+
+
+@needs_java
+def test_the_java_client_finds_its_groups_coordinator_among_per_broker_sidecars(mock, per_broker, java_classpath,
+                                                                                 tmp_path):
+    peers = {i: n.bootstrap for i, n in per_broker.items()}
+    group = group_owned_by(1, peers, "java-pb")
+    # Bootstrapped from node 3 only: FindCoordinator sends it to node 1.
+    java = JavaClient(java_classpath, peers[3])
+    members = [java.member(tmp_path, f"m{i}", group, "pb", strategy="cooperative-sticky") for i in range(2)]
+    try:
+        wait_balanced(members, [("pb", p) for p in range(6)], timeout=90)
+        assert per_broker[1].rebalance_causes(group)[0] == "member_joined"
+        described = java.admin("describe-groups", groups=group)["groups"][group]
+        assert (described["state"], described["coordinator"], len(described["members"])) == ("Stable", 1, 2), described
+        # The Admin client asks every node for its groups and merges them.
+        listed = java.admin("list-groups")["groups"]
+        assert listed.get(group, {}).get("state") == "Stable", listed
+    finally:
+        stop_all(members)
+    assert all(not m.state()["errors"] for m in members), [m.state() for m in members]
+    assert group_requests(mock) == []
