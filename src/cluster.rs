@@ -345,11 +345,7 @@ impl Cluster {
                     error_message: Some("NONE".into()),
                 },
             },
-            KEY_TYPE_TRANSACTION => CoordinatorAnswer::error(
-                key,
-                ErrorCode::COORDINATOR_NOT_AVAILABLE,
-                "kcoord does not coordinate transactions",
-            ),
+            KEY_TYPE_TRANSACTION => CoordinatorAnswer::error(key, ErrorCode::UNSUPPORTED_VERSION, NO_TRANSACTIONS),
             KEY_TYPE_SHARE if !share_allowed => CoordinatorAnswer::error(
                 key,
                 ErrorCode::INVALID_REQUEST,
@@ -366,6 +362,14 @@ impl Cluster {
         })
     }
 }
+
+/// Why a standalone kcoord refuses transaction coordinator lookups. The
+/// error is not retriable (UNSUPPORTED_VERSION, as Redpanda answers with
+/// transactions off): a transactional producer fails at once with this text
+/// instead of retrying COORDINATOR_NOT_AVAILABLE until its `max.block.ms`
+/// or `transaction.timeout.ms` and then blaming coordinator discovery.
+pub const NO_TRANSACTIONS: &str =
+    "kcoord does not coordinate transactions: run it as a sidecar (kcoord sidecar) in front of brokers that do";
 
 pub const KEY_TYPE_GROUP: i8 = 0;
 pub const KEY_TYPE_TRANSACTION: i8 = 1;
@@ -504,6 +508,6 @@ mod tests {
         let a = cluster().find_coordinator(KEY_TYPE_SHARE, &["g".into()], false);
         assert_eq!((a[0].error, a[0].node_id, a[0].port), (ErrorCode::INVALID_REQUEST, -1, -1));
         let a = cluster().find_coordinator(KEY_TYPE_TRANSACTION, &["t".into()], true);
-        assert_eq!(a[0].error, ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        assert_eq!(a[0].error, ErrorCode::UNSUPPORTED_VERSION);
     }
 }

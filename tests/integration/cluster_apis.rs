@@ -187,9 +187,13 @@ async fn find_coordinator_rejects_key_types_we_do_not_coordinate() {
     // SHARE below v6 is an invalid request, with Kafka's no-node layout.
     let r = c.send(&FindCoordinatorRequest::default().with_key(sb("g")).with_key_type(2), 3).await;
     assert_eq!((r.error_code, r.node_id.0, r.host.to_string(), r.port), (42, -1, String::new(), -1));
+    // No transaction coordinator: not retriable, so a transactional producer
+    // fails at once with the message instead of retrying until it times out.
     let r = c.send(&FindCoordinatorRequest::default().with_coordinator_keys(vec![sb("t")]).with_key_type(1), 4).await;
-    assert_eq!(r.coordinators[0].error_code, 15);
+    assert_eq!(r.coordinators[0].error_code, 35);
     assert_eq!(r.coordinators[0].node_id.0, -1);
+    let message = r.coordinators[0].error_message.as_deref().map(ToString::to_string).unwrap_or_default();
+    assert!(message.contains("does not coordinate transactions"), "{message}");
 }
 
 #[tokio::test]

@@ -3,6 +3,8 @@ classic groups with the eager and the cooperative assignors, static members,
 KIP-848 groups and an online upgrade between the two, the Admin client's
 group calls and their errors, and the same client through a sidecar."""
 
+import subprocess
+
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -226,3 +228,14 @@ def test_java_admin_lists_describes_alters_and_deletes_groups_with_kafkas_errors
         "java-admin": "ok", "java-nobody": "GroupIdNotFoundException"}
     assert java.admin("describe-groups", groups="java-admin")["groups"]["java-admin"] == {
         "error": "GroupIdNotFoundException"}
+
+
+def test_a_java_transactional_producer_is_told_at_once_that_standalone_kcoord_has_no_transactions(java):
+    # FindCoordinator(TRANSACTION) is refused with a non-retriable error and
+    # a message, not COORDINATOR_NOT_AVAILABLE, which the client would retry
+    # until max.block.ms (60 s) and then blame on coordinator discovery.
+    argv = java.argv("transform", group="java-tx", topic="t6", out="other", txn="java-tx", count=1,
+                     **{"prop.max.block.ms": 60000})
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=50)
+    assert out.returncode != 0
+    assert "kcoord does not coordinate transactions" in out.stderr, out.stderr
