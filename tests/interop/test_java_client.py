@@ -138,6 +138,29 @@ def test_java_consumer_protocol_static_members_come_back_and_a_duplicate_is_refu
         stop_all(members)
 
 
+def test_java_admin_removes_consumer_protocol_members_by_instance_id_and_all_at_once(k, java, tmp_path):
+    # Kafka 4.0+ (KAFKA-18188): removeMembersFromConsumerGroup works on
+    # KIP-848 members too. A removed member finds out on its next heartbeat
+    # (UNKNOWN_MEMBER_ID), drops its partitions as lost and joins again.
+    group = "java-848-remove"
+    a = java.member(tmp_path, "a", group, "t6", strategy="consumer", instance_id="instance-a")
+    b = java.member(tmp_path, "b", group, "t6", strategy="consumer")
+    members = [a, b]
+    try:
+        wait_balanced(members, SIX, timeout=90, even=True)
+        assert java.admin("remove-members", group=group, instances="instance-a")["result"] == "ok"
+        wait_for("instance-a to lose its partitions", lambda: a.state()["lost"] >= 1, timeout=60)
+        assert b.state()["lost"] == 0, b.state()
+        wait_balanced(members, SIX, timeout=60, even=True)
+        assert java.admin("remove-members", group=group)["result"] == "ok"
+        wait_for("both to lose their partitions", lambda: a.state()["lost"] >= 2 and b.state()["lost"] >= 1,
+                 timeout=60)
+        wait_balanced(members, SIX, timeout=60, even=True)
+        assert not any(m.state().get("fatal") for m in members), [m.state() for m in members]
+    finally:
+        stop_all(members)
+
+
 def test_a_java_classic_group_upgrades_online_to_the_consumer_protocol(k, java, tmp_path):
     group = "java-upgrade"
     classic = [java.member(tmp_path, f"old{i}", group, "t6", strategy="cooperative-sticky") for i in range(2)]

@@ -911,7 +911,7 @@ mod classic_to_consumer {
                 cx.reply(ReplyTo::of(&r, token), resp);
             }
             Request::Leave(r) => {
-                let resp = classic_member::leave(rt, &r, cx);
+                let resp = classic_member::leave(groups, rt, &r, cx);
                 cx.reply(ReplyTo::of(&r, token), resp);
             }
             other => return Some(other),

@@ -14,14 +14,9 @@
 //! assignment must change, its Heartbeat answers REBALANCE_IN_PROGRESS so
 //! that it rejoins: that rejoin is how it reports what it revoked.
 
-use std::collections::BTreeSet;
-
 use super::embedded;
 use super::group::{ConsumerGroup, ConsumerMember, MemberState};
-use super::heartbeat::{
-    epoch_record, find_member, hash_of, kafka_uuid_string, plan_steps, removal_records, sorted_topics, ConsumerRuntime,
-    Who,
-};
+use super::heartbeat::{find_member, kafka_uuid_string, plan_steps, sorted_topics, ConsumerRuntime, Who};
 use super::records::ClassicMemberMetadata;
 use crate::coordinator::core::Cx;
 use crate::coordinator::messages::{
@@ -29,6 +24,7 @@ use crate::coordinator::messages::{
     LeaveMemberResult, SyncGroupRequest, SyncGroupResponse,
 };
 use crate::coordinator::records::Record;
+use crate::coordinator::Groups;
 use crate::error_code::ErrorCode;
 use crate::protocol::consumer_protocol;
 
@@ -245,16 +241,23 @@ fn try_heartbeat(rt: &mut ConsumerRuntime, req: &HeartbeatRequest, cx: &mut Cx) 
     Ok(ErrorCode::NONE)
 }
 
-/// Kafka's `classicGroupLeaveToConsumerGroup`: each classic member named
-/// (by member id, or by instance id for an administrative removal) is
-/// removed; the group epoch is bumped once.
-pub fn leave(rt: &mut ConsumerRuntime, req: &LeaveGroupRequest, cx: &mut Cx) -> LeaveGroupResponse {
+/// Kafka's `classicGroupLeaveToConsumerGroup` (since KAFKA-18188): each
+/// member named, by member id or, for an administrative removal, by
+/// instance id (with member id "", or the holder's id: FENCED_INSTANCE_ID
+/// otherwise), is removed whichever protocol it uses; every answer echoes
+/// the request's member id and instance id. The members found are fenced
+/// together (one epoch bump, or a downgrade).
+pub fn leave(
+    classic: &mut Groups,
+    rt: &mut ConsumerRuntime,
+    req: &LeaveGroupRequest,
+    cx: &mut Cx,
+) -> LeaveGroupResponse {
     let Some(g) = cx.store.consumer_group(&req.group_id) else {
         return LeaveGroupResponse { error: ErrorCode::UNKNOWN_MEMBER_ID, members: vec![] };
     };
     let mut results = Vec::with_capacity(req.members.len());
-    let mut leaving: Vec<&ConsumerMember> = Vec::new();
-    let mut records = Vec::new();
+    let mut leaving: Vec<String> = Vec::new();
     for who in &req.members {
         let found = match who.group_instance_id.as_deref() {
             None => g.members.get(&who.member_id).ok_or(ErrorCode::UNKNOWN_MEMBER_ID),
@@ -265,54 +268,24 @@ pub fn leave(rt: &mut ConsumerRuntime, req: &LeaveGroupRequest, cx: &mut Cx) -> 
                 }
                 Some(m) => Ok(m),
             },
-        }
-        .and_then(|m| if m.uses_classic_protocol() { Ok(m) } else { Err(ErrorCode::UNKNOWN_MEMBER_ID) });
-        match found {
+        };
+        let error = match found {
             Ok(m) => {
-                tracing::info!(group = %req.group_id, member = %m.member_id, reason = who.reason.as_deref().unwrap_or("not provided"), "classic member has left the consumer group through an explicit LeaveGroup request");
-                records.extend(removal_records(&req.group_id, &m.member_id));
-                results.push(LeaveMemberResult {
-                    member_id: m.member_id.clone(),
-                    group_instance_id: who.group_instance_id.clone(),
-                    error: ErrorCode::NONE,
-                });
-                leaving.push(m);
+                tracing::info!(group = %req.group_id, member = %m.member_id, reason = who.reason.as_deref().unwrap_or("not provided"), "member has left the consumer group through an explicit LeaveGroup request");
+                leaving.push(m.member_id.clone());
+                ErrorCode::NONE
             }
-            Err(error) => results.push(LeaveMemberResult {
-                member_id: who.member_id.clone(),
-                group_instance_id: who.group_instance_id.clone(),
-                error,
-            }),
-        }
+            Err(error) => error,
+        };
+        results.push(LeaveMemberResult {
+            member_id: who.member_id.clone(),
+            group_instance_id: who.group_instance_id.clone(),
+            error,
+        });
     }
-    let removed: Vec<String> = leaving.iter().map(|m| m.member_id.clone()).collect();
-    if !records.is_empty() {
-        let names = subscribed_without(g, &leaving);
-        records.push(epoch_record(&req.group_id, g.group_epoch + 1, hash_of(&names, &rt.topics)));
-    }
-    if let Err(error) = cx.append(records) {
+    let ids: Vec<&str> = leaving.iter().map(String::as_str).collect();
+    if let Err(error) = rt.fence_members(classic, &req.group_id, &ids, cx) {
         return LeaveGroupResponse { error, members: vec![] };
     }
-    for m in removed {
-        rt.forget(&req.group_id, &m);
-    }
     LeaveGroupResponse { error: ErrorCode::NONE, members: results }
-}
-
-/// The topics the group subscribes to once `leaving` are gone (classic
-/// members subscribe by name only, so the patterns' topics stay).
-fn subscribed_without(g: &ConsumerGroup, leaving: &[&ConsumerMember]) -> BTreeSet<String> {
-    let mut counts = g.subscribed_topics.clone();
-    let gone: BTreeSet<&str> = leaving.iter().map(|m| m.member_id.as_str()).collect();
-    for m in g.members.values().filter(|m| gone.contains(m.member_id.as_str())) {
-        for t in m.metadata.subscribed_topic_names.iter().collect::<BTreeSet<_>>() {
-            if let Some(n) = counts.get_mut(t) {
-                *n = n.saturating_sub(1);
-            }
-        }
-    }
-    let mut names: BTreeSet<String> = counts.into_iter().filter(|(_, n)| *n > 0).map(|(t, _)| t).collect();
-    let patterns = super::regex::regex_topics(&g.subscribed_regexes, &g.resolved_regexes);
-    names.extend(patterns.into_iter().map(str::to_string));
-    names
 }

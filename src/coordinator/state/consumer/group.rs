@@ -244,13 +244,6 @@ impl ConsumerGroup {
         })
     }
 
-    /// Kafka's `allMembersUseClassicProtocolExcept`: `member_id` uses the
-    /// consumer protocol and every other member the classic one.
-    pub fn all_members_use_classic_protocol_except(&self, member_id: &str) -> bool {
-        self.members.get(member_id).is_some_and(|m| !m.uses_classic_protocol())
-            && self.members.values().filter(|m| m.member_id != member_id).all(ConsumerMember::uses_classic_protocol)
-    }
-
     /// Kafka's `waitingOnUnreleasedPartition`: the member waits for a
     /// partition of its target that another member still owns.
     pub fn waiting_on_unreleased_partition(&self, m: &ConsumerMember) -> bool {

@@ -236,11 +236,8 @@ impl ConsumerRuntime {
         }
     }
 
-    /// Kafka's `consumerGroupFenceMember`: removes a member (leave, or an
-    /// expired timer): its three records are tombstoned and the group epoch
-    /// is bumped; or, when it is the last consumer-protocol member among
-    /// classic ones and the policy allows it, the group becomes a classic
-    /// group (online downgrade).
+    /// Kafka's `consumerGroupFenceMember`: removes one member (leave, or an
+    /// expired timer), as [`Self::fence_members`].
     pub(super) fn fence(
         &mut self,
         classic: &mut Groups,
@@ -248,29 +245,57 @@ impl ConsumerRuntime {
         member_id: &str,
         cx: &mut Cx,
     ) -> Result<(), ErrorCode> {
+        self.fence_members(classic, group_id, &[member_id], cx)
+    }
+
+    /// Kafka's `consumerGroupFenceMembers`: removes members of either
+    /// protocol, static ones for good: their three records are tombstoned,
+    /// so are the patterns only they used, and the group epoch is bumped
+    /// once (with the target epoch too when no member is left); or, when
+    /// every member left uses the classic protocol and the policy allows
+    /// it, the group becomes a classic group (online downgrade). Unknown
+    /// ids are skipped.
+    pub(super) fn fence_members(
+        &mut self,
+        classic: &mut Groups,
+        group_id: &str,
+        member_ids: &[&str],
+        cx: &mut Cx,
+    ) -> Result<(), ErrorCode> {
         let Some(g) = cx.store.consumer_group(group_id) else { return Ok(()) };
-        let Some(m) = g.members.get(member_id) else { return Ok(()) };
-        if migration::may_downgrade(g, member_id, cx.cfg) {
-            match migration::downgrade(g, member_id, &self.topics, cx.now) {
+        let mut leaving: Vec<&ConsumerMember> = member_ids.iter().filter_map(|id| g.members.get(*id)).collect();
+        leaving.sort_by(|a, b| a.member_id.cmp(&b.member_id));
+        leaving.dedup_by(|a, b| a.member_id == b.member_id);
+        let Some(first) = leaving.first().map(|m| m.member_id.clone()) else { return Ok(()) };
+        let ids: Vec<&str> = leaving.iter().map(|m| m.member_id.as_str()).collect();
+        if migration::may_downgrade(g, &ids, cx.cfg) {
+            match migration::downgrade(g, &ids, &self.topics, cx.now) {
                 Ok(down) => {
                     cx.append(down.records)?;
                     self.forget_group(group_id);
-                    migration::install_downgraded(classic, down.group, member_id, cx);
+                    migration::install_downgraded(classic, down.group, &first, cx);
                     return Ok(());
                 }
                 Err(e) => {
-                    tracing::warn!(group = group_id, error = %e, "cannot downgrade the consumer group; removing the member only")
+                    tracing::warn!(group = group_id, error = %e, "cannot downgrade the consumer group; removing the members only")
                 }
             }
         }
-        let mut records = removal_records(group_id, member_id);
-        let (regex_records, counts, resolved) = subscription_regex::on_member_removed(g, m);
+        let mut records: Vec<Record> = ids.iter().flat_map(|id| removal_records(group_id, id)).collect();
+        let (regex_records, counts, resolved) = subscription_regex::on_members_removed(g, &leaving);
         records.extend(regex_records);
-        let names = subscribed_after(g, Some(m), None, None, (&counts, &resolved));
+        let names = subscribed_after(g, &leaving, None, (&counts, &resolved));
         let hash = hash_of(&names, &self.topics);
-        records.push(epoch_record(group_id, g.group_epoch + 1, hash));
+        let epoch = g.group_epoch + 1;
+        records.push(epoch_record(group_id, epoch, hash));
+        if leaving.len() == g.members.len() {
+            records.push(target::target_metadata_record(group_id, epoch));
+        }
+        let ids: Vec<String> = ids.into_iter().map(str::to_string).collect();
         cx.append(records)?;
-        self.forget(group_id, member_id);
+        for id in ids {
+            self.forget(group_id, &id);
+        }
         Ok(())
     }
 }
@@ -312,13 +337,12 @@ pub(super) fn current_record(group_id: &str, m: &ConsumerMember) -> Record {
 /// through a pattern (`regexes`: the pattern counts and resolutions after).
 pub(super) fn subscribed_after(
     g: &ConsumerGroup,
-    old: Option<&ConsumerMember>,
+    removed: &[&ConsumerMember],
     new: Option<&ConsumerMember>,
-    also_removed: Option<&ConsumerMember>,
     regexes: (&std::collections::BTreeMap<String, usize>, &Resolved),
 ) -> BTreeSet<String> {
     let mut counts = g.subscribed_topics.clone();
-    for m in [old, also_removed].into_iter().flatten() {
+    for m in removed {
         for t in m.metadata.subscribed_topic_names.iter().collect::<BTreeSet<_>>() {
             if let Some(n) = counts.get_mut(t) {
                 *n = n.saturating_sub(1);
@@ -700,7 +724,8 @@ pub(super) fn plan_steps(
     .map_err(|m| ConsumerHeartbeatResponse::error(ErrorCode::INVALID_REGULAR_EXPRESSION, m))?;
     records.extend(regexes.records);
     bump |= regexes.bump;
-    let names = subscribed_after(group, old, Some(&updated), replaced_member, (&regexes.counts, &regexes.resolved));
+    let removed: Vec<&ConsumerMember> = [old, replaced_member].into_iter().flatten().collect();
+    let names = subscribed_after(group, &removed, Some(&updated), (&regexes.counts, &regexes.resolved));
     let hash = hash_of(&names, &rt.topics);
     if hash != group.metadata_hash {
         bump = true;

@@ -26,8 +26,7 @@ use super::embedded;
 use super::group::{metadata_hash, replay, ConsumerGroup, ConsumerGroups, MemberState};
 use super::heartbeat::sorted_topics;
 use super::records::{
-    ClassicMemberMetadata, CurrentAssignmentValue, GroupMetadataValue, MemberMetadataValue,
-    TargetAssignmentMemberValue, TargetAssignmentMetadataValue,
+    ClassicMemberMetadata, CurrentAssignmentValue, GroupMetadataValue, MemberMetadataValue, TargetAssignmentMemberValue,
 };
 use super::target::TopicImage;
 use crate::coordinator::classic::group::{ClassicGroup, GroupState, Member, CONSUMER_PROTOCOL_TYPE};
@@ -126,11 +125,7 @@ pub fn upgrade(c: &ClassicGroup, image: &TopicImage) -> Result<Upgrade, Malforme
             Some(RecordValue::ConsumerTargetMember(TargetAssignmentMemberValue { partitions: assigned.clone() })),
         ));
     }
-    records.push(Record::consumer(
-        gid,
-        ConsumerKey::TargetMetadata,
-        Some(RecordValue::ConsumerTargetMetadata(TargetAssignmentMetadataValue { assignment_epoch: epoch })),
-    ));
+    records.push(super::target::target_metadata_record(gid, epoch));
     for (id, _, assigned, _) in &members {
         records.push(Record::consumer(
             gid,
@@ -176,16 +171,22 @@ pub fn release_parked(old: &mut ClassicGroup, cx: &mut Cx) {
     old.sync_timer.cancel();
 }
 
-/// Kafka's `validateOnlineDowngradeWithFencedMember`: `leaving` is the last
-/// consumer-protocol member, others remain, the policy allows it, and the
-/// rest fits `group.max_size`.
-pub fn may_downgrade(g: &ConsumerGroup, leaving: &str, cfg: &CoreConfig) -> bool {
-    if !g.all_members_use_classic_protocol_except(leaving) || g.members.len() <= 1 {
+/// Kafka's `validateOnlineDowngradeWithFencedMembers`: once `leaving` are
+/// gone, members remain and all of them use the classic protocol, the
+/// policy allows a downgrade, and they fit `group.max_size`.
+pub fn may_downgrade(g: &ConsumerGroup, leaving: &[&str], cfg: &CoreConfig) -> bool {
+    let staying = g.members.values().filter(|m| !leaving.contains(&m.member_id.as_str()));
+    let (mut count, mut all_classic) = (0usize, true);
+    for m in staying {
+        count += 1;
+        all_classic &= m.uses_classic_protocol();
+    }
+    if count == 0 || !all_classic {
         return false;
     }
     let why = if !cfg.consumer.migration_policy.downgrade_enabled() {
         "the online downgrade is disabled"
-    } else if g.members.len() - 1 > cfg.max_size.max(0) as usize {
+    } else if count > cfg.max_size.max(0) as usize {
         "its group size is greater than classic group max size"
     } else {
         return true;
@@ -207,13 +208,13 @@ pub struct Downgrade {
 /// member with its classic protocols and timeouts, the protocol the members
 /// vote for, and each member's target assignment in the consumer protocol
 /// version of its metadata.
-pub fn downgrade(g: &ConsumerGroup, leaving: &str, image: &TopicImage, now: i64) -> Result<Downgrade, String> {
+pub fn downgrade(g: &ConsumerGroup, leaving: &[&str], image: &TopicImage, now: i64) -> Result<Downgrade, String> {
     let mut c = ClassicGroup::new(&g.group_id, now);
     c.state = GroupState::Stable;
     c.previous_state = GroupState::Stable;
     c.generation_id = g.group_epoch;
     c.protocol_type = Some(CONSUMER_PROTOCOL_TYPE.to_string());
-    for m in g.members.values().filter(|m| m.member_id != leaving) {
+    for m in g.members.values().filter(|m| !leaving.contains(&m.member_id.as_str())) {
         let Some(classic) = &m.metadata.classic_member_metadata else {
             return Err(format!("member {} does not use the classic protocol", m.member_id));
         };

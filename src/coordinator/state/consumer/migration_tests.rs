@@ -333,21 +333,101 @@ fn classic_requests_to_a_consumer_group_are_validated_as_kafka() {
     // A different protocol type cannot join.
     let t = h.send(Request::Join(Box::new(join("grp", "", "x").protocol_type("connect").build())));
     assert_eq!(h.join_response(t).error, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
-    // Classic LeaveGroup: the classic member goes, the consumer one is unknown to it.
-    let t = h.send(Request::Leave(LeaveGroupRequest {
-        group_id: "grp".into(),
-        members: vec![
-            LeaveMember { member_id: id.clone(), group_instance_id: None, reason: None },
-            LeaveMember { member_id: "m1".into(), group_instance_id: None, reason: None },
-        ],
-    }));
-    let Some(Response::Leave(l)) = h.take(t) else { panic!() };
+    // Classic LeaveGroup: the classic member goes, an unknown one is refused.
+    let l = leave(&mut h, &[(&id, None), ("nobody", None)]);
     let errors: Vec<ErrorCode> = l.members.iter().map(|m| m.error).collect();
     assert_eq!(errors, vec![ErrorCode::NONE, ErrorCode::UNKNOWN_MEMBER_ID]);
     let g = h.core.store().consumer_group("grp").unwrap();
     assert_eq!(g.members.len(), 1);
     assert_eq!(g.group_epoch, epoch + 1, "a leave bumps the group epoch");
     assert_replays(&h);
+}
+
+/// A LeaveGroup naming (member id, instance id) pairs, as the admin
+/// client's `removeMembersFromConsumerGroup` and classic members send it.
+fn leave(h: &mut Harness, who: &[(&str, Option<&str>)]) -> LeaveGroupResponse {
+    let members = who
+        .iter()
+        .map(|(m, i)| LeaveMember { member_id: m.to_string(), group_instance_id: i.map(str::to_string), reason: None })
+        .collect();
+    let t = h.send(Request::Leave(LeaveGroupRequest { group_id: "grp".into(), members }));
+    match h.take(t) {
+        Some(Response::Leave(l)) => l,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_administrative_leave_removes_consumer_protocol_members_by_member_id_and_by_instance_id() {
+    // Kafka 4.0 (KAFKA-18188): the admin client's removeMembersFromConsumerGroup
+    // removes consumer-protocol members too, static ones for good; each
+    // answer echoes the request's member id and instance id.
+    let mut h = Harness::new();
+    chb(&mut h, ConsumerHeartbeatRequest { instance_id: Some("i-a".into()), ..cjoin("a") });
+    chb(&mut h, cjoin("b"));
+    let c = chb(&mut h, cjoin("c"));
+    let epoch = h.core.store().consumer_group("grp").unwrap().group_epoch;
+    let l = leave(
+        &mut h,
+        &[("", Some("i-a")), ("b", None), ("nobody", None), ("", Some("i-unknown")), ("not-a", Some("i-a"))],
+    );
+    let got: Vec<(&str, Option<&str>, ErrorCode)> =
+        l.members.iter().map(|m| (m.member_id.as_str(), m.group_instance_id.as_deref(), m.error)).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("", Some("i-a"), ErrorCode::NONE),
+            ("b", None, ErrorCode::NONE),
+            ("nobody", None, ErrorCode::UNKNOWN_MEMBER_ID),
+            ("", Some("i-unknown"), ErrorCode::UNKNOWN_MEMBER_ID),
+            ("not-a", Some("i-a"), ErrorCode::FENCED_INSTANCE_ID),
+        ]
+    );
+    assert_eq!(l.error, ErrorCode::NONE);
+    let g = h.core.store().consumer_group("grp").unwrap();
+    assert_eq!(g.members.keys().collect::<Vec<_>>(), vec!["c"], "the static member is gone, not parked");
+    assert_eq!(g.group_epoch, epoch + 1, "one epoch bump for both");
+    assert_replays(&h);
+    // The removed members are unknown now; the one left gets every partition.
+    assert_eq!(cbeat(&mut h, "b", epoch, &Assignment::new()).error, ErrorCode::UNKNOWN_MEMBER_ID);
+    let mut owned = c.assignment.map(|a| a.into_iter().collect::<Assignment>()).unwrap_or_default();
+    for _ in 0..4 {
+        let member_epoch = h.core.store().consumer_group("grp").unwrap().members["c"].member_epoch;
+        let r = cbeat(&mut h, "c", member_epoch, &owned);
+        assert_eq!(r.error, ErrorCode::NONE, "{r:?}");
+        if let Some(a) = r.assignment {
+            owned = a.into_iter().collect();
+        }
+    }
+    assert_eq!(owned, foo(&[0, 1, 2, 3, 4, 5]));
+}
+
+#[test]
+fn removing_every_member_leaves_an_empty_consumer_group_with_its_target_at_the_new_epoch() {
+    let mut h = Harness::new();
+    chb(&mut h, cjoin("a"));
+    chb(&mut h, cjoin("b"));
+    let epoch = h.core.store().consumer_group("grp").unwrap().group_epoch;
+    let l = leave(&mut h, &[("a", None), ("b", None), ("a", None)]);
+    assert!(l.members.iter().all(|m| m.error == ErrorCode::NONE), "{l:?}");
+    let g = h.core.store().consumer_group("grp").unwrap();
+    assert!(g.members.is_empty());
+    assert_eq!((g.group_epoch, g.assignment_epoch), (epoch + 1, epoch + 1));
+    assert_replays(&h);
+}
+
+#[test]
+fn removing_the_last_consumer_protocol_member_through_leave_group_downgrades_the_group() {
+    let mut h = Harness::new();
+    let (_, a, _) = classic_group(&mut h);
+    chb(&mut h, ConsumerHeartbeatRequest { instance_id: Some("i-3".into()), ..cjoin("m3") });
+    let epoch = h.core.store().consumer_group("grp").unwrap().group_epoch;
+    assert_eq!(leave(&mut h, &[("", Some("i-3"))]).members[0].error, ErrorCode::NONE);
+    assert!(h.core.store().consumer_group("grp").is_none(), "the consumer group is gone");
+    let c = h.core.group("grp").expect("a classic group again");
+    assert_eq!((c.state, c.generation_id, c.members.len()), (GroupState::PreparingRebalance, epoch, 2));
+    assert_replays(&h);
+    assert_eq!(h.heartbeat("grp", &a, epoch), ErrorCode::REBALANCE_IN_PROGRESS);
 }
 
 #[test]

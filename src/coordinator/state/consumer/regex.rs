@@ -103,16 +103,15 @@ pub fn member_topics<'a>(m: &'a ConsumerMember, regexes: &'a Resolved) -> impl I
     m.metadata.subscribed_topic_names.iter().chain(resolved.into_iter().flat_map(|v| v.topics.iter()))
 }
 
-/// The group's pattern counts once `old` is replaced by `new` and
-/// `also_removed` is gone (each may be absent).
+/// The group's pattern counts once the `removed` members are gone and
+/// `new` (if any) is in.
 pub fn counts_after(
     g: &ConsumerGroup,
-    old: Option<&ConsumerMember>,
+    removed: &[&ConsumerMember],
     new: Option<&ConsumerMember>,
-    also_removed: Option<&ConsumerMember>,
 ) -> BTreeMap<String, usize> {
     let mut counts = g.subscribed_regexes.clone();
-    for m in [old, also_removed].into_iter().flatten() {
+    for m in removed {
         if let Some(r) = non_empty(m.metadata.subscribed_topic_regex.as_deref()) {
             if let Some(n) = counts.get_mut(r) {
                 *n = n.saturating_sub(1);
@@ -168,7 +167,8 @@ pub fn plan(
     now: i64,
 ) -> Result<RegexPlan, String> {
     let image = visible.image;
-    let counts = counts_after(g, stored, Some(updated), also_removed);
+    let removed: Vec<&ConsumerMember> = [stored, also_removed].into_iter().flatten().collect();
+    let counts = counts_after(g, &removed, Some(updated));
     let mut resolved = g.resolved_regexes.clone();
     let mut records = Vec::new();
     let mut bump = false;
@@ -258,15 +258,21 @@ fn refresh(
     changed
 }
 
-/// The tombstone of a removed member's pattern when it was the last one to
-/// use it (Kafka's fencing and leaving paths), and the resolutions after.
-pub fn on_member_removed(g: &ConsumerGroup, m: &ConsumerMember) -> (Vec<Record>, BTreeMap<String, usize>, Resolved) {
-    let counts = counts_after(g, Some(m), None, None);
+/// The tombstones of the patterns only `removed` members used (Kafka's
+/// `maybeDeleteResolvedRegularExpressions` on the fencing and leaving
+/// paths), and the pattern counts and resolutions after them.
+pub fn on_members_removed(
+    g: &ConsumerGroup,
+    removed: &[&ConsumerMember],
+) -> (Vec<Record>, BTreeMap<String, usize>, Resolved) {
+    let counts = counts_after(g, removed, None);
     let mut resolved = g.resolved_regexes.clone();
     let mut records = Vec::new();
-    if let Some(r) = non_empty(m.metadata.subscribed_topic_regex.as_deref()) {
-        if !counts.contains_key(r) && resolved.remove(r).is_some() {
-            records.push(Record::consumer(&g.group_id, ConsumerKey::RegularExpression(r.to_string()), None));
+    for m in removed {
+        if let Some(r) = non_empty(m.metadata.subscribed_topic_regex.as_deref()) {
+            if !counts.contains_key(r) && resolved.remove(r).is_some() {
+                records.push(Record::consumer(&g.group_id, ConsumerKey::RegularExpression(r.to_string()), None));
+            }
         }
     }
     (records, counts, resolved)

@@ -285,12 +285,17 @@ pub fn compute(
         }
         targets.insert(id.clone(), new);
     }
-    records.push(Record::consumer(
+    records.push(target_metadata_record(group_id, epoch));
+    Ok(NewTarget { records, targets })
+}
+
+/// The record of the epoch the group's target assignment was computed at.
+pub fn target_metadata_record(group_id: &str, epoch: i32) -> Record {
+    Record::consumer(
         group_id,
         ConsumerKey::TargetMetadata,
         Some(RecordValue::ConsumerTargetMetadata(TargetAssignmentMetadataValue { assignment_epoch: epoch })),
-    ));
-    Ok(NewTarget { records, targets })
+    )
 }
 
 #[cfg(test)]
