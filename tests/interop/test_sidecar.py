@@ -650,13 +650,14 @@ def test_per_broker_sidecars_route_each_group_to_the_owner_of_its_shard(mock, pe
 
 
 @needs_java
+@pytest.mark.parametrize("strategy", ["cooperative-sticky", "consumer"])
 def test_the_java_client_finds_its_groups_coordinator_among_per_broker_sidecars(mock, per_broker, java_classpath,
-                                                                                 tmp_path):
+                                                                                 tmp_path, strategy):
     peers = {i: n.bootstrap for i, n in per_broker.items()}
-    group = group_owned_by(1, peers, "java-pb")
+    group = group_owned_by(1, peers, f"java-pb-{strategy}")
     # Bootstrapped from node 3 only: FindCoordinator sends it to node 1.
     java = JavaClient(java_classpath, peers[3])
-    members = [java.member(tmp_path, f"m{i}", group, "pb", strategy="cooperative-sticky") for i in range(2)]
+    members = [java.member(tmp_path, f"m{i}", group, "pb", strategy=strategy) for i in range(2)]
     try:
         wait_balanced(members, [("pb", p) for p in range(6)], timeout=90)
         assert per_broker[1].rebalance_causes(group)[0] == "member_joined"
