@@ -187,6 +187,37 @@ fn switching_from_a_regex_to_names_clears_the_regex() {
 }
 
 #[test]
+fn an_administrative_leave_of_every_subscriber_to_a_regex_drops_it_once() {
+    use crate::coordinator::core::{Request, Response};
+    use crate::coordinator::messages::{LeaveGroupRequest, LeaveMember};
+    let mut h = Harness::new();
+    ok(&mut h, joining_regex("m1", "foo-.*", all_three()));
+    ok(&mut h, joining_regex("m2", "foo-.*", all_three()));
+    ok(&mut h, joining_regex("m3", "bar", all_three()));
+    let epoch = group_epoch(&h);
+    let leave = |h: &mut Harness, ids: &[&str]| {
+        let members = ids
+            .iter()
+            .map(|m| LeaveMember { member_id: m.to_string(), group_instance_id: None, reason: None })
+            .collect();
+        let t = h.send(Request::Leave(LeaveGroupRequest { group_id: "grp".into(), members }));
+        match h.take(t) {
+            Some(Response::Leave(l)) => assert!(l.members.iter().all(|m| m.error == ErrorCode::NONE), "{l:?}"),
+            other => panic!("{other:?}"),
+        }
+    };
+    // Both subscribers of foo-.* go in one request: one epoch bump, and the
+    // pattern goes with them; bar's stays with m3.
+    leave(&mut h, &["m1", "m2"]);
+    assert_eq!(group_epoch(&h), epoch + 1);
+    assert_eq!(resolved(&h, "foo-.*"), None);
+    let g = h.core.store().consumer_group("grp").unwrap();
+    let patterns: Vec<&String> = g.subscribed_regexes.keys().collect();
+    assert_eq!(patterns, vec!["bar"]);
+    assert_replays(&h);
+}
+
+#[test]
 fn a_session_expiry_drops_the_regex_of_its_last_member() {
     let mut h = Harness::new();
     ok(&mut h, joining_regex("m1", "foo-.*", all_three()));
