@@ -125,11 +125,11 @@ fn bench_commit(c: &mut Criterion) {
     c.bench_function("offset commit (10 partitions) decode-handle-encode", |b| {
         b.iter(|| {
             let mut body = body.clone();
-            let req = offset_commit::decode(&mut body, 8).unwrap();
+            let req = offset_commit::decode(&mut body, 8).unwrap().req;
             core.handle(1_700_000_000_001, 9, Request::Commit(req), &mut sink, &mut out);
             if let Some(Reply { response: Response::Commit(r), .. }) = out.pop() {
                 buf.clear();
-                offset_commit::encode(&r, 8, &mut buf).unwrap();
+                offset_commit::encode(&r, 8, &[], &mut buf).unwrap();
             }
             if sink.payloads.len() > 100_000 {
                 sink.payloads.clear();

@@ -222,6 +222,22 @@ impl Catalog {
         s.by_id.get(id).and_then(|n| s.by_name.get(n)).cloned()
     }
 
+    /// The name of the topic with id `id` (the nil id names nothing, even
+    /// where a mirrored upstream reports topics without ids).
+    pub fn name_of_id(&self, id: &Uuid) -> Option<String> {
+        if id.is_nil() {
+            return None;
+        }
+        let s = self.read();
+        s.by_id.get(id).filter(|n| s.by_name.contains_key(*n)).cloned()
+    }
+
+    /// The id of topic `name`, unless it has none (the nil id of an
+    /// upstream without topic ids).
+    pub fn id_of(&self, name: &str) -> Option<Uuid> {
+        self.read().by_name.get(name).map(|t| t.id).filter(|id| !id.is_nil())
+    }
+
     /// All topics, sorted by name.
     pub fn list(&self) -> Vec<TopicInfo> {
         self.read().by_name.values().cloned().collect()

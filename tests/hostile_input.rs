@@ -159,6 +159,9 @@ fn sample_body(key: i16, version: i16) -> Option<Bytes> {
             ApiVersionsRequest::default().with_client_software_name(s("a")).with_client_software_version(s("1")),
             version,
         ),
+        // kafka-protocol stops at v9; v10 names topics by id.
+        8 if version >= 10 => Some(topic_ids::commit_body("g", &[(uuid::Uuid::from_u128(7), vec![(0, 0)])]).freeze()),
+        9 if version >= 10 => Some(topic_ids::fetch_body("g", Some(&[(uuid::Uuid::from_u128(7), vec![0])])).freeze()),
         8 => enc(
             OffsetCommitRequest::default().with_group_id(GroupId(s("g"))).with_topics(vec![
                 offset_commit_request::OffsetCommitRequestTopic::default()

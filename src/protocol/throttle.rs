@@ -103,9 +103,11 @@ mod tests {
 
     const MS: i32 = 0x0102_0304;
 
-    fn check<T: Encodable + Default>(key: i16, make: impl Fn(i32) -> T) {
+    /// Every served version `kafka-protocol` can write (it stops at
+    /// OffsetCommit and OffsetFetch v9; v10 keeps the field first).
+    fn check<T: Encodable + Default + kafka_protocol::protocol::Message>(key: i16, make: impl Fn(i32) -> T) {
         let s = crate::server::apis::registered(key).unwrap().support;
-        for v in s.min..=s.max {
+        for v in s.min..=s.max.min(T::VERSIONS.max) {
             let mut zero = BytesMut::new();
             make(0).encode(&mut zero, v).unwrap();
             let mut want = BytesMut::new();

@@ -110,6 +110,23 @@ impl<'a> Reader<'a> {
         self.nullable_string(what)?.ok_or(WireError::Null(what))
     }
 
+    /// A UUID (topic ids): 16 bytes, most significant first.
+    pub fn uuid(&mut self, what: &'static str) -> Result<uuid::Uuid, WireError> {
+        self.need(16, what)?;
+        Ok(uuid::Uuid::from_u128(self.buf.get_u128()))
+    }
+
+    /// A boolean: any byte but 0 is true, as Kafka reads it.
+    pub fn bool(&mut self, what: &'static str) -> Result<bool, WireError> {
+        self.need(1, what)?;
+        Ok(self.buf.get_u8() != 0)
+    }
+
+    /// An array's length, `None` for a null array.
+    pub fn nullable_array_len(&mut self, what: &'static str) -> Result<Option<usize>, WireError> {
+        self.length(true, what)
+    }
+
     /// A non-null array's length (its entries are read by the caller).
     pub fn array_len(&mut self, what: &'static str) -> Result<usize, WireError> {
         self.length(true, what)?.ok_or(WireError::Null(what))
@@ -157,6 +174,11 @@ pub fn put_string(out: &mut BytesMut, s: &str, flexible: bool) -> Result<(), Wir
     }
     out.put_slice(s.as_bytes());
     Ok(())
+}
+
+/// A UUID (topic ids): 16 bytes, most significant first.
+pub fn put_uuid(out: &mut BytesMut, id: &uuid::Uuid) {
+    out.put_u128(id.as_u128());
 }
 
 /// The end of a structure in a flexible version: no tagged fields.

@@ -225,6 +225,46 @@ async fn a_commit_to_a_topic_the_user_may_not_read_fails_for_that_topic_only() {
 }
 
 #[tokio::test]
+async fn commits_and_fetches_by_topic_id_are_authorized_by_the_topics_names() {
+    const UNKNOWN_TOPIC_ID: i16 = 100;
+    let s = start(usual_acls()).await;
+    let mut admin = login(s.server.addr, "admin").await;
+    let ids = common::topic_ids::ids_of(&mut admin, &["public", "secret"]).await;
+    let (public, secret, stranger) = (ids[0], ids[1], uuid::Uuid::new_v4());
+    let mut bob = login(s.server.addr, "bob").await;
+    let offsets = |ids: &[uuid::Uuid]| ids.iter().map(|id| (*id, vec![(0, 7)])).collect::<Vec<_>>();
+    let answer = common::topic_ids::commit(&mut bob, "bobs-2", &offsets(&[public, secret, stranger])).await;
+    assert_eq!(
+        answer,
+        vec![
+            (public, vec![(0, 0)]),
+            (secret, vec![(0, TOPIC_AUTHORIZATION_FAILED)]),
+            (stranger, vec![(0, UNKNOWN_TOPIC_ID)])
+        ]
+    );
+    // A group he may not read refuses every topic, known or not, by its id.
+    let answer = common::topic_ids::commit(&mut bob, "g", &offsets(&[public, stranger])).await;
+    assert_eq!(
+        answer,
+        vec![(public, vec![(0, GROUP_AUTHORIZATION_FAILED)]), (stranger, vec![(0, GROUP_AUTHORIZATION_FAILED)])]
+    );
+
+    let listed = [(public, vec![0]), (secret, vec![0]), (stranger, vec![0])];
+    let got = common::topic_ids::fetch(&mut bob, "bobs-2", Some(&listed)).await;
+    let answers: Vec<(uuid::Uuid, i64, i16)> =
+        got.topics.iter().map(|(id, ps)| (*id, ps[0].offset, ps[0].error)).collect();
+    assert_eq!(
+        answers,
+        vec![(public, 7, 0), (secret, -1, TOPIC_AUTHORIZATION_FAILED), (stranger, -1, UNKNOWN_TOPIC_ID)]
+    );
+    let every = common::topic_ids::fetch(&mut bob, "bobs-2", None).await;
+    assert_eq!(every.topics.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![public]);
+    let refused = common::topic_ids::fetch(&mut bob, "g", Some(&listed)).await;
+    assert_eq!((refused.error, refused.topics.len()), (GROUP_AUTHORIZATION_FAILED, 0));
+    s.server.shutdown().await;
+}
+
+#[tokio::test]
 async fn list_groups_shows_a_user_only_the_groups_he_may_describe_and_a_super_user_all() {
     let s = start(usual_acls()).await;
     let mut alice = login(s.server.addr, "alice").await;

@@ -16,6 +16,7 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
+use uuid::Uuid;
 
 const TOPICS: &str = "topics.define=[\"t:4\", \"u:2\"]";
 
@@ -629,4 +630,67 @@ async fn an_empty_protocol_name_is_answered_as_null_from_join_group_v7() {
         let want = if v >= 7 { None } else { Some("") };
         assert_eq!(r.protocol_name.as_deref(), want, "v{v}");
     }
+}
+
+#[tokio::test]
+async fn offset_commit_and_fetch_v10_name_topics_by_id() {
+    let s = TestServer::start_with(&[TOPICS]).await;
+    let mut c = s.client().await;
+    let ids = topic_ids::ids_of(&mut c, &["t", "u"]).await;
+    let (t, u) = (ids[0], ids[1]);
+    let answer = topic_ids::commit(&mut c, "by-id", &[(t, vec![(0, 10), (3, 13)]), (u, vec![(1, 21)])]).await;
+    assert_eq!(answer, vec![(t, vec![(0, 0), (3, 0)]), (u, vec![(1, 0)])]);
+
+    // By id at v10 and by name at v9, the same offsets.
+    let got = topic_ids::fetch(&mut c, "by-id", Some(&[(u, vec![1, 0])])).await;
+    let offsets: Vec<(i32, i64, &str, i16)> =
+        got.topics[0].1.iter().map(|p| (p.partition, p.offset, p.metadata.as_str(), p.error)).collect();
+    assert_eq!((got.error, got.topics[0].0), (0, u));
+    assert_eq!(offsets, vec![(1, 21, "by-id", 0), (0, -1, "", 0)]);
+    let by_name = fetched(&c.send(&fetch_req("by-id", "t", &[0, 3], 9), 9).await, 9);
+    assert_eq!((by_name[0].1, by_name[1].1), (10, 13));
+
+    // Every topic of the group, each by its id.
+    let all = topic_ids::fetch(&mut c, "by-id", None).await;
+    let mut listed: Vec<(Uuid, Vec<(i32, i64)>)> =
+        all.topics.iter().map(|(id, ps)| (*id, ps.iter().map(|p| (p.partition, p.offset)).collect())).collect();
+    listed.sort();
+    let mut expected = vec![(t, vec![(0, 10), (3, 13)]), (u, vec![(1, 21)])];
+    expected.sort();
+    assert_eq!(listed, expected);
+}
+
+#[tokio::test]
+async fn unknown_and_nil_topic_ids_are_answered_unknown_topic_id_beside_the_known_ones() {
+    const UNKNOWN_TOPIC_ID: i16 = 100;
+    let s = TestServer::start_with(&[TOPICS]).await;
+    let mut c = s.client().await;
+    let t = topic_ids::ids_of(&mut c, &["t"]).await[0];
+    let stranger = Uuid::new_v4();
+    let answer = topic_ids::commit(
+        &mut c,
+        "mixed",
+        &[(stranger, vec![(0, 1)]), (t, vec![(0, 5), (9, 5)]), (Uuid::nil(), vec![(2, 1), (3, 1)])],
+    )
+    .await;
+    // The coordinator's answer first, then what never reached it, as Kafka's KafkaApis answers.
+    assert_eq!(
+        answer,
+        vec![
+            (t, vec![(0, 0), (9, 3)]),
+            (stranger, vec![(0, UNKNOWN_TOPIC_ID)]),
+            (Uuid::nil(), vec![(2, UNKNOWN_TOPIC_ID), (3, UNKNOWN_TOPIC_ID)]),
+        ]
+    );
+    // Only unknown ids: nothing reaches the coordinator, no group is created.
+    let answer = topic_ids::commit(&mut c, "never-made", &[(stranger, vec![(0, 1)])]).await;
+    assert_eq!(answer, vec![(stranger, vec![(0, UNKNOWN_TOPIC_ID)])]);
+    let listed = c.send(&ListGroupsRequest::default(), 4).await;
+    assert!(listed.groups.iter().all(|g| g.group_id.as_str() != "never-made"));
+
+    let got = topic_ids::fetch(&mut c, "mixed", Some(&[(stranger, vec![0]), (t, vec![0])])).await;
+    let unknown = topic_ids::Fetched { partition: 0, offset: -1, metadata: String::new(), error: UNKNOWN_TOPIC_ID };
+    assert_eq!(got.topics[0].0, t);
+    assert_eq!((got.topics[0].1[0].offset, got.topics[0].1[0].error), (5, 0));
+    assert_eq!(got.topics[1], (stranger, vec![unknown]));
 }

@@ -185,6 +185,33 @@ async fn a_commit_to_a_topic_created_upstream_after_start_is_accepted() {
 }
 
 #[tokio::test]
+async fn a_v10_commit_by_the_id_of_a_topic_created_upstream_after_start_is_accepted_and_written_through() {
+    let up = upstream().await;
+    let sc = sidecar(&up, &[]).await;
+    let mut direct = up.client().await;
+    let created = support::create_topics(&mut direct, 5, vec![support::new_topic("late", 2, 1, &[])], false).await;
+    assert_eq!(created[0].error_code, 0);
+    let mut c = sc.client().await;
+    // The client learns the id from Metadata, which the sidecar forwards.
+    let late = common::topic_ids::ids_of(&mut c, &["late"]).await[0];
+    assert!(!late.is_nil());
+    let answer = common::topic_ids::commit(&mut c, "g", &[(late, vec![(1, 4)])]).await;
+    assert_eq!(answer, vec![(late, vec![(1, 0)])]);
+    let got = common::topic_ids::fetch(&mut c, "g", Some(&[(late, vec![1])])).await;
+    assert_eq!((got.topics[0].0, got.topics[0].1[0].offset), (late, 4));
+    // Written through, and readable upstream by the same id.
+    eventually("the commit written through", || {
+        let addr = up.addr;
+        async move {
+            let mut direct = Client::connect(addr).await;
+            let got = common::topic_ids::fetch(&mut direct, "g", Some(&[(late, vec![1])])).await;
+            (got.topics[0].1[0].offset == 4).then_some(())
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn groups_keep_working_while_the_upstream_is_down_and_forwarded_requests_close_the_connection() {
     let up = upstream().await;
     let sc = sidecar(&up, &["sidecar.write_through=false"]).await;

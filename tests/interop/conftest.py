@@ -3,6 +3,7 @@ with a temporary data dir, for tests that drive real Kafka clients."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -102,6 +103,17 @@ class Kcoord:
         import urllib.request
         with urllib.request.urlopen(f"http://{self.metrics}{path}", timeout=30) as r:
             return json.loads(r.read())
+
+    def request_versions(self, api):
+        """The versions of `api` (e.g. "OffsetCommit") the daemon has received, with their counts."""
+        import urllib.request
+        with urllib.request.urlopen(f"http://{self.metrics}/metrics", timeout=30) as r:
+            text = r.read().decode()
+        seen = {}
+        for m in re.finditer(r'^kcoord_requests_total\{api="([^"]+)",version="(\d+)"\} (\d+)', text, re.M):
+            if m.group(1) == api and int(m.group(3)) > 0:
+                seen[int(m.group(2))] = int(m.group(3))
+        return seen
 
     def rebalance_causes(self, group):
         """The causes of the group's remembered rebalances, oldest first."""

@@ -452,6 +452,25 @@ impl Coordinator {
         self.call(req)
     }
 
+    /// The names of topics given by id (OffsetCommit and OffsetFetch v10),
+    /// as Kafka's `KafkaApis` resolves them from its metadata before the
+    /// coordinator sees the request: `None` for an id the catalog does not
+    /// know, after a refresh from the upstream in sidecar mode (a topic
+    /// created there a moment ago), and for the nil id, which Kafka never
+    /// looks up.
+    pub async fn topic_names(&self, ids: &[uuid::Uuid]) -> Vec<Option<String>> {
+        let resolve = || ids.iter().map(|id| self.catalog.name_of_id(id)).collect::<Vec<_>>();
+        let names = resolve();
+        let unknown = ids.iter().zip(&names).any(|(id, name)| name.is_none() && !id.is_nil());
+        match (&self.hooks, unknown) {
+            (Some(hooks), true) => {
+                hooks.refresh_topics(Vec::new()).await;
+                resolve()
+            }
+            _ => names,
+        }
+    }
+
     /// Partitions of `topics` that the catalog does not know.
     fn unknown_partitions<'a, P: IntoIterator<Item = &'a i32>>(
         &self,

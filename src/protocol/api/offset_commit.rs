@@ -1,28 +1,49 @@
-//! OffsetCommit (key 8), v2–v9 (v0–v1 were removed in Kafka 4.0).
+//! OffsetCommit (key 8), v2–v10 (v0–v1 were removed in Kafka 4.0).
+//!
+//! v10 (Kafka 4.1, KIP-848's follow-up) names topics by id instead of by
+//! name, in the request and in the answer. The coordinator works with
+//! names, so a v10 request is read with its ids beside it
+//! ([`Decoded::topic_ids`]), and the server resolves them (as Kafka's
+//! `KafkaApis` does before its coordinator sees the request) and writes
+//! the answer's ids back.
 //!
 //! Also home of the response encoding that OffsetCommit and TxnOffsetCommit
 //! share: their answers have one shape.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use uuid::Uuid;
 
 use crate::coordinator::messages as m;
 use crate::protocol::codec::{self, DecodeError, EncodeError};
 use crate::protocol::versions::ApiSupport;
 use crate::protocol::wire;
 
-pub const SUPPORT: ApiSupport = ApiSupport::new(8, "OffsetCommit", 2, 9, Some(8));
+pub const SUPPORT: ApiSupport = ApiSupport::new(8, "OffsetCommit", 2, 10, Some(8));
+
+/// The first version that names topics by id.
+pub const TOPIC_IDS_FROM: i16 = 10;
+
+/// A request as read.
+#[derive(Debug)]
+pub struct Decoded {
+    pub req: m::OffsetCommitRequest,
+    /// From v10, the id of each of `req.topics`, in order; those topics'
+    /// names are empty until the server resolves the ids. Empty before v10.
+    pub topic_ids: Vec<Uuid>,
+}
 
 /// Reads the request by hand, straight into kcoord's types: every commit
 /// arrives this way, and `kafka-protocol`'s struct first cost an
 /// allocation per topic and per partition list, and a second pass (the
-/// tests compare the two readings at every version).
-pub fn decode(body: &mut Bytes, version: i16) -> Result<m::OffsetCommitRequest, DecodeError> {
+/// tests compare the two readings at every version it knows).
+pub fn decode(body: &mut Bytes, version: i16) -> Result<Decoded, DecodeError> {
     wire::decode_with(&SUPPORT, version, body, |r| read(r, version))
 }
 
-/// OffsetCommit v2–v9: v2–v4 carry a retention time, v6 adds leader
-/// epochs, v7 the group instance id, v8 is flexible.
-fn read(r: &mut wire::Reader<'_>, version: i16) -> Result<m::OffsetCommitRequest, wire::WireError> {
+/// OffsetCommit v2–v10: v2–v4 carry a retention time, v6 adds leader
+/// epochs, v7 the group instance id, v8 is flexible, v10 names topics by id.
+fn read(r: &mut wire::Reader<'_>, version: i16) -> Result<Decoded, wire::WireError> {
+    let by_id = version >= TOPIC_IDS_FROM;
     let group_id = r.string("the group id")?;
     let generation_id = r.i32("the generation")?;
     let member_id = r.string("the member id")?;
@@ -30,8 +51,15 @@ fn read(r: &mut wire::Reader<'_>, version: i16) -> Result<m::OffsetCommitRequest
     let retention_time_ms = if version <= 4 { r.i64("the retention time")? } else { -1 };
     let count = r.array_len("the topics")?;
     let mut topics = Vec::with_capacity(count.min(wire::INITIAL_ENTRIES));
+    let mut topic_ids = Vec::new();
     for _ in 0..count {
-        let name = r.string("a topic name")?;
+        let name = match by_id {
+            true => {
+                topic_ids.push(r.uuid("a topic id")?);
+                String::new()
+            }
+            false => r.string("a topic name")?,
+        };
         let count = r.array_len("a topic's partitions")?;
         let mut partitions = Vec::with_capacity(count.min(wire::INITIAL_ENTRIES));
         for _ in 0..count {
@@ -46,7 +74,7 @@ fn read(r: &mut wire::Reader<'_>, version: i16) -> Result<m::OffsetCommitRequest
         topics.push(m::CommitTopic { name, partitions });
     }
     r.end_of_struct("the request")?;
-    Ok(m::OffsetCommitRequest {
+    let req = m::OffsetCommitRequest {
         version,
         group_id,
         generation_id,
@@ -54,23 +82,39 @@ fn read(r: &mut wire::Reader<'_>, version: i16) -> Result<m::OffsetCommitRequest
         group_instance_id,
         retention_time_ms,
         topics,
-    })
+    };
+    Ok(Decoded { req, topic_ids })
 }
 
-pub fn encode(resp: &m::OffsetCommitResponse, version: i16, out: &mut BytesMut) -> Result<(), EncodeError> {
-    let layout =
-        ErrorsLayout { api: SUPPORT.name, version, throttle: version >= 3, flexible: SUPPORT.is_flexible(version) };
+/// Writes the answer; from v10 each topic is written as its id,
+/// `topic_ids[i]` for `resp.topics[i]` (the nil id where one is missing).
+pub fn encode(
+    resp: &m::OffsetCommitResponse,
+    version: i16,
+    topic_ids: &[Uuid],
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
+    let layout = ErrorsLayout {
+        api: SUPPORT.name,
+        version,
+        throttle: version >= 3,
+        flexible: SUPPORT.is_flexible(version),
+        topic_ids: (version >= TOPIC_IDS_FROM).then_some(topic_ids),
+    };
     encode_errors(resp, layout, out)
 }
 
 /// How a version of OffsetCommit's or TxnOffsetCommit's response lays out
 /// its per-partition errors (the two share one shape).
-pub(super) struct ErrorsLayout {
+pub(super) struct ErrorsLayout<'a> {
     pub api: &'static str,
     pub version: i16,
     /// Whether `throttle_time_ms` comes first.
     pub throttle: bool,
     pub flexible: bool,
+    /// Topics written by id (OffsetCommit v10), aligned with the answer's
+    /// topics; `None` writes names.
+    pub topic_ids: Option<&'a [Uuid]>,
 }
 
 /// Writes a commit response by hand: every commit is answered with one, and
@@ -79,17 +123,20 @@ pub(super) struct ErrorsLayout {
 /// `kafka-protocol`'s at every version).
 pub(super) fn encode_errors(
     resp: &m::OffsetCommitResponse,
-    layout: ErrorsLayout,
+    layout: ErrorsLayout<'_>,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    let ErrorsLayout { api, version, throttle, flexible } = layout;
+    let ErrorsLayout { api, version, throttle, flexible, topic_ids } = layout;
     let err = |e: wire::WireError| EncodeError { api, version, reason: e.to_string() };
     if throttle {
         out.put_i32(0);
     }
     wire::put_array_len(out, resp.topics.len(), flexible).map_err(err)?;
-    for t in &resp.topics {
-        wire::put_string(out, &t.name, flexible).map_err(err)?;
+    for (i, t) in resp.topics.iter().enumerate() {
+        match topic_ids {
+            Some(ids) => wire::put_uuid(out, ids.get(i).unwrap_or(&Uuid::nil())),
+            None => wire::put_string(out, &t.name, flexible).map_err(err)?,
+        }
         wire::put_array_len(out, t.partitions.len(), flexible).map_err(err)?;
         for p in &t.partitions {
             out.put_i32(p.partition);
@@ -112,6 +159,10 @@ mod tests {
     };
     use kafka_protocol::messages::{OffsetCommitResponse, TopicName, TxnOffsetCommitResponse};
     use kafka_protocol::protocol::Encodable;
+
+    /// The last version `kafka-protocol` 0.18 knows; v10 is checked against
+    /// bytes written here from Kafka's schema.
+    const KAFKA_PROTOCOL_MAX: i16 = 9;
 
     /// Responses of every shape: none, one, many topics; partitions past a
     /// one-byte compact length; names past one.
@@ -136,7 +187,7 @@ mod tests {
 
     fn by_hand(
         resp: &m::OffsetCommitResponse,
-        f: fn(&m::OffsetCommitResponse, i16, &mut BytesMut) -> Result<(), EncodeError>,
+        f: impl Fn(&m::OffsetCommitResponse, i16, &mut BytesMut) -> Result<(), EncodeError>,
         v: i16,
     ) -> BytesMut {
         let mut out = BytesMut::new();
@@ -164,7 +215,7 @@ mod tests {
     fn commit_answers_encode_exactly_as_kafka_protocol_would() {
         let txn = crate::protocol::api::txn_offset_commit::SUPPORT;
         for resp in responses() {
-            for v in SUPPORT.min..=SUPPORT.max {
+            for v in SUPPORT.min..=KAFKA_PROTOCOL_MAX {
                 let topics = their_topics(
                     &resp,
                     |p, e| OffsetCommitResponsePartition::default().with_partition_index(p).with_error_code(e),
@@ -172,7 +223,7 @@ mod tests {
                 );
                 let mut expected = BytesMut::new();
                 OffsetCommitResponse::default().with_topics(topics).encode(&mut expected, v).unwrap();
-                assert_eq!(by_hand(&resp, encode, v), expected, "OffsetCommit v{v}");
+                assert_eq!(by_hand(&resp, |r, v, out| encode(r, v, &[], out), v), expected, "OffsetCommit v{v}");
             }
             for v in txn.min..=txn.max {
                 let topics = their_topics(
@@ -264,14 +315,16 @@ mod tests {
 
     #[test]
     fn commits_read_by_hand_match_kafka_protocols_reading_at_every_version() {
-        for v in SUPPORT.min..=SUPPORT.max {
+        for v in SUPPORT.min..=KAFKA_PROTOCOL_MAX {
             for req in requests(v) {
                 let mut body = BytesMut::new();
                 req.encode(&mut body, v).unwrap();
                 let body = body.freeze();
                 let expected = through_kafka_protocol(&mut body.clone(), v);
                 let mut ours = body.clone();
-                assert_eq!(decode(&mut ours, v).unwrap(), expected, "v{v}");
+                let decoded = decode(&mut ours, v).unwrap();
+                assert_eq!(decoded.req, expected, "v{v}");
+                assert!(decoded.topic_ids.is_empty(), "v{v} names its topics");
                 assert!(ours.is_empty(), "v{v}: the whole body is read");
                 // Every truncation is refused, never a panic.
                 for n in 0..body.len() {
@@ -315,7 +368,80 @@ mod tests {
             }],
         };
         let mut out = BytesMut::new();
-        let refused = codec::RESPONSE_LIMIT.sync_scope(64, || encode(&resp, 8, &mut out));
+        let refused = codec::RESPONSE_LIMIT.sync_scope(64, || encode(&resp, 8, &[], &mut out));
         assert!(refused.is_err());
+    }
+
+    /// A v10 request as Kafka's schema lays it out: flexible, topics by id.
+    fn v10_request(topics: &[(Uuid, &[(i32, i64)])]) -> Bytes {
+        let mut b = BytesMut::new();
+        wire::put_string(&mut b, "g", true).unwrap();
+        b.put_i32(3);
+        wire::put_string(&mut b, "m-1", true).unwrap();
+        b.put_u8(0); // a null group instance id
+        wire::put_array_len(&mut b, topics.len(), true).unwrap();
+        for (id, partitions) in topics {
+            wire::put_uuid(&mut b, id);
+            wire::put_array_len(&mut b, partitions.len(), true).unwrap();
+            for &(p, offset) in partitions.iter() {
+                b.put_i32(p);
+                b.put_i64(offset);
+                b.put_i32(-1);
+                b.put_u8(1); // metadata ""
+                b.put_u8(0);
+            }
+            b.put_u8(0);
+        }
+        b.put_u8(0);
+        b.freeze()
+    }
+
+    #[test]
+    fn a_v10_commit_names_its_topics_by_id_and_is_read_whole() {
+        let (a, b) = (Uuid::from_u128(0x0123_4567_89ab_cdef_0011_2233_4455_6677), Uuid::from_u128(7));
+        let body = v10_request(&[(a, &[(0, 10), (2, 12)]), (b, &[])]);
+        let mut ours = body.clone();
+        let decoded = decode(&mut ours, 10).unwrap();
+        assert!(ours.is_empty());
+        assert_eq!(decoded.topic_ids, vec![a, b]);
+        assert_eq!(decoded.req.topics.len(), 2);
+        assert!(decoded.req.topics.iter().all(|t| t.name.is_empty()), "names wait for the ids' resolution");
+        let offsets: Vec<(i32, i64)> =
+            decoded.req.topics[0].partitions.iter().map(|p| (p.partition, p.offset)).collect();
+        assert_eq!(offsets, vec![(0, 10), (2, 12)]);
+        assert_eq!(decoded.req.topics[0].partitions[0].metadata.as_deref(), Some(""));
+        for n in 0..body.len() {
+            assert!(decode(&mut body.slice(..n), 10).is_err(), "cut at {n}");
+        }
+    }
+
+    #[test]
+    fn a_v10_answer_writes_each_topics_id_where_names_were() {
+        let resp = m::OffsetCommitResponse {
+            topics: vec![
+                m::TopicErrors {
+                    name: "orders".into(),
+                    partitions: vec![m::PartitionError { partition: 1, error: ErrorCode::NONE }],
+                },
+                m::TopicErrors {
+                    name: String::new(),
+                    partitions: vec![m::PartitionError { partition: 0, error: ErrorCode::UNKNOWN_TOPIC_ID }],
+                },
+            ],
+        };
+        let ids = [Uuid::from_u128(1 << 100), Uuid::from_u128(5)];
+        let mut expected = BytesMut::new();
+        expected.put_i32(0); // throttle
+        expected.put_u8(3); // two topics
+        for (id, (p, e)) in ids.iter().zip([(1, 0i16), (0, ErrorCode::UNKNOWN_TOPIC_ID.0)]) {
+            expected.put_u128(id.as_u128());
+            expected.put_u8(2);
+            expected.put_i32(p);
+            expected.put_i16(e);
+            expected.put_u8(0);
+            expected.put_u8(0);
+        }
+        expected.put_u8(0);
+        assert_eq!(by_hand(&resp, |r, v, out| encode(r, v, &ids, out), 10), expected);
     }
 }

@@ -60,6 +60,12 @@ fn commit_topics(topics: &[TxnOffsetCommitRequestTopic], has_leader_epoch: bool)
 }
 
 pub fn encode(resp: &m::OffsetCommitResponse, version: i16, out: &mut BytesMut) -> Result<(), EncodeError> {
-    let layout = ErrorsLayout { api: SUPPORT.name, version, throttle: true, flexible: SUPPORT.is_flexible(version) };
+    let layout = ErrorsLayout {
+        api: SUPPORT.name,
+        version,
+        throttle: true,
+        flexible: SUPPORT.is_flexible(version),
+        topic_ids: None,
+    };
     encode_errors(resp, layout, out)
 }

@@ -42,6 +42,7 @@ mod produce;
 mod sasl_authenticate;
 mod sasl_handshake;
 mod sync_group;
+mod topic_ids;
 mod txn_offset_commit;
 
 use std::future::Future;

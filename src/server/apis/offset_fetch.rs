@@ -1,8 +1,12 @@
 //! OffsetFetch: committed offsets of each group, from its shard, filtered
-//! by what the client may describe.
+//! by what the client may describe. v10 names topics by id (`topic_ids`).
+
+use uuid::Uuid;
 
 use super::prelude::*;
-use crate::coordinator::messages::OffsetFetchResponse;
+use super::topic_ids::Ids;
+use crate::coordinator::messages::{FetchTopic, FetchedPartition, FetchedTopic, OffsetFetchResponse};
+use crate::error_code::ErrorCode;
 use crate::protocol::api::offset_fetch as wire;
 
 pub struct OffsetFetch;
@@ -14,15 +18,66 @@ impl Api for OffsetFetch {
     async fn serve(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut BytesMut) -> Served {
         let v = ctx.version();
         let guard = Guard::new(&svc.authorizer, ctx);
-        let mut req = wire::decode(body, v)?;
+        let wire::Decoded { mut req, topic_ids } = wire::decode(body, v)?;
+        let by_ids = v >= wire::TOPIC_IDS_FROM;
+        let mut ids = Ids::default();
+        // v10: each group's ids resolved; the unknown ones wait for the answer.
+        let mut unknown: Vec<Vec<(Uuid, FetchTopic)>> = Vec::new();
+        if by_ids {
+            for (group, group_ids) in req.groups.iter_mut().zip(topic_ids) {
+                let Some(topics) = group.topics.take() else {
+                    unknown.push(Vec::new());
+                    continue;
+                };
+                let split = ids.resolve(svc, topics, group_ids, |t, name| t.name = name).await;
+                group.topics = Some(split.known);
+                unknown.push(split.unknown);
+            }
+        }
         let plan = guard.offset_fetch(&mut req);
         let served = match req.groups.is_empty() {
             true => OffsetFetchResponse { groups: vec![] },
             false => svc.coordinator.offset_fetch(req).await?,
         };
-        let resp = guard.offset_fetch_answer(plan, served);
+        let mut resp = guard.offset_fetch_answer(plan, served);
+        let answer_ids = match by_ids {
+            true => with_ids(svc, &ids, &mut resp, unknown),
+            false => Vec::new(),
+        };
         observe::errors(Self::SUPPORT.name, &resp);
-        wire::encode(&resp, v, out)?;
+        wire::encode(&resp, v, &answer_ids, out)?;
         Ok(true)
     }
+}
+
+/// A v10 answer's ids, group by group: topics without one left out (as
+/// Kafka leaves them out of an every-topic answer), and each unknown id's
+/// partitions answered UNKNOWN_TOPIC_ID after the rest, unless the group
+/// was refused as a whole.
+fn with_ids(
+    svc: &Services,
+    ids: &Ids,
+    resp: &mut OffsetFetchResponse,
+    unknown: Vec<Vec<(Uuid, FetchTopic)>>,
+) -> Vec<Vec<Uuid>> {
+    let mut unknown = unknown.into_iter();
+    let mut answer_ids = Vec::with_capacity(resp.groups.len());
+    for group in &mut resp.groups {
+        let mut group_ids = Vec::with_capacity(group.topics.len());
+        group.topics.retain(|t| ids.of(&t.name, svc).map(|id| group_ids.push(id)).is_some());
+        for (id, topic) in unknown.next().unwrap_or_default() {
+            if !group.error.is_none() {
+                break;
+            }
+            group_ids.push(id);
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|&p| FetchedPartition { error: ErrorCode::UNKNOWN_TOPIC_ID, ..FetchedPartition::none(p) })
+                .collect();
+            group.topics.push(FetchedTopic { name: String::new(), partitions });
+        }
+        answer_ids.push(group_ids);
+    }
+    answer_ids
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // also compiled into hostile_input, which uses a part
 
 pub mod consumer;
+pub mod topic_ids;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,0 +1,63 @@
+//! Topics named by id: OffsetCommit and OffsetFetch v10 (Kafka 4.1).
+//!
+//! Kafka's `KafkaApis` resolves a v10 request's topic ids to names from its
+//! metadata before the group coordinator sees the request, answers an id
+//! that names no topic (or the nil id) with UNKNOWN_TOPIC_ID for each of
+//! its partitions after the coordinator's answer, without the coordinator
+//! hearing of it, and writes the answer's topics by id, leaving out of an
+//! every-topic OffsetFetch answer a topic it has no id for. kcoord does the
+//! same around its coordinator, which keeps working with names.
+
+use std::collections::HashMap;
+
+use uuid::Uuid;
+
+use crate::server::Services;
+
+/// A request's topics, resolved.
+pub struct Split<T> {
+    /// The topics whose ids name a topic, each given its name.
+    pub known: Vec<T>,
+    /// The others with their ids, in request order.
+    pub unknown: Vec<(Uuid, T)>,
+}
+
+/// The ids of the topics requests named, to write their answers with.
+#[derive(Debug, Default)]
+pub struct Ids {
+    by_name: HashMap<String, Uuid>,
+}
+
+impl Ids {
+    /// The id to answer topic `name` with: the one the request named it
+    /// by, else the catalog's (a topic an every-topic OffsetFetch lists
+    /// unasked); `None` for a topic without one.
+    pub fn of(&self, name: &str, svc: &Services) -> Option<Uuid> {
+        self.by_name.get(name).copied().or_else(|| svc.catalog.id_of(name))
+    }
+
+    /// Resolves `ids`, one per entry of `topics`, with the coordinator's
+    /// catalog (refreshed from the upstream first in sidecar mode if an id
+    /// is new), naming each known topic with `set_name`.
+    pub async fn resolve<T>(
+        &mut self,
+        svc: &Services,
+        topics: Vec<T>,
+        ids: Vec<Uuid>,
+        set_name: impl Fn(&mut T, String),
+    ) -> Split<T> {
+        let names = svc.coordinator.topic_names(&ids).await;
+        let mut split = Split { known: Vec::with_capacity(topics.len()), unknown: Vec::new() };
+        for ((mut topic, id), name) in topics.into_iter().zip(ids).zip(names) {
+            match name {
+                Some(name) => {
+                    self.by_name.insert(name.clone(), id);
+                    set_name(&mut topic, name);
+                    split.known.push(topic);
+                }
+                None => split.unknown.push((id, topic)),
+            }
+        }
+        split
+    }
+}
