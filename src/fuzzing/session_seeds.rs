@@ -52,6 +52,21 @@ impl Conversation {
         Some(self.raw(&body))
     }
 
+    /// A request of `api_key` at a flexible `version` whose body is written
+    /// by hand (OffsetCommit and OffsetFetch v10, past `kafka-protocol`).
+    fn send_flexible_body(mut self, api_key: i16, version: i16, body: &[u8]) -> Option<Self> {
+        self.correlation_id += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(api_key)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(s("fuzz")));
+        let mut frame = BytesMut::new();
+        header.encode(&mut frame, 2).ok()?;
+        frame.extend_from_slice(body);
+        Some(self.raw(&frame))
+    }
+
     /// A frame of `body` as it is (a raw SASL token after a v0 handshake).
     fn raw(mut self, body: &[u8]) -> Self {
         self.bytes.put_i32(body.len() as i32);
@@ -95,6 +110,29 @@ fn commit(group: &'static str, offset: i64) -> OffsetCommitRequest {
 fn offset_fetch(group: &'static str) -> OffsetFetchRequest {
     OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default().with_group_id(GroupId(s(group)))])
 }
+
+/// OffsetCommit v10 of group `s`: partition 0 of two topics by id, one
+/// unknown and the nil id (the harness's topic ids are made at start).
+#[rustfmt::skip]
+const COMMIT_V10: &[u8] = &[
+    2, b's', 0xff, 0xff, 0xff, 0xff, 1, 0, // group "s", generation -1, member "", no instance id
+    3, // two topics
+    0x0f, 0xed, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, // an unknown id
+    2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 2, b'm', 0, 0, // partition 0 at 5, "m"
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // the nil id
+    2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 1, 0, 0, // partition 0 at 5, metadata ""
+    0, // request tags
+];
+
+/// OffsetFetch v10: group `s`, every topic (null), then by an unknown id.
+#[rustfmt::skip]
+const FETCH_V10: &[u8] = &[
+    3, // two groups
+    2, b's', 0, 0xff, 0xff, 0xff, 0xff, 0, 0, // "s", null member, epoch -1, every topic
+    2, b's', 0, 0xff, 0xff, 0xff, 0xff, 2, // "s", one topic
+    0x0f, 0xed, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, // partition 0
+    1, 0, // require stable, tags
+];
 
 fn produce(acks: i16) -> Option<ProduceRequest> {
     let record = Record {
@@ -170,6 +208,13 @@ pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
             .send(OffsetFetchRequest::default().with_group_id(GroupId(s("s"))), 1)?
             .send(ListGroupsRequest::default(), 4)?
             .send(DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("s"))]), 2)
+    };
+    let offsets_by_topic_id = || {
+        Conversation::plaintext()
+            .send(commit("s", 5), 8)?
+            .send(MetadataRequest::default(), 12)?
+            .send_flexible_body(OffsetCommitRequest::KEY, 10, COMMIT_V10)?
+            .send_flexible_body(OffsetFetchRequest::KEY, 10, FETCH_V10)
     };
     let data = || {
         Conversation::plaintext()
@@ -257,9 +302,10 @@ pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
             .send(SaslAuthenticateRequest::default().with_auth_bytes(ap_req), 2)
     };
     let bad_frame_after_answers = || Some(Conversation::plaintext().send(api_versions(), 0)?.raw(&[0xff; 4]));
-    let candidates: [(&'static str, &dyn Fn() -> Option<Conversation>); 13] = [
+    let candidates: [(&'static str, &dyn Fn() -> Option<Conversation>); 14] = [
         ("classic_group", &classic),
         ("offsets", &offsets),
+        ("offsets_by_topic_id", &offsets_by_topic_id),
         ("data_plane", &data),
         ("consumer_group", &consumer_group),
         ("sasl_plain", &sasl_plain),
@@ -273,4 +319,24 @@ pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ("relayed_sasl_scram_first_message", &relayed_sasl_scram_first),
     ];
     candidates.into_iter().filter_map(|(name, make)| Some((name, make()?.bytes))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::api::{offset_commit, offset_fetch};
+
+    #[test]
+    fn the_hand_written_v10_bodies_are_whole_valid_requests() {
+        let mut commit = Bytes::from_static(COMMIT_V10);
+        let decoded = offset_commit::decode(&mut commit, 10).unwrap();
+        assert!(commit.is_empty());
+        assert_eq!(decoded.topic_ids, vec![uuid::Uuid::from_u128(0x0fed << 112 | 1), uuid::Uuid::nil()]);
+        assert_eq!(decoded.req.topics[0].partitions[0].offset, 5);
+        let mut fetch = Bytes::from_static(FETCH_V10);
+        let decoded = offset_fetch::decode(&mut fetch, 10).unwrap();
+        assert!(fetch.is_empty() && decoded.req.require_stable);
+        assert_eq!(decoded.req.groups[0].topics, None);
+        assert_eq!(decoded.topic_ids[1], vec![uuid::Uuid::from_u128(0x0fed << 112 | 1)]);
+    }
 }
