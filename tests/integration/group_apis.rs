@@ -673,13 +673,13 @@ async fn unknown_and_nil_topic_ids_are_answered_unknown_topic_id_beside_the_know
         &[(stranger, vec![(0, 1)]), (t, vec![(0, 5), (9, 5)]), (Uuid::nil(), vec![(2, 1), (3, 1)])],
     )
     .await;
-    // The coordinator's answer first, then what never reached it, as Kafka's KafkaApis answers.
+    // What never reached the coordinator first, then its answer, as Kafka's KafkaApis answers.
     assert_eq!(
         answer,
         vec![
-            (t, vec![(0, 0), (9, 3)]),
             (stranger, vec![(0, UNKNOWN_TOPIC_ID)]),
             (Uuid::nil(), vec![(2, UNKNOWN_TOPIC_ID), (3, UNKNOWN_TOPIC_ID)]),
+            (t, vec![(0, 0), (9, 3)]),
         ]
     );
     // Only unknown ids: nothing reaches the coordinator, no group is created.

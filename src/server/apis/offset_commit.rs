@@ -31,7 +31,8 @@ impl Api for OffsetCommit {
 }
 
 /// The topics the client may read committed by the coordinator, the
-/// others answered TOPIC_AUTHORIZATION_FAILED.
+/// others answered TOPIC_AUTHORIZATION_FAILED first, as Kafka's
+/// `KafkaApis` adds them to its answer before the coordinator's.
 async fn commit(
     svc: &Services,
     guard: &Guard<'_>,
@@ -39,16 +40,17 @@ async fn commit(
 ) -> Result<OffsetCommitResponse, RouteError> {
     Ok(match guard.offset_commit(&mut req) {
         Err(answer) => answer,
-        Ok(denied) => {
-            let mut resp = svc.coordinator.offset_commit(req).await?;
-            resp.topics.extend(denied);
-            resp
+        Ok(denied) if denied.is_empty() => svc.coordinator.offset_commit(req).await?,
+        Ok(mut topics) => {
+            topics.extend(svc.coordinator.offset_commit(req).await?.topics);
+            OffsetCommitResponse { topics }
         }
     })
 }
 
 /// v10: the ids resolved first, as Kafka does after checking the group;
-/// an unknown id's partitions answered UNKNOWN_TOPIC_ID after the rest.
+/// an unknown id's partitions answered UNKNOWN_TOPIC_ID, first, as Kafka
+/// answers what never reaches its coordinator.
 async fn by_ids(svc: &Services, ctx: &RequestContext, decoded: wire::Decoded, out: &mut BytesMut) -> Served {
     let v = ctx.version();
     let wire::Decoded { mut req, topic_ids } = decoded;
@@ -60,9 +62,8 @@ async fn by_ids(svc: &Services, ctx: &RequestContext, decoded: wire::Decoded, ou
             let mut ids = Ids::default();
             let split = ids.resolve(svc, std::mem::take(&mut req.topics), topic_ids, |t, name| t.name = name).await;
             req.topics = split.known;
-            let mut resp = commit(svc, &guard, req).await?;
-            let mut answer_ids: Vec<Uuid> =
-                resp.topics.iter().map(|t| ids.of(&t.name, svc).unwrap_or_default()).collect();
+            let mut answer_ids: Vec<Uuid> = Vec::with_capacity(split.unknown.len() + req.topics.len());
+            let mut topics = Vec::with_capacity(answer_ids.capacity());
             for (id, topic) in split.unknown {
                 answer_ids.push(id);
                 let partitions = topic
@@ -70,9 +71,13 @@ async fn by_ids(svc: &Services, ctx: &RequestContext, decoded: wire::Decoded, ou
                     .iter()
                     .map(|p| PartitionError { partition: p.partition, error: ErrorCode::UNKNOWN_TOPIC_ID })
                     .collect();
-                resp.topics.push(TopicErrors { name: String::new(), partitions });
+                topics.push(TopicErrors { name: String::new(), partitions });
             }
-            (resp, answer_ids)
+            for t in commit(svc, &guard, req).await?.topics {
+                answer_ids.push(ids.of(&t.name, svc).unwrap_or_default());
+                topics.push(t);
+            }
+            (OffsetCommitResponse { topics }, answer_ids)
         }
     };
     observe::errors(OffsetCommit::SUPPORT.name, &resp);
