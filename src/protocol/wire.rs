@@ -116,6 +116,19 @@ impl<'a> Reader<'a> {
         Ok(uuid::Uuid::from_u128(self.buf.get_u128()))
     }
 
+    /// A topic named by name or, in the versions that name topics by id
+    /// (`by_id`), by id: the id goes to `ids` and the name returned is
+    /// empty, for the server to fill in once it has resolved the id.
+    pub fn topic_name_or_id(&mut self, by_id: bool, ids: &mut Vec<uuid::Uuid>) -> Result<String, WireError> {
+        match by_id {
+            true => {
+                ids.push(self.uuid("a topic id")?);
+                Ok(String::new())
+            }
+            false => self.string("a topic name"),
+        }
+    }
+
     /// A boolean: any byte but 0 is true, as Kafka reads it.
     pub fn bool(&mut self, what: &'static str) -> Result<bool, WireError> {
         self.need(1, what)?;

@@ -82,6 +82,17 @@ def wait_balanced(members, partitions, timeout=60, even=False):
     )
 
 
+def departs(kcoord, group, member, survivors, partitions, how, timeout=60):
+    """`member` leaves `group`: "close" sends LeaveGroup, "kill" sends
+    nothing and leaves its session to expire. Waits until `survivors` share
+    `partitions` and returns the cause of the rebalance that followed
+    (`member_left`, `session_expired`)."""
+    causes = kcoord.rebalance_causes(group)
+    getattr(member, how)()
+    wait_balanced(survivors, partitions, timeout=timeout)
+    return kcoord.wait_rebalance_after(group, len(causes))
+
+
 def stop_all(members):
     for m in members:
         try:

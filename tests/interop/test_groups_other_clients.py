@@ -2,7 +2,7 @@
 when clients with no protocol in common meet in one group."""
 
 from conftest import wait_for
-from groups import aio_member, js_member, kp_member, rdk_member, stop_all, wait_balanced
+from groups import aio_member, departs, js_member, kp_member, rdk_member, stop_all, wait_balanced
 
 import pytest
 
@@ -23,14 +23,9 @@ def test_python_clients_groups_form_and_rebalance_on_leave_and_session_expiry(k,
         causes = k.rebalance_causes(group)
         assert causes[0] == "member_joined", causes
         # A member that closes sends LeaveGroup...
-        members[0].close()
-        wait_balanced(members[1:], SIX, timeout=30)
-        assert k.wait_rebalance_after(group, len(causes)) == "member_left", k.rebalance_causes(group)
+        assert departs(k, group, members[0], members[1:], SIX, "close", timeout=30) == "member_left"
         # ...one killed is removed when its session expires.
-        causes = k.rebalance_causes(group)
-        members[1].kill()
-        wait_balanced(members[2:], SIX, timeout=60)
-        assert k.wait_rebalance_after(group, len(causes)) == "session_expired", k.rebalance_causes(group)
+        assert departs(k, group, members[1], members[2:], SIX, "kill") == "session_expired"
     finally:
         stop_all(members)
 

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import wait_for
-from groups import FAST_848, stop_all, wait_balanced
+from groups import FAST_848, departs, stop_all, wait_balanced
 from java_client import JavaClient, needs_java
 
 pytestmark = needs_java
@@ -48,17 +48,10 @@ def test_java_classic_members_consume_commit_and_rebalance_on_leave_and_session_
         assert k.rebalance_causes(group)[0] == "member_joined"
 
         # close() sends LeaveGroup: the group rebalances at once.
-        causes = k.rebalance_causes(group)
-        members[0].close()
+        assert departs(k, group, members[0], members[1:], SIX, "close", timeout=30) == "member_left"
         assert members[0].state().get("closed"), members[0].log_text()
-        wait_balanced(members[1:], SIX, timeout=30)
-        assert k.wait_rebalance_after(group, len(causes)) == "member_left", k.rebalance_causes(group)
-
         # A killed JVM sends nothing: its session (6 s) expires.
-        causes = k.rebalance_causes(group)
-        members[1].kill()
-        wait_balanced(members[2:], SIX, timeout=60)
-        assert k.wait_rebalance_after(group, len(causes)) == "session_expired", k.rebalance_causes(group)
+        assert departs(k, group, members[1], members[2:], SIX, "kill") == "session_expired"
         assert not any(m.state().get("errors") for m in members[2:]), members[2].state()
     finally:
         stop_all(members)

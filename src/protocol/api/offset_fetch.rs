@@ -73,13 +73,7 @@ fn read_groups(r: &mut wire::Reader<'_>, version: i16) -> Result<Decoded, wire::
             Some(count) => {
                 let mut topics = Vec::with_capacity(count.min(wire::INITIAL_ENTRIES));
                 for _ in 0..count {
-                    let name = match by_id {
-                        true => {
-                            ids.push(r.uuid("a topic id")?);
-                            String::new()
-                        }
-                        false => r.string("a topic name")?,
-                    };
+                    let name = r.topic_name_or_id(by_id, &mut ids)?;
                     let count = r.array_len("a topic's partitions")?;
                     let mut partitions = Vec::with_capacity(count.min(wire::INITIAL_ENTRIES));
                     for _ in 0..count {
