@@ -19,6 +19,8 @@
 //!
 //! Both are plain records, so a restart replays them like any other.
 
+use std::collections::HashSet;
+
 use bytes::Bytes;
 use indexmap::IndexMap;
 
@@ -175,7 +177,9 @@ pub fn release_parked(old: &mut ClassicGroup, cx: &mut Cx) {
 /// gone, members remain and all of them use the classic protocol, the
 /// policy allows a downgrade, and they fit `group.max_size`.
 pub fn may_downgrade(g: &ConsumerGroup, leaving: &[&str], cfg: &CoreConfig) -> bool {
-    let staying = g.members.values().filter(|m| !leaving.contains(&m.member_id.as_str()));
+    // A set: an administrative removal may name every member of a large group.
+    let leaving: HashSet<&str> = leaving.iter().copied().collect();
+    let staying = g.members.values().filter(|m| !leaving.contains(m.member_id.as_str()));
     let (mut count, mut all_classic) = (0usize, true);
     for m in staying {
         count += 1;
@@ -214,7 +218,8 @@ pub fn downgrade(g: &ConsumerGroup, leaving: &[&str], image: &TopicImage, now: i
     c.previous_state = GroupState::Stable;
     c.generation_id = g.group_epoch;
     c.protocol_type = Some(CONSUMER_PROTOCOL_TYPE.to_string());
-    for m in g.members.values().filter(|m| !leaving.contains(&m.member_id.as_str())) {
+    let leaving: HashSet<&str> = leaving.iter().copied().collect();
+    for m in g.members.values().filter(|m| !leaving.contains(m.member_id.as_str())) {
         let Some(classic) = &m.metadata.classic_member_metadata else {
             return Err(format!("member {} does not use the classic protocol", m.member_id));
         };
