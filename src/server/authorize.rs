@@ -109,34 +109,11 @@ impl<'a> Guard<'a> {
 
     // ---- group APIs -------------------------------------------------------
 
-    /// OffsetCommit: READ on the group, then READ on each topic. `Err` is
-    /// the whole answer; `Ok` carries the denied topics' partitions, to add
-    /// to the coordinator's answer. Like Kafka, a request left with no
-    /// topic is answered without the coordinator.
-    pub fn offset_commit(
-        &self,
-        req: &mut m::OffsetCommitRequest,
-    ) -> Result<Vec<m::TopicErrors>, m::OffsetCommitResponse> {
-        if let Err(e) = self.group(Operation::Read, &req.group_id) {
-            return Err(crate::coordinator::offsets::commit_error_response(req, e));
-        }
-        let (allowed, denied) = self.split_topics(Operation::Read, std::mem::take(&mut req.topics), |t| &t.name);
-        let denied: Vec<m::TopicErrors> = denied
-            .iter()
-            .map(|t| m::TopicErrors {
-                name: t.name.clone(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| m::PartitionError { partition: p.partition, error: ErrorCode::TOPIC_AUTHORIZATION_FAILED })
-                    .collect(),
-            })
-            .collect();
-        req.topics = allowed;
-        match req.topics.is_empty() && !denied.is_empty() {
-            true => Err(m::OffsetCommitResponse { topics: denied }),
-            false => Ok(denied),
-        }
+    /// OffsetCommit: READ on the group; `Err` is the whole answer. Each
+    /// topic's READ is checked by the screen (`server::apis::screen`).
+    pub fn offset_commit(&self, req: &m::OffsetCommitRequest) -> Result<(), m::OffsetCommitResponse> {
+        self.group(Operation::Read, &req.group_id)
+            .map_err(|e| crate::coordinator::offsets::commit_error_response(req, e))
     }
 
     /// TxnOffsetCommit (sidecar mode): WRITE on the transactional id, then
@@ -144,8 +121,8 @@ impl<'a> Guard<'a> {
     pub fn txn_offset_commit(
         &self,
         transactional_id: &str,
-        req: &mut m::OffsetCommitRequest,
-    ) -> Result<Vec<m::TopicErrors>, m::OffsetCommitResponse> {
+        req: &m::OffsetCommitRequest,
+    ) -> Result<(), m::OffsetCommitResponse> {
         if !self.allows(Operation::Write, ResourceType::TransactionalId, transactional_id) {
             let error = ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
             return Err(crate::coordinator::offsets::commit_error_response(req, error));
@@ -153,31 +130,10 @@ impl<'a> Guard<'a> {
         self.offset_commit(req)
     }
 
-    /// OffsetDelete: DELETE on the group, then READ on each topic.
-    pub fn offset_delete(
-        &self,
-        req: &mut m::OffsetDeleteRequest,
-    ) -> Result<Vec<m::TopicErrors>, m::OffsetDeleteResponse> {
-        if let Err(error) = self.group(Operation::Delete, &req.group_id) {
-            return Err(m::OffsetDeleteResponse { error, topics: vec![] });
-        }
-        let (allowed, denied) = self.split_topics(Operation::Read, std::mem::take(&mut req.topics), |t| &t.name);
-        let denied: Vec<m::TopicErrors> = denied
-            .iter()
-            .map(|t| m::TopicErrors {
-                name: t.name.clone(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|&partition| m::PartitionError { partition, error: ErrorCode::TOPIC_AUTHORIZATION_FAILED })
-                    .collect(),
-            })
-            .collect();
-        req.topics = allowed;
-        match req.topics.is_empty() && !denied.is_empty() {
-            true => Err(m::OffsetDeleteResponse { error: ErrorCode::NONE, topics: denied }),
-            false => Ok(denied),
-        }
+    /// OffsetDelete: DELETE on the group; `Err` is the whole answer. Each
+    /// topic's READ is checked by the screen (`server::apis::screen`).
+    pub fn offset_delete(&self, req: &m::OffsetDeleteRequest) -> Result<(), m::OffsetDeleteResponse> {
+        self.group(Operation::Delete, &req.group_id).map_err(|error| m::OffsetDeleteResponse { error, topics: vec![] })
     }
 
     /// OffsetFetch, before the coordinator: DESCRIBE on each group (a

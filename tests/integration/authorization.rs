@@ -224,6 +224,80 @@ async fn a_commit_to_a_topic_the_user_may_not_read_fails_for_that_topic_only() {
     s.server.shutdown().await;
 }
 
+/// (topic, [(partition, error)]) of an answer, in the answer's order.
+fn in_answer_order<'a>(topics: impl Iterator<Item = (&'a str, Vec<(i32, i16)>)>) -> Vec<(String, Vec<(i32, i16)>)> {
+    topics.map(|(t, ps)| (t.to_string(), ps)).collect()
+}
+
+#[tokio::test]
+async fn commits_and_offset_deletes_answer_refused_and_unknown_partitions_first_in_request_order_as_kafka() {
+    const GROUP_ID_NOT_FOUND: i16 = 69;
+    const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    let mut acls = usual_acls();
+    acls.push(allow("bob", "Delete", "prefixed-group", "bobs-"));
+    let s = start(acls).await;
+    let mut bob = login(s.server.addr, "bob").await;
+    let mut commit = commit_req("bobs-3", &["public", "secret"]);
+    commit.topics[0].partitions.push(OffsetCommitRequestPartition::default().with_partition_index(9));
+    let r = bob.send(&commit, 8).await;
+    let answer = in_answer_order(
+        r.topics
+            .iter()
+            .map(|t| (t.name.as_str(), t.partitions.iter().map(|p| (p.partition_index, p.error_code)).collect())),
+    );
+    // Kafka's KafkaApis answers what its coordinator never sees in request
+    // order, then adds the coordinator's answer to the topic it belongs to.
+    assert_eq!(
+        answer,
+        vec![
+            ("public".into(), vec![(9, UNKNOWN_TOPIC_OR_PARTITION), (0, 0)]),
+            ("secret".into(), vec![(0, TOPIC_AUTHORIZATION_FAILED)]),
+        ]
+    );
+
+    let delete = |group: &str, topics: &[(&str, &[i32])]| {
+        OffsetDeleteRequest::default().with_group_id(GroupId(sb(group))).with_topics(
+            topics
+                .iter()
+                .map(|(t, ps)| {
+                    offset_delete_request::OffsetDeleteRequestTopic::default()
+                        .with_name(TopicName(sb(t)))
+                        .with_partitions(
+                            ps.iter()
+                                .map(|&p| {
+                                    offset_delete_request::OffsetDeleteRequestPartition::default()
+                                        .with_partition_index(p)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
+    };
+    let deleted = |r: &OffsetDeleteResponse| {
+        in_answer_order(
+            r.topics
+                .iter()
+                .map(|t| (t.name.as_str(), t.partitions.iter().map(|p| (p.partition_index, p.error_code)).collect())),
+        )
+    };
+    let r = bob.send(&delete("bobs-3", &[("secret", &[0]), ("public", &[9, 0])]), 0).await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(
+        deleted(&r),
+        vec![
+            ("secret".into(), vec![(0, TOPIC_AUTHORIZATION_FAILED)]),
+            ("public".into(), vec![(9, UNKNOWN_TOPIC_OR_PARTITION), (0, 0)]),
+        ]
+    );
+    // A group that does not exist is the answer, whatever the topics: the
+    // coordinator is asked even when no topic is left for it, and its
+    // group error replaces the partitions answered before it.
+    let r = bob.send(&delete("bobs-none", &[("secret", &[0])]), 0).await;
+    assert_eq!((r.error_code, deleted(&r)), (GROUP_ID_NOT_FOUND, vec![]));
+    s.server.shutdown().await;
+}
+
 #[tokio::test]
 async fn commits_and_fetches_by_topic_id_are_authorized_by_the_topics_names() {
     const UNKNOWN_TOPIC_ID: i16 = 100;
@@ -234,12 +308,12 @@ async fn commits_and_fetches_by_topic_id_are_authorized_by_the_topics_names() {
     let mut bob = login(s.server.addr, "bob").await;
     let offsets = |ids: &[uuid::Uuid]| ids.iter().map(|id| (*id, vec![(0, 7)])).collect::<Vec<_>>();
     let answer = common::topic_ids::commit(&mut bob, "bobs-2", &offsets(&[public, secret, stranger])).await;
-    // What never reaches the coordinator first, as Kafka answers it.
+    // What never reaches the coordinator first, in request order, as Kafka answers it.
     assert_eq!(
         answer,
         vec![
-            (stranger, vec![(0, UNKNOWN_TOPIC_ID)]),
             (secret, vec![(0, TOPIC_AUTHORIZATION_FAILED)]),
+            (stranger, vec![(0, UNKNOWN_TOPIC_ID)]),
             (public, vec![(0, 0)]),
         ]
     );

@@ -380,8 +380,14 @@ async fn offset_commit_rejects_unknown_topics_and_oversized_metadata_per_partiti
         OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(5),
     ]));
     let r = c.send(&req, 8).await;
-    let errors: Vec<Vec<i16>> = r.topics.iter().map(|t| t.partitions.iter().map(|p| p.error_code).collect()).collect();
-    assert_eq!(errors, vec![vec![0, 3, 12], vec![3]]);
+    let errors: Vec<(String, Vec<(i32, i16)>)> = r
+        .topics
+        .iter()
+        .map(|t| (t.name.to_string(), t.partitions.iter().map(|p| (p.partition_index, p.error_code)).collect()))
+        .collect();
+    // As Kafka's KafkaApis answers: the unknown partitions first, in request
+    // order, the coordinator's answers joining their topic after them.
+    assert_eq!(errors, vec![("t".into(), vec![(9, 3), (0, 0), (1, 12)]), ("missing".into(), vec![(0, 3)])]);
     // Only unknown partitions: answered without the coordinator.
     let r = c.send(&commit_req("g", "", -1, "missing", &[(0, 1, "")]), 8).await;
     assert_eq!(r.topics[0].partitions[0].error_code, 3);
@@ -673,13 +679,14 @@ async fn unknown_and_nil_topic_ids_are_answered_unknown_topic_id_beside_the_know
         &[(stranger, vec![(0, 1)]), (t, vec![(0, 5), (9, 5)]), (Uuid::nil(), vec![(2, 1), (3, 1)])],
     )
     .await;
-    // What never reached the coordinator first, then its answer, as Kafka's KafkaApis answers.
+    // What never reached the coordinator first, in request order, then its
+    // answer joining its topic, as Kafka's KafkaApis answers.
     assert_eq!(
         answer,
         vec![
             (stranger, vec![(0, UNKNOWN_TOPIC_ID)]),
+            (t, vec![(9, 3), (0, 0)]),
             (Uuid::nil(), vec![(2, UNKNOWN_TOPIC_ID), (3, UNKNOWN_TOPIC_ID)]),
-            (t, vec![(0, 0), (9, 3)]),
         ]
     );
     // Only unknown ids: nothing reaches the coordinator, no group is created.

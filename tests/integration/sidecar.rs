@@ -180,8 +180,8 @@ async fn a_commit_to_a_topic_created_upstream_after_start_is_accepted() {
             OffsetCommitRequestPartition::default().with_partition_index(2).with_committed_offset(4),
         ])]);
     let r = c.send(&req, 8).await;
-    let errors: Vec<i16> = r.topics[0].partitions.iter().map(|p| p.error_code).collect();
-    assert_eq!(errors, vec![0, 3], "partition 2 does not exist");
+    let errors: Vec<(i32, i16)> = r.topics[0].partitions.iter().map(|p| (p.partition_index, p.error_code)).collect();
+    assert_eq!(errors, vec![(2, 3), (1, 0)], "partition 2 does not exist, and is answered first as Kafka does");
 }
 
 #[tokio::test]

@@ -398,10 +398,10 @@ impl Coordinator {
         &self,
         mut req: crate::coordinator::consumer::messages::ConsumerHeartbeatRequest,
     ) -> Result<crate::coordinator::consumer::messages::ConsumerHeartbeatResponse> {
-        if let (Some(hooks), Some(names)) = (&self.hooks, &req.subscribed_topic_names) {
+        if let (Some(_), Some(names)) = (&self.hooks, &req.subscribed_topic_names) {
             let unknown: Vec<String> = names.iter().filter(|n| self.catalog.partitions(n).is_none()).cloned().collect();
             if !unknown.is_empty() {
-                hooks.refresh_topics(unknown).await;
+                self.refresh_topics(unknown).await;
             }
         }
         req.topics = self.topic_image();
@@ -463,47 +463,31 @@ impl Coordinator {
         let names = resolve();
         let unknown = ids.iter().zip(&names).any(|(id, name)| name.is_none() && !id.is_nil());
         match (&self.hooks, unknown) {
-            (Some(hooks), true) => {
-                hooks.refresh_topics(Vec::new()).await;
+            (Some(_), true) => {
+                self.refresh_topics(Vec::new()).await;
                 resolve()
             }
             _ => names,
         }
     }
 
-    /// Partitions of `topics` that the catalog does not know.
-    fn unknown_partitions<'a, P: IntoIterator<Item = &'a i32>>(
-        &self,
-        topics: impl Iterator<Item = (&'a str, P)>,
-    ) -> Vec<(String, i32)> {
-        let mut unknown = Vec::new();
-        for (name, partitions) in topics {
-            let count = self.catalog.partitions(name);
-            for &p in partitions {
-                if !matches!(count, Some(n) if p >= 0 && p < n) {
-                    unknown.push((name.to_string(), p));
-                }
-            }
-        }
-        unknown
-    }
-
+    /// A commit of partitions the catalog knows: the API layer answers the
+    /// others first, as Kafka's `KafkaApis` does (`server::apis::screen`).
+    ///
     /// Not an `async fn`, for the size of every commit's future (see
-    /// [`Sent`]): the usual commit (standalone mode, every partition known)
-    /// is in the shard's mailbox when this returns, and the future holds
-    /// only the way back; anything else runs boxed.
+    /// [`Sent`]): the usual commit (standalone mode) is in the shard's
+    /// mailbox when this returns, and the future holds only the way back;
+    /// anything else runs boxed.
     pub fn offset_commit(
         &self,
         req: OffsetCommitRequest,
     ) -> impl Future<Output = Result<OffsetCommitResponse>> + Send + '_ {
-        let usual = self.hooks.is_none()
-            && req.topics.iter().any(|t| !t.partitions.is_empty())
-            && self.unknown_commit_partitions(&req).is_empty();
+        let usual = self.hooks.is_none() && req.topics.iter().any(|t| !t.partitions.is_empty());
         if usual {
-            // What commit_known_partitions and commit_in_shard would do, without their state.
+            // What commit_partitions and commit_in_shard would do, without their state.
             Either::Left(self.call(req).map(|answer| written_here(answer?)))
         } else {
-            Either::Right(Box::pin(self.commit_known_partitions(req, None)))
+            Either::Right(Box::pin(self.commit_partitions(req, None)))
         }
     }
 
@@ -511,46 +495,30 @@ impl Coordinator {
     /// transactional validation) and then delegated to the upstream's
     /// coordinator with the group (see `delegation`).
     pub async fn txn_offset_commit(&self, req: OffsetCommitRequest, txn: TxnFields) -> Result<OffsetCommitResponse> {
-        self.commit_known_partitions(req, Some(txn)).await
+        self.commit_partitions(req, Some(txn)).await
     }
 
-    /// Partitions the catalog does not know (after a refresh in sidecar
-    /// mode) get UNKNOWN_TOPIC_OR_PARTITION, as Kafka's `KafkaApis` answers
-    /// before its coordinator sees the request; the shard answers the rest.
-    async fn commit_known_partitions(
+    /// Sidecar mode: asks the upstream about topics a request named that
+    /// the catalog does not know (one created there a moment ago), and
+    /// completes once the catalog has been refreshed. Standalone, the
+    /// catalog is the truth and nothing is asked.
+    pub async fn refresh_topics(&self, names: Vec<String>) {
+        if let Some(hooks) = &self.hooks {
+            hooks.refresh_topics(names).await;
+        }
+    }
+
+    async fn commit_partitions(
         &self,
         req: OffsetCommitRequest,
         txn: Option<TxnFields>,
     ) -> Result<OffsetCommitResponse> {
-        let mut unknown = self.unknown_commit_partitions(&req);
-        if !unknown.is_empty() {
-            if let Some(hooks) = &self.hooks {
-                hooks.refresh_topics(distinct_names(&unknown)).await;
-                unknown = self.unknown_commit_partitions(&req);
-            }
-        }
         if req.topics.iter().all(|t| t.partitions.is_empty()) {
             // Nothing to commit: Kafka answers at once, without creating
             // the group, validating the member or refreshing its session.
             return Ok(OffsetCommitResponse { topics: vec![] });
         }
-        if unknown.is_empty() {
-            // The common case: the shard answers every partition in request order.
-            return self.commit_in_shard(req, txn).await;
-        }
-        let order: Vec<(String, Vec<i32>)> =
-            req.topics.iter().map(|t| (t.name.clone(), t.partitions.iter().map(|p| p.partition).collect())).collect();
-        let mut known = req;
-        let rejected = partition_set(&unknown);
-        for t in &mut known.topics {
-            t.partitions.retain(|p| !rejected.contains(&(t.name.as_str(), p.partition)));
-        }
-        known.topics.retain(|t| !t.partitions.is_empty());
-        let mut answered: Vec<TopicErrors> = Vec::new();
-        if !known.topics.is_empty() {
-            answered = self.commit_in_shard(known, txn).await?.topics;
-        }
-        Ok(OffsetCommitResponse { topics: merge_errors(&order, &answered, &unknown) })
+        self.commit_in_shard(req, txn).await
     }
 
     /// A commit of known partitions: written by the shard (and in sidecar
@@ -590,10 +558,6 @@ impl Coordinator {
         }
     }
 
-    fn unknown_commit_partitions(&self, req: &OffsetCommitRequest) -> Vec<(String, i32)> {
-        self.unknown_partitions(req.topics.iter().map(|t| (t.name.as_str(), t.partitions.iter().map(|p| &p.partition))))
-    }
-
     pub async fn offset_fetch(&self, req: OffsetFetchRequest) -> Result<OffsetFetchResponse> {
         let require_stable = req.require_stable;
         let calls = req.groups.into_iter().map(|group| async move {
@@ -614,20 +578,10 @@ impl Coordinator {
         Ok(OffsetFetchResponse { groups })
     }
 
-    pub async fn offset_delete(&self, mut req: OffsetDeleteRequest) -> Result<OffsetDeleteResponse> {
-        let order: Vec<(String, Vec<i32>)> =
-            req.topics.iter().map(|t| (t.name.clone(), t.partitions.clone())).collect();
-        let mut unknown =
-            self.unknown_partitions(req.topics.iter().map(|t| (t.name.as_str(), t.partitions.as_slice())));
-        if let (Some(hooks), false) = (&self.hooks, unknown.is_empty()) {
-            hooks.refresh_topics(distinct_names(&unknown)).await;
-            unknown = self.unknown_partitions(req.topics.iter().map(|t| (t.name.as_str(), t.partitions.as_slice())));
-        }
-        let rejected = partition_set(&unknown);
-        for t in &mut req.topics {
-            t.partitions.retain(|p| !rejected.contains(&(t.name.as_str(), *p)));
-        }
-        req.topics.retain(|t| !t.partitions.is_empty());
+    /// Deletes a group's offsets of partitions the catalog knows: the API
+    /// layer answers the others, as Kafka's `KafkaApis` does
+    /// (`server::apis::screen`).
+    pub async fn offset_delete(&self, req: OffsetDeleteRequest) -> Result<OffsetDeleteResponse> {
         let g = req.group_id.clone();
         let (resp, delegated) = match (self.call(req).await?, &self.hooks) {
             (OffsetDeleteAnswer::Deleted(r), _) => (r, false),
@@ -655,7 +609,7 @@ impl Coordinator {
                 hooks.offsets_deleted(&g, &deleted);
             }
         }
-        Ok(OffsetDeleteResponse { error: ErrorCode::NONE, topics: merge_errors(&order, &resp.topics, &unknown) })
+        Ok(resp)
     }
 
     /// Describes each requested group, in request order. As in Kafka, a
@@ -838,50 +792,6 @@ fn not_delegating() -> Unavailable {
     Unavailable
 }
 
-/// The topic names of `partitions`, each once.
-fn distinct_names(partitions: &[(String, i32)]) -> Vec<String> {
-    let mut names: Vec<String> = partitions.iter().map(|(n, _)| n.clone()).collect();
-    names.sort();
-    names.dedup();
-    names
-}
-
-/// The partitions of `partitions`, as a set to look up in constant time.
-fn partition_set(partitions: &[(String, i32)]) -> HashSet<(&str, i32)> {
-    partitions.iter().map(|(n, p)| (n.as_str(), *p)).collect()
-}
-
-/// Rebuilds per-topic errors in request order from the shard's answers and
-/// the partitions rejected before the shard. Linear in the partitions named:
-/// both sides are indexed by (topic, partition) first.
-fn merge_errors(order: &[(String, Vec<i32>)], answered: &[TopicErrors], unknown: &[(String, i32)]) -> Vec<TopicErrors> {
-    let rejected = partition_set(unknown);
-    let mut errors: HashMap<(&str, i32), ErrorCode> = HashMap::new();
-    for t in answered {
-        for x in &t.partitions {
-            // The first answer for a partition wins, as the search it replaces did.
-            errors.entry((t.name.as_str(), x.partition)).or_insert(x.error);
-        }
-    }
-    order
-        .iter()
-        .map(|(name, partitions)| TopicErrors {
-            name: name.clone(),
-            partitions: partitions
-                .iter()
-                .map(|&p| {
-                    let error = if rejected.contains(&(name.as_str(), p)) {
-                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
-                    } else {
-                        errors.get(&(name.as_str(), p)).copied().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
-                    };
-                    PartitionError { partition: p, error }
-                })
-                .collect(),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -934,40 +844,6 @@ mod tests {
 
     fn list() -> ListGroupsRequest {
         ListGroupsRequest { states_filter: vec![], types_filter: vec![] }
-    }
-
-    #[test]
-    fn merging_errors_of_a_hundred_thousand_partitions_keeps_request_order() {
-        let n = 100_000;
-        let order = vec![("t".to_string(), (0..n).collect::<Vec<i32>>()), ("u".to_string(), vec![5, 1])];
-        // Odd partitions of t were unknown; the shard answered the rest, and u.
-        let unknown: Vec<(String, i32)> = (0..n).filter(|p| p % 2 == 1).map(|p| ("t".to_string(), p)).collect();
-        let answered = vec![
-            TopicErrors {
-                name: "t".into(),
-                partitions: (0..n)
-                    .filter(|p| p % 2 == 0)
-                    .rev()
-                    .map(|p| PartitionError { partition: p, error: ErrorCode::NONE })
-                    .collect(),
-            },
-            TopicErrors {
-                name: "u".into(),
-                partitions: vec![PartitionError { partition: 1, error: ErrorCode::ILLEGAL_GENERATION }],
-            },
-        ];
-        let merged = merge_errors(&order, &answered, &unknown);
-        assert_eq!(merged.len(), 2);
-        assert!(merged[0].partitions.iter().enumerate().all(|(i, p)| p.partition == i as i32
-            && p.error == if i % 2 == 1 { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION } else { ErrorCode::NONE }));
-        // A partition the shard did not answer is an internal error, never silence.
-        assert_eq!(
-            merged[1].partitions,
-            [
-                PartitionError { partition: 5, error: ErrorCode::UNKNOWN_SERVER_ERROR },
-                PartitionError { partition: 1, error: ErrorCode::ILLEGAL_GENERATION },
-            ]
-        );
     }
 
     #[tokio::test]

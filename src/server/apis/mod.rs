@@ -41,6 +41,7 @@ mod offset_fetch;
 mod produce;
 mod sasl_authenticate;
 mod sasl_handshake;
+mod screen;
 mod sync_group;
 mod topic_ids;
 mod txn_offset_commit;

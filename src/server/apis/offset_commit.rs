@@ -1,13 +1,20 @@
-//! OffsetCommit: offsets written by the group's shard; partitions the
-//! client may not read are answered without it. v10 names topics by id
-//! (`topic_ids`).
+//! OffsetCommit: offsets written by the group's shard; what Kafka answers
+//! before its coordinator (unknown ids, topics the client may not read,
+//! unknown partitions) answered first by the screen (`screen`). A request
+//! the screen leaves with no partition is answered by the coordinator
+//! without its shard, as Kafka answers it without its coordinator. v10
+//! names topics by id (`topic_ids`).
 
+use std::future::Future;
+
+use futures_util::FutureExt;
 use uuid::Uuid;
 
 use super::prelude::*;
+use super::screen::{screen, Answered, Screened};
 use super::topic_ids::Ids;
-use crate::coordinator::messages::{OffsetCommitRequest, OffsetCommitResponse, PartitionError, TopicErrors};
-use crate::error_code::ErrorCode;
+use crate::coordinator::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicErrors};
+use crate::coordinator::Unavailable;
 use crate::protocol::api::offset_commit as wire;
 
 pub struct OffsetCommit;
@@ -23,60 +30,50 @@ impl Api for OffsetCommit {
             // Boxed: the commits of every other version keep their small future.
             decoded => return Box::pin(by_ids(svc, ctx, decoded, out)).await,
         };
-        let resp = commit(svc, &Guard::new(&svc.authorizer, ctx), req).await?;
+        let guard = Guard::new(&svc.authorizer, ctx);
+        let resp = match guard.offset_commit(&req) {
+            Err(answer) => answer,
+            Ok(()) => {
+                let (answered, answer) = commit(svc, &guard, req, &[]).await?;
+                OffsetCommitResponse { topics: answered.merge_by_name(answer) }
+            }
+        };
         observe::errors(Self::SUPPORT.name, &resp);
         wire::encode(&resp, v, &[], out)?;
         Ok(true)
     }
 }
 
-/// The topics the client may read committed by the coordinator, the
-/// others answered TOPIC_AUTHORIZATION_FAILED first, as Kafka's
-/// `KafkaApis` adds them to its answer before the coordinator's.
-async fn commit(
-    svc: &Services,
-    guard: &Guard<'_>,
+/// The screen's answer and the coordinator's, not yet merged. Not an
+/// `async fn`: as a chain of two futures, the screen's state and the
+/// coordinator call's share their bytes in every commit's future.
+fn commit<'a>(
+    svc: &'a Services,
+    guard: &'a Guard<'a>,
     mut req: OffsetCommitRequest,
-) -> Result<OffsetCommitResponse, RouteError> {
-    Ok(match guard.offset_commit(&mut req) {
-        Err(answer) => answer,
-        Ok(denied) if denied.is_empty() => svc.coordinator.offset_commit(req).await?,
-        Ok(mut topics) => {
-            topics.extend(svc.coordinator.offset_commit(req).await?.topics);
-            OffsetCommitResponse { topics }
-        }
+    ids: &'a [Uuid],
+) -> impl Future<Output = Result<(Answered, Vec<TopicErrors>), Unavailable>> + Send + 'a {
+    let topics = std::mem::take(&mut req.topics);
+    screen(svc, guard, topics, ids).then(move |Screened { kept, answered }| {
+        req.topics = kept;
+        svc.coordinator.offset_commit(req).map(|answer| Ok((answered, answer?.topics)))
     })
 }
 
 /// v10: the ids resolved first, as Kafka does after checking the group;
-/// an unknown id's partitions answered UNKNOWN_TOPIC_ID, first, as Kafka
-/// answers what never reaches its coordinator.
+/// each answer's topic written with its id.
 async fn by_ids(svc: &Services, ctx: &RequestContext, decoded: wire::Decoded, out: &mut BytesMut) -> Served {
     let v = ctx.version();
     let wire::Decoded { mut req, topic_ids } = decoded;
     let guard = Guard::new(&svc.authorizer, ctx);
-    let (resp, answer_ids) = match guard.group(Read, &req.group_id) {
+    let (resp, answer_ids) = match guard.offset_commit(&req) {
         // Every topic of the request, known or not, carries the group's refusal.
-        Err(error) => (crate::coordinator::offsets::commit_error_response(&req, error), topic_ids),
+        Err(answer) => (answer, topic_ids),
         Ok(()) => {
             let mut ids = Ids::default();
-            let split = ids.resolve(svc, std::mem::take(&mut req.topics), topic_ids, |t, name| t.name = name).await;
-            req.topics = split.known;
-            let mut answer_ids: Vec<Uuid> = Vec::with_capacity(split.unknown.len() + req.topics.len());
-            let mut topics = Vec::with_capacity(answer_ids.capacity());
-            for (id, topic) in split.unknown {
-                answer_ids.push(id);
-                let partitions = topic
-                    .partitions
-                    .iter()
-                    .map(|p| PartitionError { partition: p.partition, error: ErrorCode::UNKNOWN_TOPIC_ID })
-                    .collect();
-                topics.push(TopicErrors { name: String::new(), partitions });
-            }
-            for t in commit(svc, &guard, req).await?.topics {
-                answer_ids.push(ids.of(&t.name, svc).unwrap_or_default());
-                topics.push(t);
-            }
+            ids.name(svc, &mut req.topics, &topic_ids, |t, name| t.name = name).await;
+            let (answered, answer) = commit(svc, &guard, req, &topic_ids).await?;
+            let (topics, answer_ids) = answered.merge(answer, |name| ids.of(name, svc).unwrap_or_default());
             (OffsetCommitResponse { topics }, answer_ids)
         }
     };

@@ -1,9 +1,12 @@
 //! TxnOffsetCommit: sidecar mode only. kcoord's coordinator admits the
 //! commit, then delegates it with the group to the upstream's
 //! (`coordinator::delegation`); standalone kcoord has no transaction
-//! coordinator, neither serves nor advertises it.
+//! coordinator, neither serves nor advertises it. What Kafka answers
+//! before its coordinator is answered by the screen (`screen`).
 
 use super::prelude::*;
+use super::screen::{screen, Screened};
+use crate::coordinator::messages::OffsetCommitResponse;
 use crate::protocol::api::txn_offset_commit as wire;
 
 pub struct TxnOffsetCommit;
@@ -16,12 +19,18 @@ impl Api for TxnOffsetCommit {
     async fn serve(svc: &Services, ctx: &RequestContext, body: &mut Bytes, out: &mut BytesMut) -> Served {
         let v = ctx.version();
         let (mut req, txn) = wire::decode(body, v)?;
-        let resp = match Guard::new(&svc.authorizer, ctx).txn_offset_commit(&txn.transactional_id, &mut req) {
+        let guard = Guard::new(&svc.authorizer, ctx);
+        let resp = match guard.txn_offset_commit(&txn.transactional_id, &req) {
             Err(answer) => answer,
-            Ok(denied) => {
-                let mut resp = svc.coordinator.txn_offset_commit(req, txn).await?;
-                resp.topics.extend(denied);
-                resp
+            Ok(()) => {
+                let Screened { kept, answered } = screen(svc, &guard, std::mem::take(&mut req.topics), &[]).await;
+                req.topics = kept;
+                // Like Kafka, no coordinator is asked when no partition is left.
+                let answer = match req.topics.is_empty() {
+                    true => Vec::new(),
+                    false => svc.coordinator.txn_offset_commit(req, txn).await?.topics,
+                };
+                OffsetCommitResponse { topics: answered.merge_by_name(answer) }
             }
         };
         observe::errors(Self::SUPPORT.name, &resp);
