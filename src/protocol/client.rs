@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
@@ -189,6 +189,18 @@ impl Connection {
 
     /// Reads the next response and decodes it as the answer to `R`.
     pub async fn read<R: Request>(&mut self, version: i16) -> Result<(i32, R::Response), ClientError> {
+        let header_version = <R::Response as HeaderVersion>::header_version(version);
+        let (correlation, mut bytes) = self.read_body(header_version).await?;
+        let len = bytes.len();
+        let resp =
+            super::codec::guarded(len, || R::Response::decode(&mut bytes, version)).map_err(ClientError::Decode)?;
+        Ok((correlation, resp))
+    }
+
+    /// Reads the next response: its correlation id and its body, undecoded
+    /// (for versions past the `kafka-protocol` crate's, which callers read
+    /// themselves).
+    pub async fn read_body(&mut self, header_version: i16) -> Result<(i32, Bytes), ClientError> {
         let len = self.reader.read_i32().await?;
         if len < 4 || len as usize > self.max_response {
             return Err(ClientError::TooLarge(len.max(0) as usize));
@@ -196,14 +208,10 @@ impl Connection {
         let mut buf = vec![0u8; len as usize];
         self.reader.read_exact(&mut buf).await?;
         let mut bytes = Bytes::from(buf);
-        let header_version = <R::Response as HeaderVersion>::header_version(version);
         let len = bytes.len();
         let header = super::codec::guarded(len, || ResponseHeader::decode(&mut bytes, header_version))
             .map_err(ClientError::Decode)?;
-        let resp =
-            super::codec::guarded(len, || R::Response::decode(&mut bytes, version)).map_err(ClientError::Decode)?;
-        let _ = bytes.remaining();
-        Ok((header.correlation_id, resp))
+        Ok((header.correlation_id, bytes))
     }
 
     /// Whether a complete response is already buffered (so reading it will

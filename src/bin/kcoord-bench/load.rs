@@ -42,20 +42,17 @@ fn with_correlation(template: &Bytes, correlation: i32) -> BytesMut {
     f
 }
 
-/// Reads the answer to the request sent as `(correlation, at)` and counts it.
-async fn read_answer<R: Request>(
-    conn: &mut Connection,
+/// Counts the answer read as `(correlation, outcome)` to the request sent
+/// as `(correlation, at)`.
+fn count(
     (want, at): (i32, Instant),
-    version: i16,
-    outcome: &impl Fn(&R::Response) -> (i16, u64),
+    (got, (error, items)): (i32, (i16, u64)),
     result: &mut LaneResult,
 ) -> Result<(), ClientError> {
-    let (got, resp) = conn.read::<R>(version).await?;
     if got != want {
         return Err(ClientError::Correlation { want, got });
     }
     result.latencies.record(at.elapsed());
-    let (error, items) = outcome(&resp);
     if error != 0 {
         *result.errors.entry(error).or_insert(0) += 1;
     }
@@ -73,6 +70,43 @@ pub async fn run<R: Request>(
     deadline: Instant,
     max_requests: u64,
     outcome: impl Fn(&R::Response) -> (i16, u64),
+) -> Result<LaneResult, ClientError> {
+    let outcome = &outcome;
+    run_reading(conn, templates, depth, deadline, max_requests, async |conn: &mut Connection| {
+        let (correlation, resp) = conn.read::<R>(version).await?;
+        Ok((correlation, outcome(&resp)))
+    })
+    .await
+}
+
+/// [`run`] for answers the `kafka-protocol` crate cannot decode: `outcome`
+/// reads each response body itself.
+pub async fn run_raw(
+    conn: &mut Connection,
+    templates: &[Bytes],
+    header_version: i16,
+    depth: usize,
+    deadline: Instant,
+    max_requests: u64,
+    outcome: impl Fn(Bytes) -> Result<(i16, u64), ClientError>,
+) -> Result<LaneResult, ClientError> {
+    let outcome = &outcome;
+    run_reading(conn, templates, depth, deadline, max_requests, async |conn: &mut Connection| {
+        let (correlation, body) = conn.read_body(header_version).await?;
+        Ok((correlation, outcome(body)?))
+    })
+    .await
+}
+
+/// The pipelined loop of [`run`]; `read` reads the next answer as
+/// (correlation id, outcome).
+async fn run_reading(
+    conn: &mut Connection,
+    templates: &[Bytes],
+    depth: usize,
+    deadline: Instant,
+    max_requests: u64,
+    read: impl AsyncFn(&mut Connection) -> Result<(i32, (i16, u64)), ClientError>,
 ) -> Result<LaneResult, ClientError> {
     let mut result = LaneResult::default();
     if templates.is_empty() {
@@ -97,11 +131,11 @@ pub async fn run<R: Request>(
             conn.flush().await?;
         }
         let Some(first) = inflight.pop_front() else { return Ok(result) };
-        read_answer::<R>(conn, first, version, &outcome, &mut result).await?;
+        count(first, read(conn).await?, &mut result)?;
         // Read whatever else already arrived before writing again.
         while conn.response_buffered() {
             let Some(next) = inflight.pop_front() else { break };
-            read_answer::<R>(conn, next, version, &outcome, &mut result).await?;
+            count(next, read(conn).await?, &mut result)?;
         }
     }
 }

@@ -11,6 +11,7 @@
     reason = "A load generator, not the daemon: it serves no client, and a broken assumption should stop the run loudly rather than skew its numbers."
 )]
 
+mod by_topic_id;
 mod consumer;
 mod cpu;
 mod daemon;
@@ -94,6 +95,11 @@ enum Scenario {
         metadata_bytes: usize,
         #[arg(long, default_value = "kcoord-bench")]
         topic: String,
+        /// The OffsetCommit version to commit with (default: the highest of
+        /// v2–v7 both sides support). v10 (Kafka 4.1) names the topic by
+        /// its id; the broker must support the version asked for.
+        #[arg(long, value_parser = clap::value_parser!(i16).range(2..=10))]
+        commit_version: Option<i16>,
     },
     /// A stable group of M members; one leaves (or joins); time until every
     /// member has its SyncGroup answer for the new generation.
@@ -282,8 +288,14 @@ fn main() -> ExitCode {
         }
         let result = match &cli.scenario {
             Scenario::Heartbeat { groups, members } => scenarios::heartbeat(&common, *groups, *members).await,
-            Scenario::Commit { groups, members, partitions, metadata_bytes, topic } => {
-                scenarios::commit(&common, *groups, *members, *partitions, *metadata_bytes, topic).await
+            Scenario::Commit { groups, members, partitions, metadata_bytes, topic, commit_version } => {
+                let load = scenarios::CommitLoad {
+                    partitions: *partitions,
+                    metadata_bytes: *metadata_bytes,
+                    topic,
+                    version: *commit_version,
+                };
+                scenarios::commit(&common, *groups, *members, &load).await
             }
             Scenario::Rebalance { members, change, rounds } => {
                 scenarios::rebalance(&common, *members, change, *rounds).await

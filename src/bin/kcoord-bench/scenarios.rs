@@ -11,6 +11,7 @@ use kafka_protocol::messages::*;
 use kcoord::protocol::client::{s, ClientError, Connection};
 use serde_json::json;
 
+use crate::by_topic_id;
 use crate::load::{self, LaneResult};
 use crate::stats::Report;
 use crate::swarm::{Member, Phase, Swarm};
@@ -195,42 +196,55 @@ fn commit_outcome(r: &OffsetCommitResponse) -> (i16, u64) {
     (error, ok)
 }
 
-pub async fn commit(
-    c: &Common,
-    groups: usize,
-    members: usize,
-    partitions: i32,
-    metadata_bytes: usize,
-    topic: &str,
-) -> Result<Report, ClientError> {
+/// What a commit scenario commits: `partitions` partitions of `topic` per
+/// request, with `metadata_bytes` of metadata each, at `version` when set
+/// (v10 names the topic by id).
+pub struct CommitLoad<'a> {
+    pub partitions: i32,
+    pub metadata_bytes: usize,
+    pub topic: &'a str,
+    pub version: Option<i16>,
+}
+
+pub async fn commit(c: &Common, groups: usize, members: usize, load: &CommitLoad<'_>) -> Result<Report, ClientError> {
+    let CommitLoad { partitions, metadata_bytes, topic, version } = *load;
     ensure_topic(&c.bootstrap, topic, partitions).await?;
     let names = group_names("commit", groups);
     let mut swarm = Swarm::connect(&c.bootstrap, &names, members, c.members_per_connection, 0).await?;
     swarm.settle(c.settle_timeout).await?;
-    let v = swarm.versions;
+    let mut v = swarm.versions;
+    let mut topic_id = None;
+    if let Some(version) = version {
+        let mut conn = crate::net::connect(&c.bootstrap, "kcoord-bench-versions").await?;
+        v.commit = conn.version::<OffsetCommitRequest>(version, version)?;
+        if version >= by_topic_id::VERSION {
+            topic_id = Some(by_topic_id::topic_id(&mut conn, topic).await?);
+        }
+    }
     let metadata = "m".repeat(metadata_bytes);
     let metadata = &metadata;
     let (res, elapsed, cpu) = run_lanes(&mut swarm, async |conn: &mut Connection, members: Vec<Member>| {
+        let deadline = Instant::now() + c.duration;
+        if let Some(id) = topic_id {
+            let templates: Vec<_> =
+                members.iter().map(|m| by_topic_id::commit_frame(m, id, partitions, metadata)).collect();
+            let header = by_topic_id::RESPONSE_HEADER_VERSION;
+            let outcome = by_topic_id::commit_outcome;
+            return load::run_raw(conn, &templates, header, c.depth, deadline, c.max_requests, outcome).await;
+        }
         let templates = members
             .iter()
             .map(|m| load::template(conn, &commit_request(m, topic, partitions, metadata, false), v.commit))
             .collect::<Result<Vec<_>, _>>()?;
-        load::run::<OffsetCommitRequest>(
-            conn,
-            &templates,
-            v.commit,
-            c.depth,
-            Instant::now() + c.duration,
-            c.max_requests,
-            commit_outcome,
-        )
-        .await
+        load::run::<OffsetCommitRequest>(conn, &templates, v.commit, c.depth, deadline, c.max_requests, commit_outcome)
+            .await
     })
     .await?;
     let mut r = Report::new(
         "commit",
         json!({"groups": groups, "members": members, "partitions_per_request": partitions, "metadata_bytes": metadata_bytes,
-               "connections": swarm.lanes.len(), "pipeline": c.depth, "duration_s": c.duration.as_secs_f64()}),
+               "version": v.commit, "connections": swarm.lanes.len(), "pipeline": c.depth,
+               "duration_s": c.duration.as_secs_f64()}),
     );
     let mut lat = res.latencies.clone();
     r.latency("commits", &mut lat, elapsed);
