@@ -452,22 +452,30 @@ impl Coordinator {
         self.call(req)
     }
 
-    /// The names of topics given by id (OffsetCommit and OffsetFetch v10),
-    /// as Kafka's `KafkaApis` resolves them from its metadata before the
-    /// coordinator sees the request: `None` for an id the catalog does not
-    /// know, after a refresh from the upstream in sidecar mode (a topic
-    /// created there a moment ago), and for the nil id, which Kafka never
-    /// looks up.
-    pub async fn topic_names(&self, ids: &[uuid::Uuid]) -> Vec<Option<String>> {
-        let resolve = || ids.iter().map(|id| self.catalog.name_of_id(id)).collect::<Vec<_>>();
-        let names = resolve();
-        let unknown = ids.iter().zip(&names).any(|(id, name)| name.is_none() && !id.is_nil());
-        match (&self.hooks, unknown) {
-            (Some(_), true) => {
-                self.refresh_topics(Vec::new()).await;
-                resolve()
+    /// Names the topics given by id (OffsetCommit and OffsetFetch v10), as
+    /// Kafka's `KafkaApis` resolves them from its metadata before the
+    /// coordinator sees the request: `set(i, name)` for each of `ids` the
+    /// catalog knows, after a refresh from the upstream in sidecar mode
+    /// when one is new (a topic created there a moment ago). The nil id,
+    /// which Kafka never looks up, names nothing.
+    pub async fn name_topics(&self, ids: &[uuid::Uuid], mut set: impl FnMut(usize, String)) {
+        // Allocated only when an id names no topic.
+        let mut unnamed: Vec<usize> = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            match self.catalog.name_of_id(id) {
+                Some(name) => set(i, name),
+                None if !id.is_nil() => unnamed.push(i),
+                None => {}
             }
-            _ => names,
+        }
+        if unnamed.is_empty() || self.hooks.is_none() {
+            return;
+        }
+        self.refresh_topics(Vec::new()).await;
+        for i in unnamed {
+            if let Some(name) = ids.get(i).and_then(|id| self.catalog.name_of_id(id)) {
+                set(i, name);
+            }
         }
     }
 

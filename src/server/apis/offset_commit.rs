@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::prelude::*;
 use super::screen::{screen, Answered, Screened};
-use super::topic_ids::Ids;
+use super::topic_ids as by_id;
 use crate::coordinator::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicErrors};
 use crate::coordinator::Unavailable;
 use crate::protocol::api::offset_commit as wire;
@@ -70,10 +70,9 @@ async fn by_ids(svc: &Services, ctx: &RequestContext, decoded: wire::Decoded, ou
         // Every topic of the request, known or not, carries the group's refusal.
         Err(answer) => (answer, topic_ids),
         Ok(()) => {
-            let mut ids = Ids::default();
-            ids.name(svc, &mut req.topics, &topic_ids, |t, name| t.name = name).await;
+            by_id::name(svc, &mut req.topics, &topic_ids, |t, name| t.name = name).await;
             let (answered, answer) = commit(svc, &guard, req, &topic_ids).await?;
-            let (topics, answer_ids) = answered.merge(answer, |name| ids.of(name, svc).unwrap_or_default());
+            let (topics, answer_ids) = answered.merge(answer, |name| by_id::id_of(svc, name).unwrap_or_default());
             (OffsetCommitResponse { topics }, answer_ids)
         }
     };

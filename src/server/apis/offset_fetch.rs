@@ -4,7 +4,7 @@
 use uuid::Uuid;
 
 use super::prelude::*;
-use super::topic_ids::Ids;
+use super::topic_ids as by_id;
 use crate::coordinator::messages::{FetchTopic, FetchedPartition, FetchedTopic, OffsetFetchResponse};
 use crate::error_code::ErrorCode;
 use crate::protocol::api::offset_fetch as wire;
@@ -20,7 +20,6 @@ impl Api for OffsetFetch {
         let guard = Guard::new(&svc.authorizer, ctx);
         let wire::Decoded { mut req, topic_ids } = wire::decode(body, v)?;
         let by_ids = v >= wire::TOPIC_IDS_FROM;
-        let mut ids = Ids::default();
         // v10: each group's ids resolved; the unknown ones wait for the answer.
         let mut unknown: Vec<Vec<(Uuid, FetchTopic)>> = Vec::new();
         if by_ids {
@@ -29,7 +28,8 @@ impl Api for OffsetFetch {
                     unknown.push(Vec::new());
                     continue;
                 };
-                let split = ids.resolve(svc, topics, group_ids, |t, name| t.name = name).await;
+                let split =
+                    by_id::resolve(svc, topics, group_ids, |t, name| t.name = name, |t| !t.name.is_empty()).await;
                 group.topics = Some(split.known);
                 unknown.push(split.unknown);
             }
@@ -41,7 +41,7 @@ impl Api for OffsetFetch {
         };
         let mut resp = guard.offset_fetch_answer(plan, served);
         let answer_ids = match by_ids {
-            true => with_ids(svc, &ids, &mut resp, unknown),
+            true => with_ids(svc, &mut resp, unknown),
             false => Vec::new(),
         };
         observe::errors(Self::SUPPORT.name, &resp);
@@ -54,17 +54,12 @@ impl Api for OffsetFetch {
 /// Kafka leaves them out of an every-topic answer), and each unknown id's
 /// partitions answered UNKNOWN_TOPIC_ID after the rest, unless the group
 /// was refused as a whole.
-fn with_ids(
-    svc: &Services,
-    ids: &Ids,
-    resp: &mut OffsetFetchResponse,
-    unknown: Vec<Vec<(Uuid, FetchTopic)>>,
-) -> Vec<Vec<Uuid>> {
+fn with_ids(svc: &Services, resp: &mut OffsetFetchResponse, unknown: Vec<Vec<(Uuid, FetchTopic)>>) -> Vec<Vec<Uuid>> {
     let mut unknown = unknown.into_iter();
     let mut answer_ids = Vec::with_capacity(resp.groups.len());
     for group in &mut resp.groups {
         let mut group_ids = Vec::with_capacity(group.topics.len());
-        group.topics.retain(|t| ids.of(&t.name, svc).map(|id| group_ids.push(id)).is_some());
+        group.topics.retain(|t| by_id::id_of(svc, &t.name).map(|id| group_ids.push(id)).is_some());
         for (id, topic) in unknown.next().unwrap_or_default() {
             if !group.error.is_none() {
                 break;

@@ -9,8 +9,11 @@
 //! topics by id, leaving out of an every-topic OffsetFetch answer a topic
 //! it has no id for. kcoord does the same around its coordinator, which
 //! keeps working with names.
-
-use std::collections::HashMap;
+//!
+//! An answer's topic is written with the catalog's id for its name, which
+//! is the id the request named it by: the catalog maps names and ids one
+//! to one, and a topic deleted and made again between the request and its
+//! answer is answered with the id of the topic its offsets now belong to.
 
 use uuid::Uuid;
 
@@ -24,59 +27,41 @@ pub struct Split<T> {
     pub unknown: Vec<(Uuid, T)>,
 }
 
-/// The ids of the topics requests named, to write their answers with.
-#[derive(Debug, Default)]
-pub struct Ids {
-    by_name: HashMap<String, Uuid>,
+/// The id to answer topic `name` with; `None` for a topic without one (an
+/// every-topic OffsetFetch leaves it out).
+pub fn id_of(svc: &Services, name: &str) -> Option<Uuid> {
+    svc.catalog.id_of(name)
 }
 
-impl Ids {
-    /// The id to answer topic `name` with: the one the request named it
-    /// by, else the catalog's (a topic an every-topic OffsetFetch lists
-    /// unasked); `None` for a topic without one.
-    pub fn of(&self, name: &str, svc: &Services) -> Option<Uuid> {
-        self.by_name.get(name).copied().or_else(|| svc.catalog.id_of(name))
-    }
-
-    /// Names each of `topics` whose id (`ids`, one per topic) names a
-    /// topic the coordinator's catalog knows (refreshed from the upstream
-    /// first in sidecar mode if an id is new), with `set_name`, as Kafka
-    /// does; the others keep their empty names. Whether each was named.
-    pub async fn name<T>(
-        &mut self,
-        svc: &Services,
-        topics: &mut [T],
-        ids: &[Uuid],
-        set_name: impl Fn(&mut T, String),
-    ) -> Vec<bool> {
-        let names = svc.coordinator.topic_names(ids).await;
-        let mut named = Vec::with_capacity(names.len());
-        for ((topic, &id), name) in topics.iter_mut().zip(ids).zip(names) {
-            named.push(name.is_some());
-            if let Some(name) = name {
-                self.by_name.insert(name.clone(), id);
-                set_name(topic, name);
-            }
+/// Names each of `topics` whose id (`ids`, one per topic) names a topic
+/// the coordinator's catalog knows (refreshed from the upstream first in
+/// sidecar mode if an id is new), with `set_name`, as Kafka does; the
+/// others keep their empty names.
+pub async fn name<T>(svc: &Services, topics: &mut [T], ids: &[Uuid], set_name: impl Fn(&mut T, String)) {
+    let named = |i: usize, name: String| {
+        if let Some(t) = topics.get_mut(i) {
+            set_name(t, name);
         }
-        named
-    }
+    };
+    svc.coordinator.name_topics(ids, named).await;
+}
 
-    /// [`Ids::name`], with the topics split by whether they were named.
-    pub async fn resolve<T>(
-        &mut self,
-        svc: &Services,
-        mut topics: Vec<T>,
-        ids: Vec<Uuid>,
-        set_name: impl Fn(&mut T, String),
-    ) -> Split<T> {
-        let named = self.name(svc, &mut topics, &ids, set_name).await;
-        let mut split = Split { known: Vec::with_capacity(topics.len()), unknown: Vec::new() };
-        for ((topic, id), named) in topics.into_iter().zip(ids).zip(named) {
-            match named {
-                true => split.known.push(topic),
-                false => split.unknown.push((id, topic)),
-            }
+/// [`name`], with the topics split by whether they were named
+/// (`is_named`).
+pub async fn resolve<T>(
+    svc: &Services,
+    mut topics: Vec<T>,
+    ids: Vec<Uuid>,
+    set_name: impl Fn(&mut T, String),
+    is_named: impl Fn(&T) -> bool,
+) -> Split<T> {
+    name(svc, &mut topics, &ids, set_name).await;
+    let mut split = Split { known: Vec::with_capacity(topics.len()), unknown: Vec::new() };
+    for (topic, id) in topics.into_iter().zip(ids) {
+        match is_named(&topic) {
+            true => split.known.push(topic),
+            false => split.unknown.push((id, topic)),
         }
-        split
     }
+    split
 }
