@@ -371,6 +371,30 @@ async fn offset_fetch_for_all_topics_and_several_groups() {
 }
 
 #[tokio::test]
+async fn a_topic_named_without_partitions_is_left_out_if_known_and_listed_empty_if_unknown_as_kafka() {
+    let s = TestServer::start_with(&[TOPICS]).await;
+    let mut c = s.client().await;
+    let mut req = commit_req("g", "", -1, "t", &[(0, 1, "")]);
+    for name in ["u", "missing"] {
+        req.topics.push(OffsetCommitRequestTopic::default().with_name(TopicName(sb(name))));
+    }
+    let r = c.send(&req, 8).await;
+    let answer: Vec<(String, Vec<(i32, i16)>)> = r
+        .topics
+        .iter()
+        .map(|t| (t.name.to_string(), t.partitions.iter().map(|p| (p.partition_index, p.error_code)).collect()))
+        .collect();
+    // Kafka's KafkaApis lists an unknown topic (addPartitions of none) and
+    // sends a known one on only with partitions to commit.
+    assert_eq!(answer, vec![("missing".into(), vec![]), ("t".into(), vec![(0, 0)])]);
+    // Every topic known: the same, without an unknown one to list.
+    req.topics.pop();
+    let r = c.send(&req, 8).await;
+    let names: Vec<&str> = r.topics.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, vec!["t"]);
+}
+
+#[tokio::test]
 async fn offset_commit_rejects_unknown_topics_and_oversized_metadata_per_partition() {
     let s = TestServer::start_with(&[TOPICS]).await;
     let mut c = s.client().await;

@@ -165,9 +165,12 @@ pub fn screen<'a, T: ScreenedTopic + Send + 'a>(
     ids: &'a [Uuid],
 ) -> impl Future<Output = Screened<T>> + Send + 'a {
     // A v10 topic whose id named no topic has no name; any other name the
-    // catalog does not know fails `all_known`.
+    // catalog does not know fails `all_known`. A topic named with no
+    // partition is dropped, as Kafka drops it, by the slow path.
     let usual = !svc.authorizer.is_enabled()
-        && topics.iter().all(|t| (ids.is_empty() || !t.name().is_empty()) && all_known(svc, t));
+        && topics
+            .iter()
+            .all(|t| (ids.is_empty() || !t.name().is_empty()) && t.partitions().next().is_some() && all_known(svc, t));
     match usual {
         true => Either::Left(ready(Screened { kept: topics, answered: Answered::default() })),
         false => Either::Right(Box::pin(screen_each(svc, guard, topics, ids))),
@@ -240,6 +243,13 @@ async fn screen_each<T: ScreenedTopic + Send>(
         };
         if let Some(error) = error {
             screened.answered.add_all(id, topic.name(), topic.partitions(), error);
+            continue;
+        }
+        if topic.partitions().all(|p| within(count, p)) {
+            // Kept whole; a known topic with no partition is dropped, as Kafka drops it.
+            if topic.partitions().next().is_some() {
+                screened.kept.push(topic);
+            }
             continue;
         }
         let name = topic.name().to_string();
