@@ -370,6 +370,14 @@ async fn offset_fetch_for_all_topics_and_several_groups() {
     assert_eq!((unknown.error_code, unknown.topics[0].partitions[0].committed_offset), (0, -1));
 }
 
+/// (topic, [(partition, error)]) of a commit answer, in the answer's order.
+fn in_answer_order(r: &OffsetCommitResponse) -> Vec<(String, Vec<(i32, i16)>)> {
+    r.topics
+        .iter()
+        .map(|t| (t.name.to_string(), t.partitions.iter().map(|p| (p.partition_index, p.error_code)).collect()))
+        .collect()
+}
+
 #[tokio::test]
 async fn a_topic_named_without_partitions_is_left_out_if_known_and_listed_empty_if_unknown_as_kafka() {
     let s = TestServer::start_with(&[TOPICS]).await;
@@ -379,11 +387,7 @@ async fn a_topic_named_without_partitions_is_left_out_if_known_and_listed_empty_
         req.topics.push(OffsetCommitRequestTopic::default().with_name(TopicName(sb(name))));
     }
     let r = c.send(&req, 8).await;
-    let answer: Vec<(String, Vec<(i32, i16)>)> = r
-        .topics
-        .iter()
-        .map(|t| (t.name.to_string(), t.partitions.iter().map(|p| (p.partition_index, p.error_code)).collect()))
-        .collect();
+    let answer = in_answer_order(&r);
     // Kafka's KafkaApis lists an unknown topic (addPartitions of none) and
     // sends a known one on only with partitions to commit.
     assert_eq!(answer, vec![("missing".into(), vec![]), ("t".into(), vec![(0, 0)])]);
@@ -404,11 +408,7 @@ async fn offset_commit_rejects_unknown_topics_and_oversized_metadata_per_partiti
         OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(5),
     ]));
     let r = c.send(&req, 8).await;
-    let errors: Vec<(String, Vec<(i32, i16)>)> = r
-        .topics
-        .iter()
-        .map(|t| (t.name.to_string(), t.partitions.iter().map(|p| (p.partition_index, p.error_code)).collect()))
-        .collect();
+    let errors = in_answer_order(&r);
     // As Kafka's KafkaApis answers: the unknown partitions first, in request
     // order, the coordinator's answers joining their topic after them.
     assert_eq!(errors, vec![("t".into(), vec![(9, 3), (0, 0), (1, 12)]), ("missing".into(), vec![(0, 3)])]);
