@@ -92,10 +92,10 @@ enum Exchange {
     /// Re-authentication asked for a mechanism other than the session's:
     /// Kafka fails it at the first token.
     BadMechanism(String),
-    /// Tokens relayed to the upstream: the user named by the first, and
-    /// the answers accepted so far.
+    /// Tokens relayed to the upstream: who the first names, and the
+    /// answers accepted so far.
     Relay {
-        user: Option<String>,
+        user: Option<super::sasl_relay::Login>,
         steps: u32,
     },
 }
@@ -116,14 +116,32 @@ pub struct SaslSession {
     phase: Phase,
     session: Option<Session>,
     reauth_started: Option<Instant>,
-    /// The API key and version of the request relayed upstream, whose
-    /// answer is awaited.
-    relayed: Option<(i16, i16)>,
+    /// The request relayed upstream, whose answer is awaited.
+    relayed: Option<header::RequestPrefix>,
+    /// A relayed delegation-token login the upstream accepted, whose
+    /// owner the sidecar must learn before the session is authenticated
+    /// ([`Self::token_awaiting_owner`]).
+    owner_wanted: Option<OwnerWanted>,
+}
+
+/// A delegation-token login awaiting its owner's name.
+struct OwnerWanted {
+    token_id: String,
+    mechanism: String,
+    /// The SaslAuthenticate request the upstream's accepting answer is to.
+    prefix: header::RequestPrefix,
 }
 
 impl SaslSession {
     pub fn new(settings: Arc<SaslSettings>) -> Self {
-        SaslSession { settings, phase: Phase::Handshake, session: None, reauth_started: None, relayed: None }
+        SaslSession {
+            settings,
+            phase: Phase::Handshake,
+            session: None,
+            reauth_started: None,
+            relayed: None,
+            owner_wanted: None,
+        }
     }
 
     /// Whether the upstream authenticates this connection: SASL frames go
@@ -492,7 +510,7 @@ impl SaslSession {
             if let Phase::Tokens { mechanism, exchange: Exchange::Relay { user: user @ None, .. }, .. } =
                 &mut self.phase
             {
-                match sasl_relay::user_of(mechanism, &token, &relay) {
+                match sasl_relay::login_of(mechanism, &token, &relay) {
                     Ok(name) => *user = Some(name),
                     Err(reason) => {
                         let answer = sasl_authenticate::Answer {
@@ -509,7 +527,7 @@ impl SaslSession {
                 }
             }
         }
-        self.relayed = Some((prefix.api_key, v));
+        self.relayed = Some(prefix);
         Ok(())
     }
 
@@ -518,10 +536,11 @@ impl SaslSession {
     /// client unchanged, and a completed exchange authenticates the session
     /// as the user its first token named.
     pub fn relay_response(&mut self, frame: Bytes) -> Reply {
-        let Some((key, version)) = self.relayed.take() else {
+        let Some(prefix) = self.relayed.take() else {
             return fail_without_answer("an upstream SASL answer to no request".into());
         };
-        let (error, message, token) = match super::sasl_relay::answer_error(&frame, key, version) {
+        let key = prefix.api_key;
+        let (error, message, token) = match super::sasl_relay::answer_error(&frame, key, prefix.api_version) {
             Ok(parts) => parts,
             Err(e) => return fail_without_answer(format!("the upstream's SASL answer: {e}")),
         };
@@ -548,16 +567,73 @@ impl SaslSession {
         if !super::sasl_relay::completes(&mechanism, *steps, &token) {
             return Reply::Respond(frame);
         }
-        let Some(user) = user.take() else {
-            return failed("no user name was read from the client's first message".into());
+        let user = match user.take() {
+            Some(super::sasl_relay::Login::User(user)) => user,
+            Some(super::sasl_relay::Login::Token(token_id)) => {
+                self.owner_wanted = Some(OwnerWanted { token_id, mechanism, prefix });
+                return Reply::Respond(frame);
+            }
+            None => return failed("no user name was read from the client's first message".into()),
         };
+        self.relayed_login(user, mechanism);
+        Reply::Respond(frame)
+    }
+
+    /// The id of a delegation token whose relayed login the upstream has
+    /// just accepted: the connection's principal is the token's owner,
+    /// which only the upstream knows. The sidecar asks it and passes the
+    /// answer to [`Self::resolve_token_owner`] before the client is
+    /// answered.
+    pub fn token_awaiting_owner(&self) -> Option<&str> {
+        self.owner_wanted.as_ref().map(|w| w.token_id.as_str())
+    }
+
+    /// Completes a delegation-token login with its owner's name: the
+    /// session is `User:<owner>`, as Kafka names a token's sessions, and
+    /// the client gets the upstream's accepting answer (`accepted`). When
+    /// the owner could not be learnt (`Err`), the login fails instead, with
+    /// SASL_AUTHENTICATION_FAILED and the reason, and the connection
+    /// closes: a token never passes for a user named like its id.
+    pub fn resolve_token_owner(&mut self, owner: Result<String, String>, accepted: Bytes) -> Reply {
+        let Some(wanted) = self.owner_wanted.take() else {
+            return fail_without_answer("no delegation-token login awaits its owner".into());
+        };
+        match owner {
+            Ok(owner) => {
+                self.relayed_login(owner, wanted.mechanism);
+                Reply::Respond(accepted)
+            }
+            Err(reason) => {
+                metrics::counter!("kcoord_authentications_total", "mechanism" => wanted.mechanism, "result" => "failure")
+                    .increment(1);
+                let v = wanted.prefix.api_version;
+                let message = format!(
+                    "Authentication failed: the owner of delegation token {} is not known to the sidecar: {reason}",
+                    wanted.token_id
+                );
+                let answer = sasl_authenticate::Answer {
+                    error: ErrorCode::SASL_AUTHENTICATION_FAILED,
+                    message: Some(message.clone()),
+                    token: Bytes::new(),
+                    session_lifetime_ms: 0,
+                };
+                let response =
+                    response_frame(&wanted.prefix, sasl_authenticate::SUPPORT.flexible_response_header(v), |out| {
+                        sasl_authenticate::encode(&answer, v, out)
+                    });
+                Reply::Fail { response, reason: message }
+            }
+        }
+    }
+
+    /// The upstream authenticated the connection as `user`.
+    fn relayed_login(&mut self, user: String, mechanism: String) {
         metrics::counter!("kcoord_authentications_total", "mechanism" => mechanism.clone(), "result" => "success")
             .increment(1);
         // The upstream keeps the session's lifetime: it closes the link
         // (and so this connection) when the client does not renew it.
         self.session = Some(Session { principal: Arc::from(format!("User:{user}")), mechanism, expires: None });
         self.phase = Phase::Done;
-        Reply::Respond(frame)
     }
 
     /// The exchange just authenticated a GSSAPI session.

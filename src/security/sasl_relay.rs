@@ -8,7 +8,12 @@
 //!   client's first message (PLAIN's authentication id, SCRAM's `n=`
 //!   user name, the OAUTHBEARER token's subject claim), which kcoord's own
 //!   decisions (group ACLs, quotas) use, as Kafka's default principal
-//!   builder names SASL users (`User:<name>`);
+//!   builder names SASL users (`User:<name>`). A SCRAM login with a
+//!   delegation token (`tokenauth=true`, KIP-48) names the token's id, and
+//!   the upstream authenticates the token's owner: the sidecar asks the
+//!   upstream who that is once the login succeeds (`Login::Token`), and
+//!   fails the login when it cannot learn it, so that a token never passes
+//!   for a user of its id's name;
 //! - when the exchange is complete: PLAIN and OAUTHBEARER after one
 //!   accepted token (an OAUTHBEARER answer carrying a token is the error
 //!   challenge of RFC 7628, after which the upstream fails the exchange),
@@ -42,9 +47,28 @@ pub fn relayable(mechanism: &str) -> bool {
     RELAYABLE.contains(&mechanism)
 }
 
-/// The user name the upstream will authenticate, read from the client's
-/// first token of `mechanism`.
-pub fn user_of(mechanism: &str, token: &[u8], relay: &RelaySettings) -> Result<String, String> {
+/// Who the client's first message says it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Login {
+    /// A user, authenticated upstream under this name.
+    User(String),
+    /// A delegation token, by its id: the upstream authenticates its owner.
+    Token(String),
+}
+
+/// Who the upstream will authenticate, read from the client's first token
+/// of `mechanism`.
+pub fn login_of(mechanism: &str, token: &[u8], relay: &RelaySettings) -> Result<Login, String> {
+    if ScramMechanism::from_name(mechanism).is_some() {
+        let (name, token_authenticated) = super::scram::client_first_login(token)?;
+        return Ok(if token_authenticated { Login::Token(name) } else { Login::User(name) });
+    }
+    user_of(mechanism, token, relay).map(Login::User)
+}
+
+/// The user name the upstream will authenticate from a PLAIN or
+/// OAUTHBEARER first token.
+fn user_of(mechanism: &str, token: &[u8], relay: &RelaySettings) -> Result<String, String> {
     if mechanism == "PLAIN" {
         return super::plain::parse(token).map(|(user, _)| user);
     }
@@ -55,9 +79,6 @@ pub fn user_of(mechanism: &str, token: &[u8], relay: &RelaySettings) -> Result<S
             Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_string()),
             _ => Err(format!("the token has no '{}' claim naming the principal", relay.sub_claim)),
         };
-    }
-    if ScramMechanism::from_name(mechanism).is_some() {
-        return super::scram::client_first_user(token);
     }
     Err(format!("SASL mechanism {mechanism} is not relayed"))
 }
@@ -104,17 +125,22 @@ mod tests {
 
     #[test]
     fn the_user_is_read_from_each_relayed_mechanisms_first_message() {
-        assert_eq!(user_of("PLAIN", b"\0alice\0pw", &relay()), Ok("alice".into()));
-        assert_eq!(user_of("SCRAM-SHA-512", b"n,,n=al=2Cice,r=abc", &relay()), Ok("al,ice".into()));
+        let user = |name: &str| Ok(Login::User(name.into()));
+        assert_eq!(login_of("PLAIN", b"\0alice\0pw", &relay()), user("alice"));
+        assert_eq!(login_of("SCRAM-SHA-512", b"n,,n=al=2Cice,r=abc", &relay()), user("al,ice"));
+        assert_eq!(
+            login_of("SCRAM-SHA-256", b"n,,n=tok1,r=abc,tokenauth=true", &relay()),
+            Ok(Login::Token("tok1".into()))
+        );
         use base64::Engine as _;
         let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
         let token = format!("{}.{}.", b64(r#"{"alg":"none"}"#), b64(r#"{"sub":"bob","uid":"b1"}"#));
         let first = format!("n,,\u{1}auth=Bearer {token}\u{1}\u{1}");
-        assert_eq!(user_of(OAUTHBEARER, first.as_bytes(), &relay()), Ok("bob".into()));
+        assert_eq!(login_of(OAUTHBEARER, first.as_bytes(), &relay()), user("bob"));
         let by_uid = RelaySettings { sub_claim: "uid".into() };
-        assert_eq!(user_of(OAUTHBEARER, first.as_bytes(), &by_uid), Ok("b1".into()));
-        assert!(user_of("SCRAM-SHA-256", b"garbage", &relay()).is_err());
-        assert!(user_of("GSSAPI", b"ticket", &relay()).is_err());
+        assert_eq!(login_of(OAUTHBEARER, first.as_bytes(), &by_uid), user("b1"));
+        assert!(login_of("SCRAM-SHA-256", b"garbage", &relay()).is_err());
+        assert!(login_of("GSSAPI", b"ticket", &relay()).is_err());
     }
 
     use super::super::sasl::{Admit, Reply, SaslSession, SaslSettings};
@@ -198,6 +224,50 @@ mod tests {
         assert_eq!(s.principal().as_deref(), Some("User:alice"));
         // Authenticated: requests are served; a v1 handshake re-authenticates.
         assert_eq!(s.admit(&authenticate(b""), now), Admit::Serve);
+    }
+
+    /// A relayed SCRAM login with delegation token `tok1`, accepted by the
+    /// upstream; returns the session and the upstream's last answer.
+    fn accepted_token_login() -> (SaslSession, Bytes) {
+        let now = Instant::now();
+        let mut s = session();
+        assert!(s.relay_request(&handshake("SCRAM-SHA-512", 1), now).is_ok());
+        let _ = s.relay_response(answer(SaslHandshakeResponse::default(), 1, 1));
+        assert!(s.relay_request(&authenticate(b"n,,n=tok1,r=abc,tokenauth=true"), now).is_ok());
+        assert!(matches!(s.relay_response(token_answer(0, b"r=abcdef,s=c2FsdA==,i=4096")), Reply::Respond(_)));
+        assert_eq!(s.token_awaiting_owner(), None, "the login is not complete yet");
+        assert!(s.relay_request(&authenticate(b"c=biws,r=abcdef,p=cHJvb2Y="), now).is_ok());
+        let accepted = token_answer(0, b"v=c2ln");
+        assert!(matches!(s.relay_response(accepted.clone()), Reply::Respond(_)));
+        (s, accepted)
+    }
+
+    #[test]
+    fn a_relayed_delegation_token_login_is_its_owner_once_the_owner_is_known() {
+        let (mut s, accepted) = accepted_token_login();
+        assert_eq!(s.token_awaiting_owner(), Some("tok1"));
+        assert!(!s.is_authenticated(), "not before the owner is known");
+        match s.resolve_token_owner(Ok("alice".into()), accepted.clone()) {
+            Reply::Respond(r) => assert_eq!(r, accepted),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.principal().as_deref(), Some("User:alice"));
+        assert_eq!(s.token_awaiting_owner(), None);
+    }
+
+    #[test]
+    fn a_relayed_delegation_token_login_whose_owner_is_unknown_fails_with_the_reason() {
+        let (mut s, accepted) = accepted_token_login();
+        match s.resolve_token_owner(Err("not described".into()), accepted) {
+            Reply::Fail { response: Some(r), reason } => {
+                let (error, message, _) = answer_error(&r, 36, 2).unwrap();
+                assert_eq!(error, 58);
+                assert_eq!(message.as_deref(), Some(reason.as_str()));
+                assert!(reason.contains("delegation token tok1") && reason.contains("not described"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!s.is_authenticated(), "never as a user named like the token");
     }
 
     #[test]

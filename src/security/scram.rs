@@ -192,6 +192,15 @@ impl ScramServer {
         match state {
             State::ClientFirst => {
                 let first = parse_client_first(text)?;
+                if first.token_authenticated {
+                    // A delegation-token login (KIP-48): kcoord issues no
+                    // tokens, so every token id is unknown, and Kafka's
+                    // ScramSaslServer fails an unknown one here.
+                    return Err(ScramError::Generic(format!(
+                        "Token Authentication failed: Invalid tokenId : {}",
+                        first.username
+                    )));
+                }
                 let Some(credential) = lookup(&first.username) else {
                     return Err(ScramError::Generic("Authentication failed: Invalid user credentials".into()));
                 };
@@ -261,10 +270,16 @@ struct ClientFirst {
     nonce: String,
     /// client-first-message-bare: what the AuthMessage starts with.
     bare: String,
+    /// The `tokenauth=true` extension: the user name is a delegation
+    /// token's id and the password its HMAC (KIP-48).
+    token_authenticated: bool,
 }
 
 /// `gs2-header client-first-message-bare`, e.g. `n,,n=alice,r=abc`.
-/// Extensions after the nonce (KIP-84's `tokenauth`) are accepted and ignored.
+/// Extensions after the nonce (`key=value`) are read as Kafka's
+/// ScramExtensions reads them: the last `tokenauth` wins, and it is true
+/// when it says `true` in any case (Java's `Boolean.parseBoolean`); other
+/// extensions are ignored.
 fn parse_client_first(text: &str) -> Result<ClientFirst, ScramError> {
     let bad = || ScramError::Generic(format!("Invalid SCRAM client first message {text:?}"));
     let mut parts = text.splitn(3, ',');
@@ -285,16 +300,42 @@ fn parse_client_first(text: &str) -> Result<ClientFirst, ScramError> {
     if username.is_empty() || nonce.is_empty() || !nonce.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b',') {
         return Err(bad());
     }
-    Ok(ClientFirst { gs2_header: format!("{cb},{authz},"), authzid, username, nonce, bare: bare.to_string() })
+    let mut token_authenticated = false;
+    for extension in attrs {
+        // Kafka's pattern: `,ALPHA=VALUE`, VALUE being ASCII without NUL
+        // or comma; anything else fails the message.
+        let (key, value) = extension.split_once('=').ok_or_else(bad)?;
+        let ascii = |b: u8| (0x01..=0x7f).contains(&b);
+        if key.is_empty()
+            || !key.bytes().all(|b| b.is_ascii_alphabetic())
+            || value.is_empty()
+            || !value.bytes().all(ascii)
+        {
+            return Err(bad());
+        }
+        if key == "tokenauth" {
+            token_authenticated = value.eq_ignore_ascii_case("true");
+        }
+    }
+    Ok(ClientFirst {
+        gs2_header: format!("{cb},{authz},"),
+        authzid,
+        username,
+        nonce,
+        bare: bare.to_string(),
+        token_authenticated,
+    })
 }
 
-/// The user name of a client-first message (what a relaying sidecar
-/// learns of the client it lets the upstream authenticate).
-pub fn client_first_user(message: &[u8]) -> Result<String, String> {
+/// The user name of a client-first message, and whether it names a
+/// delegation token (`tokenauth=true`): what a relaying sidecar learns of
+/// the client it lets the upstream authenticate.
+pub fn client_first_login(message: &[u8]) -> Result<(String, bool), String> {
     let text = std::str::from_utf8(message).map_err(|_| "the SCRAM client first message is not UTF-8".to_string())?;
-    parse_client_first(text).map(|first| first.username).map_err(|e| match e {
-        ScramError::Specific(m) | ScramError::Generic(m) => m,
-    })
+    match parse_client_first(text) {
+        Ok(first) => Ok((first.username, first.token_authenticated)),
+        Err(ScramError::Specific(m) | ScramError::Generic(m)) => Err(m),
+    }
 }
 
 /// RFC 5802 saslname: `=2C` is `,` and `=3D` is `=`; any other `=` is an error.
@@ -458,6 +499,29 @@ mod tests {
     }
 
     #[test]
+    fn a_delegation_token_login_fails_at_the_first_message_as_kafka_fails_an_unknown_token() {
+        // kcoord issues no tokens: even a user's right password does not
+        // log in when the client says it is a token.
+        let cred = ScramCredential::derive(ScramMechanism::Sha512, "pw", b"s".to_vec(), 4096);
+        for first in [
+            &b"n,,n=alice,r=x,tokenauth=true"[..],
+            b"n,,n=alice,r=x,tokenauth=TRUE",
+            b"n,,n=alice,r=x,a=b,tokenauth=false,tokenauth=True",
+        ] {
+            let mut server = ScramServer::new(ScramMechanism::Sha512);
+            let r = server.step(first, &|_| Some(cred.clone()), "s");
+            assert_eq!(r, Err(ScramError::Generic("Token Authentication failed: Invalid tokenId : alice".into())));
+        }
+        for user in [&b"n,,n=alice,r=x,tokenauth=false"[..], b"n,,n=alice,r=x,tokenauth=yes", b"n,,n=alice,r=x,ext=1"] {
+            let mut server = ScramServer::new(ScramMechanism::Sha512);
+            assert!(matches!(server.step(user, &|_| Some(cred.clone()), "s"), Ok(ScramStep::Challenge(_))));
+        }
+        assert_eq!(client_first_login(b"n,,n=tok1,r=x,tokenauth=true"), Ok(("tok1".into(), true)));
+        assert_eq!(client_first_login(b"n,,n=alice,r=x"), Ok(("alice".into(), false)));
+        assert!(client_first_login(b"n,,n=alice,r=x,tokenauth").is_err());
+    }
+
+    #[test]
     fn a_different_authorization_id_is_refused_with_kafkas_message() {
         let cred = ScramCredential::derive(ScramMechanism::Sha256, "pw", b"s".to_vec(), 4096);
         let mut server = ScramServer::new(ScramMechanism::Sha256);
@@ -467,7 +531,18 @@ mod tests {
 
     #[test]
     fn garbage_messages_fail_cleanly() {
-        for junk in [&b""[..], b",,,", b"p=tls,,n=a,r=b", b"n,,n=a", b"n,,n=a=,r=b", b"\xff\xfe", b"n,,r=x,n=a"] {
+        for junk in [
+            &b""[..],
+            b",,,",
+            b"p=tls,,n=a,r=b",
+            b"n,,n=a",
+            b"n,,n=a=,r=b",
+            b"\xff\xfe",
+            b"n,,r=x,n=a",
+            b"n,,n=a,r=b,",
+            b"n,,n=a,r=b,x1=y",
+            b"n,,n=a,r=b,tokenauth=",
+        ] {
             let mut server = ScramServer::new(ScramMechanism::Sha256);
             assert!(server.step(junk, &|_| None, "s").is_err(), "{junk:?}");
         }

@@ -634,7 +634,29 @@ async fn relay_sasl(
         }
     };
     match tokio::time::timeout(sidecar.upstream_timeout(), exchange).await {
-        Ok(Ok(Answer::Whole(response, _held))) => (sasl.relay_response(response), true),
+        Ok(Ok(Answer::Whole(response, _held))) => {
+            let reply = sasl.relay_response(response);
+            // A delegation token's login: the client is answered once its
+            // owner, the connection's principal, is known.
+            let Some(token_id) = sasl.token_awaiting_owner().map(str::to_string) else { return (reply, true) };
+            let Reply::Respond(accepted) = reply else { return (reply, true) };
+            let owner = match tokio::time::timeout(
+                sidecar.upstream_timeout(),
+                sidecar.token_owner(listener.node_id, &token_id),
+            )
+            .await
+            {
+                Ok(owner) => owner,
+                Err(_) => Err("the upstream did not answer DescribeDelegationToken in time".into()),
+            };
+            if let Err(reason) = &owner {
+                tracing::warn!(
+                    token_id,
+                    "a delegation-token login relayed upstream fails: its owner is unknown: {reason}"
+                );
+            }
+            (sasl.resolve_token_owner(owner, accepted), true)
+        }
         Ok(Ok(Answer::Stream(_))) => fail("the upstream streamed a SASL answer".into()),
         Ok(Err(e)) => {
             *link = None;

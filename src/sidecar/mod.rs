@@ -22,6 +22,7 @@ pub mod link;
 pub mod log_ends;
 pub mod mirror;
 pub mod rewrite;
+pub mod token_owners;
 pub mod upstream;
 pub mod versions;
 
@@ -88,6 +89,8 @@ pub struct Sidecar {
     log_end_refresh: Duration,
     /// Pipes for splicing bodies between sockets, shared by all links.
     pipes: Arc<body::Pipes>,
+    /// The owners of the delegation tokens relayed logins use.
+    token_owners: token_owners::TokenOwners,
 }
 
 /// Pipes in the splice pool at most: bodies moving at the same time beyond
@@ -125,7 +128,18 @@ impl Sidecar {
             log_ends: Arc::default(),
             log_end_refresh: Duration::from_millis(config.log_end_refresh_ms),
             pipes: Arc::new(body::Pipes::new(PIPE_POOL)),
+            token_owners: token_owners::TokenOwners::default(),
         }
+    }
+
+    /// The owner of delegation token `token_id`, which a client relayed to
+    /// upstream broker `front` just logged in with (`token_owners`).
+    pub async fn token_owner(&self, front: i32, token_id: &str) -> Result<String, String> {
+        let broker = self.stand_in(front);
+        let Some(addr) = self.upstream.broker_addr(broker) else {
+            return Err(format!("upstream broker {broker} is not known"));
+        };
+        self.token_owners.owner(&self.upstream, &addr, token_id).await
     }
 
     /// The API versions advertised to clients of the listener fronting

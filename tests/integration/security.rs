@@ -33,7 +33,7 @@ pub(crate) struct Conn<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
-    fn new(io: S) -> Self {
+    pub(crate) fn new(io: S) -> Self {
         Conn { io, correlation: 0 }
     }
 
@@ -107,8 +107,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// A whole SCRAM exchange; the last response (an error, or success
     /// with the server's signature checked).
     async fn scram(&mut self, mech: ScramMechanism, user: &str, password: &str) -> SaslAuthenticateResponse {
+        self.scram_with(mech, user, password, "").await
+    }
+
+    /// [`Self::scram`] with `extensions` (`,key=value...`) after the nonce
+    /// of the first message, e.g. KIP-48's `,tokenauth=true`.
+    pub(crate) async fn scram_with(
+        &mut self,
+        mech: ScramMechanism,
+        user: &str,
+        password: &str,
+        extensions: &str,
+    ) -> SaslAuthenticateResponse {
         assert_eq!(self.handshake(mech.name()).await.error_code, 0);
-        let bare = format!("n={user},r=clientnonce42");
+        let bare = format!("n={user},r=clientnonce42{extensions}");
         let first = self.authenticate(format!("n,,{bare}").as_bytes()).await;
         if first.error_code != 0 {
             return first;
@@ -255,6 +267,28 @@ async fn scram_sha_256_and_512_logins_succeed_with_the_right_password_only() {
         let mut unknown = tcp(s.addr).await;
         let r = unknown.scram(mech, "mallory", "x").await;
         assert_eq!(r.error_message.as_deref(), Some(expected.as_str()), "an unknown user looks like a wrong password");
+    }
+}
+
+#[tokio::test]
+async fn a_delegation_token_login_fails_like_a_wrong_password_as_kafka_fails_a_token_it_does_not_know() {
+    // kcoord issues no delegation tokens, so a SCRAM login that says it is
+    // one (tokenauth=true) names an unknown token, even with a user's name
+    // and password; Kafka answers that with its invalid-credentials error.
+    let (s, _dir) = sasl_server(&[]).await;
+    for mech in ScramMechanism::ALL {
+        let mut c = tcp(s.addr).await;
+        let r = c.scram_with(mech, "alice", "alice-secret", ",tokenauth=true").await;
+        assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
+        let expected = format!(
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
+            mech.name()
+        );
+        assert_eq!(r.error_message.as_deref(), Some(expected.as_str()));
+        assert!(c.closed().await);
+        // Other extensions, and tokenauth=false, are a user's login.
+        let mut user = tcp(s.addr).await;
+        assert_eq!(user.scram_with(mech, "alice", "alice-secret", ",tokenauth=false,foo=bar").await.error_code, 0);
     }
 }
 

@@ -542,6 +542,39 @@ async fn with_upstream_authentication_the_upstream_logs_in_each_client_and_appli
 }
 
 #[tokio::test]
+async fn a_relayed_delegation_token_login_is_never_taken_for_a_user_named_like_the_token() {
+    // A token login (SCRAM, tokenauth=true) names the token's id; the
+    // upstream authenticates its owner, or refuses it. Here the upstream
+    // (a kcoord, which issues no tokens) refuses it, and the client gets
+    // that refusal: the sidecar does not log the connection in as
+    // User:<the id>. (With an upstream that accepts it, the sidecar asks
+    // it for the owner: src/sidecar/token_owners.rs.)
+    let pki = Pki::new();
+    let up = start(&pki.sasl_ssl_listener("upstream", &[SIDECAR_USER, CLIENT_USER])).await;
+    let mut s = upstream_login(&pki, &up, SIDECAR_USER.1);
+    s.extend(pki.sasl_ssl_listener("sidecar", &[]));
+    s.push("sidecar.client_authentication=\"upstream\"".into());
+    let sc = start(&s).await;
+    let tls = crate::security::client_config(&std::fs::read_to_string(pki.path("ca.pem")).unwrap(), None);
+    let mech = ScramMechanism::Sha512;
+    let mut token = crate::security::tls_connect(sc.addr, tls.clone()).await.unwrap();
+    let r = token.scram_with(mech, CLIENT_USER.0, CLIENT_USER.1, ",tokenauth=true").await;
+    assert_eq!(r.error_code, 58, "SASL_AUTHENTICATION_FAILED");
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some(
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"
+        ),
+        "the upstream's own answer"
+    );
+    assert!(token.closed().await);
+    let mut user = crate::security::tls_connect(sc.addr, tls).await.unwrap();
+    assert_eq!(user.scram_with(mech, CLIENT_USER.0, CLIENT_USER.1, "").await.error_code, 0);
+    sc.shutdown().await;
+    up.shutdown().await;
+}
+
+#[tokio::test]
 async fn upstream_authentication_needs_a_sasl_upstream_and_relayable_mechanisms() {
     let pki = Pki::new();
     let up = TestServer::start_with(&["server.node_id=1"]).await;
