@@ -649,13 +649,16 @@ async fn relay_sasl(
                 Ok(owner) => owner,
                 Err(_) => Err("the upstream did not answer DescribeDelegationToken in time".into()),
             };
+            // The upstream accepted the login: a failure here is the
+            // sidecar's, answered after its own failed-authentication delay.
+            let known = owner.is_ok();
             if let Err(reason) = &owner {
                 tracing::warn!(
                     token_id,
                     "a delegation-token login relayed upstream fails: its owner is unknown: {reason}"
                 );
             }
-            (sasl.resolve_token_owner(owner, accepted), true)
+            (sasl.resolve_token_owner(owner, accepted), known)
         }
         Ok(Ok(Answer::Stream(_))) => fail("the upstream streamed a SASL answer".into()),
         Ok(Err(e)) => {
