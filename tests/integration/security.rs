@@ -37,7 +37,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         Conn { io, correlation: 0 }
     }
 
-    async fn send<R: Request>(&mut self, req: &R, version: i16) -> std::io::Result<R::Response> {
+    pub(crate) async fn send<R: Request>(&mut self, req: &R, version: i16) -> std::io::Result<R::Response> {
         self.correlation += 1;
         let key = ApiKey::try_from(R::KEY).unwrap();
         let header = RequestHeader::default()
@@ -90,11 +90,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         tokio::time::timeout(DEADLINE, until_eof).await.is_ok()
     }
 
-    async fn handshake(&mut self, mechanism: &str) -> SaslHandshakeResponse {
+    pub(crate) async fn handshake(&mut self, mechanism: &str) -> SaslHandshakeResponse {
         self.send(&SaslHandshakeRequest::default().with_mechanism(sb(mechanism)), 1).await.expect("handshake")
     }
 
-    async fn authenticate(&mut self, token: &[u8]) -> SaslAuthenticateResponse {
+    pub(crate) async fn authenticate(&mut self, token: &[u8]) -> SaslAuthenticateResponse {
         let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token));
         self.send(&req, 2).await.expect("authenticate")
     }
@@ -161,7 +161,12 @@ fn hmac(mech: ScramMechanism, key: &[u8], data: &[u8]) -> Vec<u8> {
 }
 
 /// The client-final-message and the server signature to expect.
-fn scram_client_final(mech: ScramMechanism, password: &str, bare: &str, server_first: &str) -> (String, Vec<u8>) {
+pub(crate) fn scram_client_final(
+    mech: ScramMechanism,
+    password: &str,
+    bare: &str,
+    server_first: &str,
+) -> (String, Vec<u8>) {
     let attr = |k: &str| server_first.split(',').find_map(|a| a.strip_prefix(k)).unwrap().to_string();
     let (nonce, salt, iterations) = (attr("r="), B64.decode(attr("s=")).unwrap(), attr("i=").parse::<u32>().unwrap());
     let salted = match mech {
@@ -212,7 +217,7 @@ async fn sasl_server(extra: &[&str]) -> (TestServer, tempfile::TempDir) {
     (TestServer::start_with(&refs).await, dir)
 }
 
-async fn tcp(addr: std::net::SocketAddr) -> Conn<TcpStream> {
+pub(crate) async fn tcp(addr: std::net::SocketAddr) -> Conn<TcpStream> {
     Conn::new(TcpStream::connect(addr).await.unwrap())
 }
 

@@ -574,6 +574,177 @@ async fn a_relayed_delegation_token_login_is_never_taken_for_a_user_named_like_t
     up.shutdown().await;
 }
 
+/// A stand-in for a Kafka broker that issues delegation tokens, in front of
+/// a kcoord upstream (which issues none): it passes every request through
+/// one at a time, except that it
+/// - takes `,tokenauth=true` out of SCRAM first messages, so that the
+///   upstream checks the proof against its user of the token id's name
+///   (the test's client computes its proof without the extension), as a
+///   broker checks a token's HMAC;
+/// - adds DescribeDelegationToken to the upstream's ApiVersions, and
+///   answers it with `tokens` (id, owner) while `describe` is set.
+async fn token_issuing_front(
+    listener: tokio::net::TcpListener,
+    upstream: std::net::SocketAddr,
+    tokens: Vec<(&'static str, &'static str)>,
+    describe: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use bytes::{BufMut, Bytes, BytesMut};
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use kafka_protocol::messages::describe_delegation_token_response::DescribedDelegationToken;
+    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    async fn read(s: &mut tokio::net::TcpStream) -> Option<Bytes> {
+        let len = s.read_i32().await.ok()?;
+        let mut frame = vec![0; usize::try_from(len).ok()?];
+        s.read_exact(&mut frame).await.ok()?;
+        Some(Bytes::from(frame))
+    }
+    async fn write(s: &mut tokio::net::TcpStream, body: &[u8]) -> Option<()> {
+        let mut out = BytesMut::with_capacity(body.len() + 4);
+        out.put_i32(body.len() as i32);
+        out.extend_from_slice(body);
+        s.write_all(&out).await.ok()
+    }
+    while let Ok((mut client, _)) = listener.accept().await {
+        let (tokens, describe) = (tokens.clone(), describe.clone());
+        tokio::spawn(async move {
+            let Ok(mut up) = tokio::net::TcpStream::connect(upstream).await else { return };
+            while let Some(frame) = read(&mut client).await {
+                let (key, version) =
+                    (i16::from_be_bytes([frame[0], frame[1]]), i16::from_be_bytes([frame[2], frame[3]]));
+                let api = ApiKey::try_from(key).unwrap();
+                let mut body = frame.clone();
+                let header = RequestHeader::decode(&mut body, api.request_header_version(version)).unwrap();
+                let reply = ResponseHeader::default().with_correlation_id(header.correlation_id);
+                let mut out = BytesMut::new();
+                if api == ApiKey::DescribeDelegationToken {
+                    reply.encode(&mut out, DescribeDelegationTokenResponse::header_version(version)).unwrap();
+                    let described =
+                        if describe.load(std::sync::atomic::Ordering::SeqCst) { tokens.clone() } else { vec![] };
+                    let described = described.into_iter().map(|(id, owner)| {
+                        DescribedDelegationToken::default()
+                            .with_token_id(sb(id))
+                            .with_principal_type(sb("User"))
+                            .with_principal_name(sb(owner))
+                    });
+                    DescribeDelegationTokenResponse::default()
+                        .with_tokens(described.collect())
+                        .encode(&mut out, version)
+                        .unwrap();
+                    if write(&mut client, &out).await.is_none() {
+                        return;
+                    }
+                    continue;
+                }
+                let mut request = frame;
+                if api == ApiKey::SaslAuthenticate {
+                    let auth = SaslAuthenticateRequest::decode(&mut body, version).unwrap();
+                    let token = String::from_utf8_lossy(&auth.auth_bytes).replace(",tokenauth=true", "");
+                    let mut rewritten = BytesMut::new();
+                    header.encode(&mut rewritten, api.request_header_version(version)).unwrap();
+                    auth.with_auth_bytes(Bytes::from(token)).encode(&mut rewritten, version).unwrap();
+                    request = rewritten.freeze();
+                }
+                if write(&mut up, &request).await.is_none() {
+                    return;
+                }
+                let Some(mut answer) = read(&mut up).await else { return };
+                if api == ApiKey::ApiVersions {
+                    let h = ResponseHeader::decode(&mut answer, ApiVersionsResponse::header_version(version)).unwrap();
+                    let mut v = ApiVersionsResponse::decode(&mut answer, version).unwrap();
+                    v.api_keys.push(ApiVersion::default().with_api_key(41).with_min_version(0).with_max_version(3));
+                    h.encode(&mut out, ApiVersionsResponse::header_version(version)).unwrap();
+                    v.encode(&mut out, version).unwrap();
+                    answer = out.freeze();
+                }
+                if write(&mut client, &answer).await.is_none() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+#[tokio::test]
+async fn a_relayed_delegation_token_login_is_the_tokens_owner_for_the_sidecars_group_acls() {
+    use crate::security::{scram_client_final, tcp};
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let pki = Pki::new();
+    // The token "t0k3n" belongs to carol; its HMAC is its password.
+    let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let front_addr = front.local_addr().unwrap();
+    let mut users = Credentials::default();
+    for (u, p) in [SIDECAR_USER, ("t0k3n", "the-hmac")] {
+        users.set_password(u, p, &ScramMechanism::ALL, 4096);
+    }
+    let up_users = pki.path("upstream-users.json");
+    users.save(Path::new(&up_users)).unwrap();
+    let up = start(&[
+        "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]".into(),
+        format!("server.advertised_listeners=[\"SASL_PLAINTEXT://{front_addr}\"]"),
+        format!("security.credentials_file=\"{up_users}\""),
+        "topics.define=[\"t:3\"]".into(),
+        "server.node_id=1".into(),
+    ])
+    .await;
+    let describe = std::sync::Arc::new(AtomicBool::new(true));
+    tokio::spawn(token_issuing_front(front, up.addr, vec![("t0k3n", "carol")], describe.clone()));
+
+    // The sidecar's group ACLs let carol in, not a user named t0k3n.
+    let acls = acl_file(&pki, "sidecar-acls.json", &[("carol", "Read", "group", "g")]);
+    let password = pki.write("upstream-password", &format!("{}\n", SIDECAR_USER.1));
+    let empty = pki.path("sidecar-users.json");
+    Credentials::default().save(Path::new(&empty)).unwrap();
+    let mut sc = start(&[
+        format!("sidecar.upstream=[\"{front_addr}\"]"),
+        "sidecar.upstream_security.security_protocol=\"SASL_PLAINTEXT\"".into(),
+        "sidecar.upstream_security.sasl_mechanism=\"SCRAM-SHA-512\"".into(),
+        format!("sidecar.upstream_security.sasl_username=\"{}\"", SIDECAR_USER.0),
+        format!("sidecar.upstream_security.sasl_password_file=\"{password}\""),
+        "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]".into(),
+        format!("security.credentials_file=\"{empty}\""),
+        "security.connection_failed_authentication_delay_ms=10".into(),
+        "sidecar.client_authentication=\"upstream\"".into(),
+        "authorizer.enabled=true".into(),
+        format!("authorizer.acl_file=\"{acls}\""),
+    ])
+    .await;
+
+    // A token login through the sidecar, as Kafka's Java client sends it.
+    let mech = ScramMechanism::Sha512;
+    let token_login = |sidecar| async move {
+        let mut c = tcp(sidecar).await;
+        assert_eq!(c.handshake(mech.name()).await.error_code, 0);
+        let first = c.authenticate(b"n,,n=t0k3n,r=clientnonce42,tokenauth=true").await;
+        assert_eq!(first.error_code, 0, "{:?}", first.error_message);
+        let server_first = String::from_utf8(first.auth_bytes.to_vec()).unwrap();
+        let (fin, _) = scram_client_final(mech, "the-hmac", "n=t0k3n,r=clientnonce42", &server_first);
+        let last = c.authenticate(fin.as_bytes()).await;
+        (c, last)
+    };
+    let (mut c, last) = token_login(sc.addr).await;
+    assert_eq!(last.error_code, 0, "{:?}", last.error_message);
+    let join = c.send(&join_request("g", "", &["t"]), 5).await.unwrap();
+    assert_eq!(join.error_code, 79, "MEMBER_ID_REQUIRED: carol may join g");
+
+    // When the upstream does not describe the token to the sidecar's
+    // login, the login fails, saying why; a connection of the same token
+    // already named keeps its owner without asking again.
+    describe.store(false, SeqCst);
+    let (mut c, last) = token_login(sc.addr).await;
+    assert_eq!(last.error_code, 0, "a remembered owner is not asked again");
+    assert_eq!(c.send(&join_request("g", "", &["t"]), 5).await.unwrap().error_code, 79);
+    sc.restart().await;
+    let (mut c, last) = token_login(sc.addr).await;
+    assert_eq!(last.error_code, 58, "SASL_AUTHENTICATION_FAILED");
+    let message = last.error_message.unwrap_or_default();
+    assert!(message.contains("owner of delegation token t0k3n is not known"), "{message}");
+    assert!(c.closed().await);
+    sc.shutdown().await;
+    up.shutdown().await;
+}
+
 #[tokio::test]
 async fn upstream_authentication_needs_a_sasl_upstream_and_relayable_mechanisms() {
     let pki = Pki::new();
