@@ -3,8 +3,9 @@
 //! itself.
 //!
 //! `KCOORD_SIM_SEEDS=N` runs N seeds instead of each test's default (long
-//! campaigns: `scripts/simulate-disk`); `KCOORD_SIM_SEED=S` runs seed S
-//! alone, to replay a failure.
+//! campaigns: `scripts/simulate-disk`), from `KCOORD_SIM_SEEDS_FROM`
+//! (default 0), so that a campaign can go on where the last one stopped;
+//! `KCOORD_SIM_SEED=S` runs seed S alone, to replay a failure.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -15,7 +16,8 @@ pub(crate) fn seeds(default: u64) -> Vec<u64> {
     if let Some(seed) = var("KCOORD_SIM_SEED") {
         return vec![seed];
     }
-    (0..var("KCOORD_SIM_SEEDS").unwrap_or(default)).collect()
+    let from = var("KCOORD_SIM_SEEDS_FROM").unwrap_or(0);
+    (from..from.saturating_add(var("KCOORD_SIM_SEEDS").unwrap_or(default))).collect()
 }
 
 /// Runs `run(seed)` for every seed of [`seeds`]; a failing seed fails the

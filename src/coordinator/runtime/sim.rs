@@ -39,8 +39,8 @@
 //! assignment, within [`CONSUMER_CALM_BOUND_MS`].
 //!
 //! A failing seed is printed with the end of its trace; the same seed gives
-//! the same trace (tested). `SIM_SEEDS=n` runs n seeds per variant,
-//! `SIM_SEED=s` one seed (`scripts/simulate`).
+//! the same trace (tested). `SIM_SEEDS=n` runs n seeds per variant (from
+//! `SIM_SEEDS_FROM`, default 0), `SIM_SEED=s` one seed (`scripts/simulate`).
 #![cfg(test)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -921,12 +921,16 @@ fn env_u64(name: &str) -> Option<u64> {
 }
 
 /// Runs the variant's seeds (`default` of them unless `SIM_SEEDS` or
-/// `SIM_SEED` says otherwise); a failing seed panics with its number and
-/// how to replay it. Returns what the seeds exercised.
+/// `SIM_SEED` says otherwise, from `SIM_SEEDS_FROM` or 0, so that a new
+/// campaign can go on where the last one stopped); a failing seed panics
+/// with its number and how to replay it. Returns what the seeds exercised.
 fn campaign(variant: Variant, default: u64) -> (u64, Exercised) {
     let seeds: Vec<u64> = match env_u64("SIM_SEED") {
         Some(s) => vec![s],
-        None => (0..env_u64("SIM_SEEDS").unwrap_or(default)).collect(),
+        None => {
+            let from = env_u64("SIM_SEEDS_FROM").unwrap_or(0);
+            (from..from.saturating_add(env_u64("SIM_SEEDS").unwrap_or(default))).collect()
+        }
     };
     let started = std::time::Instant::now();
     let mut total = Exercised::default();
