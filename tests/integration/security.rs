@@ -160,6 +160,15 @@ fn hmac(mech: ScramMechanism, key: &[u8], data: &[u8]) -> Vec<u8> {
     }
 }
 
+/// Kafka's answer to every failed SCRAM login, which does not say whether
+/// the user, the token or the password was wrong.
+pub(crate) fn scram_failure(mech: ScramMechanism) -> String {
+    format!(
+        "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
+        mech.name()
+    )
+}
+
 /// The client-final-message and the server signature to expect.
 pub(crate) fn scram_client_final(
     mech: ScramMechanism,
@@ -262,10 +271,7 @@ async fn scram_sha_256_and_512_logins_succeed_with_the_right_password_only() {
         let mut bad = tcp(s.addr).await;
         let r = bad.scram(mech, "alice", "wrong").await;
         assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
-        let expected = format!(
-            "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
-            mech.name()
-        );
+        let expected = scram_failure(mech);
         assert_eq!(r.error_message.as_deref(), Some(expected.as_str()));
         assert!(bad.closed().await);
 
@@ -285,10 +291,7 @@ async fn a_delegation_token_login_fails_like_a_wrong_password_as_kafka_fails_a_t
         let mut c = tcp(s.addr).await;
         let r = c.scram_with(mech, "alice", "alice-secret", ",tokenauth=true").await;
         assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
-        let expected = format!(
-            "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
-            mech.name()
-        );
+        let expected = scram_failure(mech);
         assert_eq!(r.error_message.as_deref(), Some(expected.as_str()));
         assert!(c.closed().await);
         // Other extensions, and tokenauth=false, are a user's login.

@@ -560,13 +560,8 @@ async fn a_relayed_delegation_token_login_is_never_taken_for_a_user_named_like_t
     let mut token = crate::security::tls_connect(sc.addr, tls.clone()).await.unwrap();
     let r = token.scram_with(mech, CLIENT_USER.0, CLIENT_USER.1, ",tokenauth=true").await;
     assert_eq!(r.error_code, 58, "SASL_AUTHENTICATION_FAILED");
-    assert_eq!(
-        r.error_message.as_deref(),
-        Some(
-            "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"
-        ),
-        "the upstream's own answer"
-    );
+    let expected = crate::security::scram_failure(mech);
+    assert_eq!(r.error_message.as_deref(), Some(expected.as_str()), "the upstream's own answer");
     assert!(token.closed().await);
     let mut user = crate::security::tls_connect(sc.addr, tls).await.unwrap();
     assert_eq!(user.scram_with(mech, CLIENT_USER.0, CLIENT_USER.1, "").await.error_code, 0);
