@@ -145,12 +145,17 @@ pub enum ScramError {
     Specific(String),
 }
 
+/// Finds a delegation token by its id: the SCRAM credential derived from
+/// its HMAC, and the name of its owner.
+pub type TokenLookup<'a> = dyn Fn(&str) -> Option<(ScramCredential, String)> + 'a;
+
 /// One step's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScramStep {
     /// Send this challenge (server-first-message) and wait for the next token.
     Challenge(Vec<u8>),
-    /// Authenticated as `username`; send the server-final-message.
+    /// Authenticated as `username` (a token's owner for a token login);
+    /// send the server-final-message.
     Done { username: String, response: Vec<u8> },
 }
 
@@ -180,11 +185,25 @@ impl ScramServer {
 
     /// Feeds the next client message. `lookup` finds a user's credential;
     /// `server_nonce` is used for the first message. Any error ends the
-    /// exchange.
+    /// exchange. kcoord issues no delegation tokens, so every token login
+    /// fails here as Kafka fails a token it does not know.
     pub fn step(
         &mut self,
         message: &[u8],
         lookup: &dyn Fn(&str) -> Option<ScramCredential>,
+        server_nonce: &str,
+    ) -> Result<ScramStep, ScramError> {
+        self.step_with_tokens(message, lookup, &|_| None, server_nonce)
+    }
+
+    /// [`Self::step`] for a server that knows delegation tokens: `tokens`
+    /// finds a token's credential (derived from its HMAC) and its owner, who
+    /// is the one a token login authenticates (Kafka's `ScramSaslServer`).
+    pub fn step_with_tokens(
+        &mut self,
+        message: &[u8],
+        lookup: &dyn Fn(&str) -> Option<ScramCredential>,
+        tokens: &TokenLookup<'_>,
         server_nonce: &str,
     ) -> Result<ScramStep, ScramError> {
         let state = std::mem::replace(&mut self.state, State::Finished);
@@ -192,16 +211,20 @@ impl ScramServer {
         match state {
             State::ClientFirst => {
                 let first = parse_client_first(text)?;
-                if first.token_authenticated {
-                    // A delegation-token login (KIP-48): kcoord issues no
-                    // tokens, so every token id is unknown, and Kafka's
-                    // ScramSaslServer fails an unknown one here.
-                    return Err(ScramError::Generic(format!(
-                        "Token Authentication failed: Invalid tokenId : {}",
-                        first.username
-                    )));
-                }
-                let Some(credential) = lookup(&first.username) else {
+                let (credential, authenticated) = if first.token_authenticated {
+                    // A delegation-token login (KIP-48): the name is the
+                    // token's id; an unknown one fails here, as in Kafka.
+                    let Some((credential, owner)) = tokens(&first.username) else {
+                        return Err(ScramError::Generic(format!(
+                            "Token Authentication failed: Invalid tokenId : {}",
+                            first.username
+                        )));
+                    };
+                    (Some(credential), owner)
+                } else {
+                    (lookup(&first.username), first.username.clone())
+                };
+                let Some(credential) = credential else {
                     return Err(ScramError::Generic("Authentication failed: Invalid user credentials".into()));
                 };
                 if let Some(authzid) = &first.authzid {
@@ -223,7 +246,7 @@ impl ScramServer {
                 let nonce = format!("{}{}", first.nonce, server_nonce);
                 let server_first = format!("r={nonce},s={},i={}", B64.encode(&credential.salt), credential.iterations);
                 self.state = State::ClientFinal {
-                    username: first.username,
+                    username: authenticated,
                     credential,
                     nonce,
                     gs2_header: first.gs2_header,

@@ -569,25 +569,29 @@ async fn a_relayed_delegation_token_login_is_never_taken_for_a_user_named_like_t
     up.shutdown().await;
 }
 
-/// A stand-in for a Kafka broker that issues delegation tokens, in front of
-/// a kcoord upstream (which issues none): it passes every request through
-/// one at a time, except that it
-/// - takes `,tokenauth=true` out of SCRAM first messages, so that the
-///   upstream checks the proof against its user of the token id's name
-///   (the test's client computes its proof without the extension), as a
-///   broker checks a token's HMAC;
-/// - adds DescribeDelegationToken to the upstream's ApiVersions, and
-///   answers it with `tokens` (id, owner) while `describe` is set.
-async fn token_issuing_front(
-    listener: tokio::net::TcpListener,
-    upstream: std::net::SocketAddr,
-    tokens: Vec<(&'static str, &'static str)>,
+/// What [`token_issuing_front`] knows: SCRAM-SHA-512 users (name,
+/// password) and delegation tokens (id, HMAC, owner), and whether it
+/// describes its tokens.
+#[derive(Clone)]
+struct TokenBroker {
+    users: Vec<(&'static str, &'static str)>,
+    tokens: Vec<(&'static str, &'static str, &'static str)>,
     describe: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) {
+}
+
+/// A stand-in for a Kafka broker that issues delegation tokens, in front of
+/// a PLAINTEXT kcoord upstream (which issues none). It authenticates SASL
+/// itself, SCRAM-SHA-512 with kcoord's SCRAM server given the broker's
+/// users and tokens (a token login is its owner), refuses anything but
+/// ApiVersions before that, and passes every other request through one at
+/// a time; it adds DescribeDelegationToken to the upstream's ApiVersions
+/// and answers it with its tokens while `describe` is set.
+async fn token_issuing_front(listener: tokio::net::TcpListener, upstream: std::net::SocketAddr, broker: TokenBroker) {
     use bytes::{BufMut, Bytes, BytesMut};
     use kafka_protocol::messages::api_versions_response::ApiVersion;
     use kafka_protocol::messages::describe_delegation_token_response::DescribedDelegationToken;
     use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
+    use kcoord::security::scram::{ScramCredential, ScramError, ScramServer, ScramStep};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     async fn read(s: &mut tokio::net::TcpStream) -> Option<Bytes> {
         let len = s.read_i32().await.ok()?;
@@ -601,59 +605,101 @@ async fn token_issuing_front(
         out.extend_from_slice(body);
         s.write_all(&out).await.ok()
     }
+    fn answer<R: Encodable + HeaderVersion>(correlation_id: i32, response: R, version: i16) -> BytesMut {
+        let mut out = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(correlation_id)
+            .encode(&mut out, R::header_version(version))
+            .unwrap();
+        response.encode(&mut out, version).unwrap();
+        out
+    }
+    let mech = ScramMechanism::Sha512;
+    let credential = move |password: &str| ScramCredential::derive(mech, password, b"broker-salt".to_vec(), 4096);
     while let Ok((mut client, _)) = listener.accept().await {
-        let (tokens, describe) = (tokens.clone(), describe.clone());
+        let broker = broker.clone();
         tokio::spawn(async move {
             let Ok(mut up) = tokio::net::TcpStream::connect(upstream).await else { return };
+            let users = |name: &str| broker.users.iter().find(|u| u.0 == name).map(|u| credential(u.1));
+            let tokens =
+                |id: &str| broker.tokens.iter().find(|t| t.0 == id).map(|t| (credential(t.1), t.2.to_string()));
+            let (mut scram, mut authenticated) = (None, false);
             while let Some(frame) = read(&mut client).await {
                 let (key, version) =
                     (i16::from_be_bytes([frame[0], frame[1]]), i16::from_be_bytes([frame[2], frame[3]]));
                 let api = ApiKey::try_from(key).unwrap();
                 let mut body = frame.clone();
                 let header = RequestHeader::decode(&mut body, api.request_header_version(version)).unwrap();
-                let reply = ResponseHeader::default().with_correlation_id(header.correlation_id);
-                let mut out = BytesMut::new();
-                if api == ApiKey::DescribeDelegationToken {
-                    reply.encode(&mut out, DescribeDelegationTokenResponse::header_version(version)).unwrap();
-                    let described =
-                        if describe.load(std::sync::atomic::Ordering::SeqCst) { tokens.clone() } else { vec![] };
-                    let described = described.into_iter().map(|(id, owner)| {
-                        DescribedDelegationToken::default()
-                            .with_token_id(sb(id))
-                            .with_principal_type(sb("User"))
-                            .with_principal_name(sb(owner))
-                    });
-                    DescribeDelegationTokenResponse::default()
-                        .with_tokens(described.collect())
-                        .encode(&mut out, version)
-                        .unwrap();
-                    if write(&mut client, &out).await.is_none() {
-                        return;
+                let id = header.correlation_id;
+                let reply = match api {
+                    ApiKey::SaslHandshake => {
+                        let mechanism = SaslHandshakeRequest::decode(&mut body, version).unwrap().mechanism;
+                        let known = mechanism.as_str() == mech.name();
+                        scram = known.then(|| ScramServer::new(mech));
+                        let response = SaslHandshakeResponse::default()
+                            .with_error_code(if known { 0 } else { 33 })
+                            .with_mechanisms(vec![sb(mech.name())]);
+                        answer(id, response, version)
                     }
-                    continue;
-                }
-                let mut request = frame;
-                if api == ApiKey::SaslAuthenticate {
-                    let auth = SaslAuthenticateRequest::decode(&mut body, version).unwrap();
-                    let token = String::from_utf8_lossy(&auth.auth_bytes).replace(",tokenauth=true", "");
-                    let mut rewritten = BytesMut::new();
-                    header.encode(&mut rewritten, api.request_header_version(version)).unwrap();
-                    auth.with_auth_bytes(Bytes::from(token)).encode(&mut rewritten, version).unwrap();
-                    request = rewritten.freeze();
-                }
-                if write(&mut up, &request).await.is_none() {
-                    return;
-                }
-                let Some(mut answer) = read(&mut up).await else { return };
-                if api == ApiKey::ApiVersions {
-                    let h = ResponseHeader::decode(&mut answer, ApiVersionsResponse::header_version(version)).unwrap();
-                    let mut v = ApiVersionsResponse::decode(&mut answer, version).unwrap();
-                    v.api_keys.push(ApiVersion::default().with_api_key(41).with_min_version(0).with_max_version(3));
-                    h.encode(&mut out, ApiVersionsResponse::header_version(version)).unwrap();
-                    v.encode(&mut out, version).unwrap();
-                    answer = out.freeze();
-                }
-                if write(&mut client, &answer).await.is_none() {
+                    ApiKey::SaslAuthenticate => {
+                        let auth = SaslAuthenticateRequest::decode(&mut body, version).unwrap();
+                        let Some(server) = scram.as_mut() else { return };
+                        let step = server.step_with_tokens(&auth.auth_bytes, &users, &tokens, "brokernonce");
+                        let response = match step {
+                            Ok(ScramStep::Challenge(bytes)) => {
+                                SaslAuthenticateResponse::default().with_auth_bytes(bytes.into())
+                            }
+                            Ok(ScramStep::Done { response, .. }) => {
+                                authenticated = true;
+                                SaslAuthenticateResponse::default().with_auth_bytes(response.into())
+                            }
+                            Err(e) => {
+                                let message = match e {
+                                    ScramError::Specific(m) => m,
+                                    ScramError::Generic(_) => crate::security::scram_failure(mech),
+                                };
+                                SaslAuthenticateResponse::default()
+                                    .with_error_code(58)
+                                    .with_error_message(Some(sb(&message)))
+                            }
+                        };
+                        let failed = response.error_code != 0;
+                        if write(&mut client, &answer(id, response, version)).await.is_none() || failed {
+                            return;
+                        }
+                        continue;
+                    }
+                    ApiKey::DescribeDelegationToken if authenticated => {
+                        let on = broker.describe.load(std::sync::atomic::Ordering::SeqCst);
+                        let described = broker.tokens.iter().filter(|_| on).map(|(id, _, owner)| {
+                            DescribedDelegationToken::default()
+                                .with_token_id(sb(id))
+                                .with_principal_type(sb("User"))
+                                .with_principal_name(sb(owner))
+                        });
+                        answer(id, DescribeDelegationTokenResponse::default().with_tokens(described.collect()), version)
+                    }
+                    ApiKey::ApiVersions => {
+                        if write(&mut up, &frame).await.is_none() {
+                            return;
+                        }
+                        let Some(mut upstream_answer) = read(&mut up).await else { return };
+                        ResponseHeader::decode(&mut upstream_answer, ApiVersionsResponse::header_version(version))
+                            .unwrap();
+                        let mut v = ApiVersionsResponse::decode(&mut upstream_answer, version).unwrap();
+                        v.api_keys.push(ApiVersion::default().with_api_key(41).with_min_version(0).with_max_version(3));
+                        answer(id, v, version)
+                    }
+                    _ if authenticated => {
+                        if write(&mut up, &frame).await.is_none() {
+                            return;
+                        }
+                        let Some(upstream_answer) = read(&mut up).await else { return };
+                        BytesMut::from(&upstream_answer[..])
+                    }
+                    _ => return,
+                };
+                if write(&mut client, &reply).await.is_none() {
                     return;
                 }
             }
@@ -661,30 +707,34 @@ async fn token_issuing_front(
     }
 }
 
-#[tokio::test]
-async fn a_relayed_delegation_token_login_is_the_tokens_owner_for_the_sidecars_group_acls() {
-    use crate::security::{scram_client_final, tcp};
-    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-    let pki = Pki::new();
-    // The token "t0k3n" belongs to carol; its HMAC is its password.
-    let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let front_addr = front.local_addr().unwrap();
-    let mut users = Credentials::default();
-    for (u, p) in [SIDECAR_USER, ("t0k3n", "the-hmac")] {
-        users.set_password(u, p, &ScramMechanism::ALL, 4096);
-    }
-    let up_users = pki.path("upstream-users.json");
-    users.save(Path::new(&up_users)).unwrap();
-    let up = start(&[
-        "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]".into(),
-        format!("server.advertised_listeners=[\"SASL_PLAINTEXT://{front_addr}\"]"),
-        format!("security.credentials_file=\"{up_users}\""),
+/// A PLAINTEXT kcoord upstream that advertises `front` for itself, with
+/// topic `t`.
+async fn upstream_behind(front: std::net::SocketAddr) -> TestServer {
+    start(&[
+        "server.listeners=[\"PLAINTEXT://127.0.0.1:0\"]".into(),
+        format!("server.advertised_listeners=[\"PLAINTEXT://{front}\"]"),
         "topics.define=[\"t:3\"]".into(),
         "server.node_id=1".into(),
     ])
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn a_relayed_delegation_token_login_is_the_tokens_owner_for_the_sidecars_group_acls() {
+    use crate::security::tcp;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let pki = Pki::new();
+    // The token "t0k3n" belongs to carol.
+    let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let front_addr = front.local_addr().unwrap();
+    let up = upstream_behind(front_addr).await;
     let describe = std::sync::Arc::new(AtomicBool::new(true));
-    tokio::spawn(token_issuing_front(front, up.addr, vec![("t0k3n", "carol")], describe.clone()));
+    let broker = TokenBroker {
+        users: vec![SIDECAR_USER],
+        tokens: vec![("t0k3n", "the-hmac", "carol")],
+        describe: describe.clone(),
+    };
+    tokio::spawn(token_issuing_front(front, up.addr, broker));
 
     // The sidecar's group ACLs let carol in, not a user named t0k3n.
     let acls = acl_file(&pki, "sidecar-acls.json", &[("carol", "Read", "group", "g")]);
@@ -710,12 +760,7 @@ async fn a_relayed_delegation_token_login_is_the_tokens_owner_for_the_sidecars_g
     let mech = ScramMechanism::Sha512;
     let token_login = |sidecar| async move {
         let mut c = tcp(sidecar).await;
-        assert_eq!(c.handshake(mech.name()).await.error_code, 0);
-        let first = c.authenticate(b"n,,n=t0k3n,r=clientnonce42,tokenauth=true").await;
-        assert_eq!(first.error_code, 0, "{:?}", first.error_message);
-        let server_first = String::from_utf8(first.auth_bytes.to_vec()).unwrap();
-        let (fin, _) = scram_client_final(mech, "the-hmac", "n=t0k3n,r=clientnonce42", &server_first);
-        let last = c.authenticate(fin.as_bytes()).await;
+        let last = c.scram_with(mech, "t0k3n", "the-hmac", ",tokenauth=true").await;
         (c, last)
     };
     let (mut c, last) = token_login(sc.addr).await;
@@ -737,6 +782,71 @@ async fn a_relayed_delegation_token_login_is_the_tokens_owner_for_the_sidecars_g
     assert!(message.contains("owner of delegation token t0k3n is not known"), "{message}");
     assert!(c.closed().await);
     sc.shutdown().await;
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn kcoord_logs_in_to_its_upstream_and_the_admin_cli_to_a_broker_with_a_delegation_token() {
+    use std::sync::atomic::AtomicBool;
+    let pki = Pki::new();
+    let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let front_addr = front.local_addr().unwrap();
+    let up = upstream_behind(front_addr).await;
+    // The token's HMAC is not the password of the user named like it, so
+    // only a login that says it is a token gets in.
+    let broker = TokenBroker {
+        users: vec![("t0k3n", "a-users-password")],
+        tokens: vec![("t0k3n", "the-hmac", "carol")],
+        describe: std::sync::Arc::new(AtomicBool::new(false)),
+    };
+    tokio::spawn(token_issuing_front(front, up.addr, broker));
+
+    // The admin CLI, with a Java client's properties file.
+    let java = |tokenauth: &str| {
+        format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n\
+             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n    \
+             username=\"t0k3n\" password=\"the-hmac\" {tokenauth};\n"
+        )
+    };
+    let list = |props: String| {
+        let bootstrap = front_addr.to_string();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_kcoord"))
+                .args(["groups", "--command-config", &props, "list", "--bootstrap", &bootstrap])
+                .output()
+                .unwrap()
+        })
+    };
+    let out = list(pki.write("token.properties", &java("tokenauth=\"true\""))).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = list(pki.write("user.properties", &java(""))).await.unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("invalid credentials"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A sidecar whose own upstream login is the token.
+    let password = pki.write("token-hmac", "the-hmac\n");
+    let sidecar_login = |tokenauth: bool| {
+        vec![
+            format!("sidecar.upstream=[\"{front_addr}\"]"),
+            "sidecar.upstream_security.security_protocol=\"SASL_PLAINTEXT\"".into(),
+            "sidecar.upstream_security.sasl_mechanism=\"SCRAM-SHA-512\"".into(),
+            "sidecar.upstream_security.sasl_username=\"t0k3n\"".into(),
+            format!("sidecar.upstream_security.sasl_password_file=\"{password}\""),
+            format!("sidecar.upstream_security.sasl_tokenauth={tokenauth}"),
+        ]
+    };
+    let sc = start(&sidecar_login(true)).await;
+    let mut c = Connection::connect(&sc.addr.to_string(), "t").await.unwrap();
+    let md = c.call(&MetadataRequest::default().with_topics(None), 12).await.unwrap();
+    assert_eq!(md.topics.len(), 1, "the upstream's topic, through the sidecar's token login");
+    sc.shutdown().await;
+    let err = common::start_error(&sidecar_login(false)).await;
+    assert!(err.contains("refused kcoord's login") && err.contains("invalid credentials"), "{err}");
     up.shutdown().await;
 }
 

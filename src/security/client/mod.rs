@@ -13,6 +13,7 @@
 //!   ([`scram`]), on a [`crate::protocol::client::Connection`].
 
 pub mod assertion;
+pub mod jaas;
 pub mod oauth;
 pub mod sasl;
 pub mod scram;
@@ -67,6 +68,9 @@ pub struct SaslLogin {
     pub tokens: Option<Arc<oauth::TokenSource>>,
     /// OAUTHBEARER's SASL extensions, sent with every token.
     pub oauth_extensions: Vec<(String, String)>,
+    /// SCRAM with a delegation token: `username` is the token's id and
+    /// `password` its HMAC (`tokenauth`).
+    pub delegation_token: bool,
     pub kerberos: Option<crate::security::kerberos::client::KerberosLogin>,
 }
 
@@ -133,6 +137,12 @@ impl ClientSecurity {
                         c.sasl_mechanism
                     )
                 })?;
+                if c.sasl_tokenauth && !matches!(mechanism, Mechanism::Scram(_)) {
+                    return Err(format!(
+                        "sasl.tokenauth: delegation tokens log in with SCRAM-SHA-256 or SCRAM-SHA-512, not {}",
+                        mechanism.name()
+                    ));
+                }
                 if mechanism == Mechanism::OAuthBearer {
                     if c.sasl_oauthbearer_token_endpoint_url.is_empty() {
                         return Err("OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url".into());
@@ -144,6 +154,7 @@ impl ClientSecurity {
                         password: String::new(),
                         tokens: Some(Arc::new(tokens)),
                         oauth_extensions: settings::oauth_extensions(&c.sasl_oauthbearer_extensions)?,
+                        delegation_token: false,
                         kerberos: None,
                     })
                 } else if mechanism == Mechanism::Gssapi {
@@ -155,6 +166,7 @@ impl ClientSecurity {
                         password: String::new(),
                         tokens: None,
                         oauth_extensions: Vec::new(),
+                        delegation_token: false,
                         kerberos: Some(crate::security::kerberos::client::KerberosLogin {
                             service_name: c.sasl_kerberos_service_name.clone(),
                             principal: given(&c.sasl_kerberos_principal),
@@ -172,6 +184,7 @@ impl ClientSecurity {
                         password,
                         tokens: None,
                         oauth_extensions: Vec::new(),
+                        delegation_token: c.sasl_tokenauth,
                         kerberos: None,
                     })
                 }

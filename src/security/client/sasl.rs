@@ -65,6 +65,9 @@ pub async fn authenticate(
         Mechanism::Scram(m) => {
             let mut client =
                 ScramClient::new(m, &login.username, &login.password, crate::security::scram::random_nonce());
+            if login.delegation_token {
+                client = client.delegation_token();
+            }
             let first = exchange(conn, v, client.first_message()).await?;
             let fin = client.final_message(&first.auth_bytes).map_err(refused)?;
             let done = exchange(conn, v, fin).await?;

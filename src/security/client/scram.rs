@@ -38,6 +38,24 @@ impl ScramClient {
         ScramClient { mechanism, password: password.to_string(), nonce, first_bare, state: State::First }
     }
 
+    /// Logs in with a delegation token (KIP-48): the user name is the
+    /// token's id and the password its HMAC, and the client-first-message
+    /// says so with the `tokenauth=true` extension, as Java's
+    /// `ScramLoginModule` does with its `tokenauth` option.
+    pub fn delegation_token(self) -> ScramClient {
+        self.with_extensions(&[("tokenauth", "true")])
+    }
+
+    /// SCRAM extensions (`,key=value` after the nonce, as Kafka's
+    /// `ClientFirstMessage` writes them); they are part of the
+    /// client-first-message-bare, so the proof covers them.
+    fn with_extensions(mut self, extensions: &[(&str, &str)]) -> ScramClient {
+        for (key, value) in extensions {
+            self.first_bare.push_str(&format!(",{key}={value}"));
+        }
+        self
+    }
+
     /// The client-first-message (no channel binding, no authorization id).
     pub fn first_message(&self) -> Vec<u8> {
         format!("n,,{}", self.first_bare).into_bytes()
@@ -165,6 +183,65 @@ mod tests {
         let (_, mut client) = exchange(ScramMechanism::Sha512, "pw", "pw");
         let forged = format!("v={}", B64.encode([0u8; 64]));
         assert!(client.verify_final(forged.as_bytes()).unwrap_err().contains("signature is wrong"));
+    }
+
+    #[test]
+    fn extensions_are_sent_after_the_nonce_and_covered_by_the_proof() {
+        let mech = ScramMechanism::Sha256;
+        let cred = ScramCredential::derive(mech, "pw", b"salt".to_vec(), 4096);
+        let lookup = |u: &str| (u == "u").then(|| cred.clone());
+        let mut client = ScramClient::new(mech, "u", "pw", "cnonce".into()).with_extensions(&[("k", "v")]);
+        assert_eq!(client.first_message(), b"n,,n=u,r=cnonce,k=v");
+        let mut server = ScramServer::new(mech);
+        let ScramStep::Challenge(first) = server.step(&client.first_message(), &lookup, "snonce").unwrap() else {
+            panic!("expected a challenge")
+        };
+        let fin = client.final_message(&first).unwrap();
+        assert!(matches!(server.step(&fin, &lookup, ""), Ok(ScramStep::Done { .. })));
+        // A server that read the first message without the extension
+        // computes another proof.
+        let mut server = ScramServer::new(mech);
+        let mut client = ScramClient::new(mech, "u", "pw", "cnonce".into()).with_extensions(&[("k", "v")]);
+        let ScramStep::Challenge(first) = server.step(b"n,,n=u,r=cnonce", &lookup, "snonce").unwrap() else {
+            panic!("expected a challenge")
+        };
+        let fin = client.final_message(&first).unwrap();
+        assert!(server.step(&fin, &lookup, "").is_err());
+    }
+
+    #[test]
+    fn a_delegation_token_login_says_tokenauth_as_javas_scram_login_module_does() {
+        let client = ScramClient::new(ScramMechanism::Sha512, "t0k3n", "hmac", "cnonce".into()).delegation_token();
+        assert_eq!(client.first_message(), b"n,,n=t0k3n,r=cnonce,tokenauth=true");
+        assert_eq!(
+            crate::security::scram::client_first_login(&client.first_message()),
+            Ok(("t0k3n".to_string(), true))
+        );
+        // A server that knows the token authenticates its owner; the
+        // token's HMAC is not the password of a user named like it.
+        let mech = ScramMechanism::Sha512;
+        let token = ScramCredential::derive(mech, "hmac", b"salt".to_vec(), 4096);
+        let tokens = |id: &str| (id == "t0k3n").then(|| (token.clone(), "carol".to_string()));
+        let users = |_: &str| Some(ScramCredential::derive(mech, "other", b"salt".to_vec(), 4096));
+        for (delegation, expected) in [(true, Some("carol")), (false, None)] {
+            let mut client = ScramClient::new(mech, "t0k3n", "hmac", "cnonce".into());
+            if delegation {
+                client = client.delegation_token();
+            }
+            let mut server = ScramServer::new(mech);
+            let ScramStep::Challenge(first) =
+                server.step_with_tokens(&client.first_message(), &users, &tokens, "snonce").unwrap()
+            else {
+                panic!("expected a challenge")
+            };
+            let fin = client.final_message(&first).unwrap();
+            let done = server.step_with_tokens(&fin, &users, &tokens, "");
+            let name = match done {
+                Ok(ScramStep::Done { username, .. }) => Some(username),
+                _ => None,
+            };
+            assert_eq!(name.as_deref(), expected, "tokenauth: {delegation}");
+        }
     }
 
     #[test]

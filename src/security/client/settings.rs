@@ -26,6 +26,10 @@ pub struct ClientSecurityConfig {
     pub sasl_password: String,
     /// A file whose first line is the password.
     pub sasl_password_file: String,
+    /// SCRAM with a delegation token (KIP-48): `sasl_username` is the
+    /// token's id and the password its HMAC (Java: `tokenauth="true"` in
+    /// ScramLoginModule's sasl.jaas.config).
+    pub sasl_tokenauth: bool,
     /// PEM CA certificates the broker's certificate must chain to (Kafka:
     /// ssl.ca.location); without it or a trust store, the system's CAs
     /// (also with librdkafka's `probe`).
@@ -146,6 +150,7 @@ impl Default for ClientSecurityConfig {
             sasl_username: String::new(),
             sasl_password: String::new(),
             sasl_password_file: String::new(),
+            sasl_tokenauth: false,
             ssl_ca_location: String::new(),
             ssl_certificate_location: String::new(),
             ssl_key_location: String::new(),
@@ -288,6 +293,10 @@ impl ClientSecurityConfig {
             "sasl.oauthbearer.assertion.jwt.template.file" | "sasl.oauthbearer.assertion.template.file" => {
                 &mut self.sasl_oauthbearer_assertion_jwt_template_file
             }
+            "sasl.tokenauth" => {
+                self.sasl_tokenauth = value.parse().map_err(|_| format!("{key}: {value:?} is not true or false"))?;
+                return Ok(());
+            }
             "handshake.timeout.ms" => {
                 self.handshake_timeout_ms = value.parse().map_err(|_| format!("{key}: {value:?} is not a number"))?;
                 return Ok(());
@@ -296,31 +305,48 @@ impl ClientSecurityConfig {
             "sasl.kerberos.principal" => &mut self.sasl_kerberos_principal,
             "sasl.kerberos.keytab" => &mut self.sasl_kerberos_keytab,
             "sasl.jaas.config" => {
-                // Java clients' form: `...LoginModule required username="u" password="p";`,
-                // OAuthBearerLoginModule's client-credentials options, and
-                // Krb5LoginModule's keytab login.
-                for (option, field) in [
-                    ("username", &mut self.sasl_username),
-                    ("password", &mut self.sasl_password),
-                    ("clientId", &mut self.sasl_oauthbearer_client_id),
-                    ("clientSecret", &mut self.sasl_oauthbearer_client_secret),
-                    ("scope", &mut self.sasl_oauthbearer_scope),
-                    ("keyTab", &mut self.sasl_kerberos_keytab),
-                    ("principal", &mut self.sasl_kerberos_principal),
-                ] {
-                    if let Some(v) = jaas_option(&value, option) {
-                        *field = v;
-                    }
-                }
-                let extensions = jaas_extensions(&value);
-                if !extensions.is_empty() {
-                    self.sasl_oauthbearer_extensions = extensions;
-                }
+                self.apply_jaas(&value).map_err(|e| format!("sasl.jaas.config: {e}"))?;
                 return Ok(());
             }
             _ => return Ok(()),
         };
         *field = value;
+        Ok(())
+    }
+
+    /// Java clients' form, `...LoginModule required username="u"
+    /// password="p";`: the user and password of PlainLoginModule and
+    /// ScramLoginModule (and ScramLoginModule's `tokenauth`),
+    /// OAuthBearerLoginModule's client-credentials options and
+    /// `extension_<key>` extensions, Krb5LoginModule's keytab login.
+    fn apply_jaas(&mut self, text: &str) -> Result<(), String> {
+        let entry = super::jaas::parse_client_entry(text)?;
+        for (option, field) in [
+            ("username", &mut self.sasl_username),
+            ("password", &mut self.sasl_password),
+            ("clientId", &mut self.sasl_oauthbearer_client_id),
+            ("clientSecret", &mut self.sasl_oauthbearer_client_secret),
+            ("scope", &mut self.sasl_oauthbearer_scope),
+            ("keyTab", &mut self.sasl_kerberos_keytab),
+            ("principal", &mut self.sasl_kerberos_principal),
+        ] {
+            if let Some(v) = entry.option(option) {
+                *field = v.to_string();
+            }
+        }
+        let extensions: Vec<String> = entry
+            .options
+            .iter()
+            .filter_map(|(name, value)| Some(format!("{}={value}", name.strip_prefix("extension_")?)))
+            .collect();
+        if !extensions.is_empty() {
+            self.sasl_oauthbearer_extensions = extensions.join(",");
+        }
+        // Only ScramLoginModule reads `tokenauth`, and only "true" (in any
+        // case) turns it on.
+        if entry.is_module("ScramLoginModule") {
+            self.sasl_tokenauth = entry.option("tokenauth").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        }
         Ok(())
     }
 
@@ -340,6 +366,7 @@ impl ClientSecurityConfig {
             sasl_username,
             sasl_password,
             sasl_password_file,
+            sasl_tokenauth,
             ssl_ca_location,
             ssl_certificate_location,
             ssl_key_location,
@@ -506,21 +533,6 @@ fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<(String, String)>) {
     }
 }
 
-/// `name="value"` in a JAAS configuration line.
-/// The `extension_<key>="value"` options of a JAAS line, as
-/// `key=value,...`.
-fn jaas_extensions(jaas: &str) -> String {
-    let mut out = Vec::new();
-    for (at, _) in jaas.match_indices("extension_") {
-        let rest = &jaas[at + "extension_".len()..];
-        let Some((key, _)) = rest.split_once("=\"") else { continue };
-        if let Some(value) = jaas_option(jaas, &format!("extension_{key}")) {
-            out.push(format!("{key}={value}"));
-        }
-    }
-    out.join(",")
-}
-
 /// The SASL extensions of `sasl.oauthbearer.extensions` (`key=value,...`),
 /// checked as RFC 7628 and Kafka check them: alphabetic keys other than
 /// `auth`, values of printable ASCII.
@@ -539,12 +551,6 @@ pub fn oauth_extensions(text: &str) -> Result<Vec<(String, String)>, String> {
         out.push((key.to_string(), value.to_string()));
     }
     Ok(out)
-}
-
-fn jaas_option(jaas: &str, name: &str) -> Option<String> {
-    let start = jaas.find(&format!("{name}=\""))? + name.len() + 2;
-    let end = jaas[start..].find('"')? + start;
-    Some(jaas[start..end].to_string())
 }
 
 #[cfg(test)]
@@ -582,6 +588,44 @@ mod tests {
         )
         .unwrap();
         assert_eq!((c.sasl_username.as_str(), c.sasl_password.as_str()), ("bob", "s3"));
+    }
+
+    #[test]
+    fn a_scram_login_module_with_tokenauth_logs_in_with_a_delegation_token() {
+        let scram = "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required";
+        let token =
+            ClientSecurityConfig::parse(&format!("{scram} username=\"t0k3n\" password=\"hmac\" tokenauth=true;"))
+                .unwrap();
+        assert!(token.sasl_tokenauth);
+        assert_eq!((token.sasl_username.as_str(), token.sasl_password.as_str()), ("t0k3n", "hmac"));
+        for (option, on) in
+            [("tokenauth=\"TRUE\"", true), ("tokenauth=\"false\"", false), ("tokenauth=yes", false), ("", false)]
+        {
+            let c = ClientSecurityConfig::parse(&format!("{scram} username=u password=p {option};")).unwrap();
+            assert_eq!(c.sasl_tokenauth, on, "{option}");
+        }
+        // PlainLoginModule has no tokenauth option.
+        let plain = ClientSecurityConfig::parse(
+            "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=u password=p tokenauth=true;",
+        )
+        .unwrap();
+        assert!(!plain.sasl_tokenauth);
+        // kcoord's own key, in TOML or a properties file.
+        assert!(ClientSecurityConfig::parse("sasl.tokenauth=true\n").unwrap().sasl_tokenauth);
+    }
+
+    #[test]
+    fn a_jaas_line_java_refuses_is_refused_instead_of_half_read() {
+        let err = ClientSecurityConfig::parse(
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"u\" password=123;",
+        )
+        .unwrap_err();
+        assert_eq!(err, "sasl.jaas.config: Value not specified for key 'password' in JAAS config");
+        let err = ClientSecurityConfig::parse(
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"u\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(err, "sasl.jaas.config: JAAS config entry not terminated by semi-colon");
     }
 
     #[test]
