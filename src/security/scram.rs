@@ -309,15 +309,23 @@ fn parse_client_first(text: &str) -> Result<ClientFirst, ScramError> {
     let cb = parts.next().ok_or_else(bad)?;
     let authz = parts.next().ok_or_else(bad)?;
     let bare = parts.next().ok_or_else(bad)?;
-    if cb != "n" && cb != "y" {
-        // "p=..." asks for channel binding, which Kafka does not support.
+    if cb != "n" {
+        // Kafka's pattern allows only "n": no channel binding ("p=...") and
+        // no "y" (a client that could bind but thinks the server cannot).
         return Err(bad());
     }
     let authzid = match authz {
         "" => None,
         a => Some(decode_saslname(a.strip_prefix("a=").ok_or_else(bad)?).ok_or_else(bad)?),
     };
-    let mut attrs = bare.split(',');
+    let mut attrs = bare.split(',').peekable();
+    // RFC 5802's reserved `m=` attribute, which Kafka's pattern allows
+    // (and ignores) before the user name.
+    if let Some(reserved) = attrs.next_if(|a| a.starts_with("m=")) {
+        if reserved.len() == 2 || !reserved.bytes().all(|b| (0x01..=0x7f).contains(&b)) {
+            return Err(bad());
+        }
+    }
     let username = decode_saslname(attrs.next().and_then(|a| a.strip_prefix("n=")).ok_or_else(bad)?).ok_or_else(bad)?;
     let nonce = attrs.next().and_then(|a| a.strip_prefix("r=")).ok_or_else(bad)?.to_string();
     if username.is_empty() || nonce.is_empty() || !nonce.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b',') {
@@ -361,8 +369,13 @@ pub fn client_first_login(message: &[u8]) -> Result<(String, bool), String> {
     }
 }
 
-/// RFC 5802 saslname: `=2C` is `,` and `=3D` is `=`; any other `=` is an error.
+/// RFC 5802 saslname: `=2C` is `,` and `=3D` is `=`; any other `=` is an
+/// error, and so is a character outside U+0001–U+007F, as in Kafka's
+/// pattern (a user name with others cannot log in with SCRAM there).
 fn decode_saslname(s: &str) -> Option<String> {
+    if !s.bytes().all(|b| (0x01..=0x7f).contains(&b)) {
+        return None;
+    }
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(i) = rest.find('=') {
@@ -565,10 +578,30 @@ mod tests {
             b"n,,n=a,r=b,",
             b"n,,n=a,r=b,x1=y",
             b"n,,n=a,r=b,tokenauth=",
+            // Kafka's pattern: only the "n" header, ASCII names.
+            b"y,,n=a,r=b",
+            "n,,n=jos\u{e9},r=b".as_bytes(),
+            "n,a=jos\u{e9},n=a,r=b".as_bytes(),
+            b"n,,n=a\x00,r=b",
+            b"n,,m=,n=a,r=b",
         ] {
+            // Every user is known: the message itself is what fails.
+            let cred = ScramCredential::derive(ScramMechanism::Sha256, "pw", b"s".to_vec(), 4096);
             let mut server = ScramServer::new(ScramMechanism::Sha256);
-            assert!(server.step(junk, &|_| None, "s").is_err(), "{junk:?}");
+            let r = server.step(junk, &|_| Some(cred.clone()), "s");
+            assert!(
+                matches!(&r, Err(ScramError::Generic(m)) if m.contains("client first message") || m.contains("UTF-8")),
+                "{junk:?}: {r:?}"
+            );
         }
+    }
+
+    #[test]
+    fn a_reserved_attribute_before_the_name_is_allowed_as_in_kafka() {
+        let cred = ScramCredential::derive(ScramMechanism::Sha256, "pw", b"s".to_vec(), 4096);
+        let mut server = ScramServer::new(ScramMechanism::Sha256);
+        let r = server.step(b"n,,m=ext,n=a,r=b", &|_| Some(cred.clone()), "s");
+        assert!(matches!(r, Ok(ScramStep::Challenge(_))), "{r:?}");
     }
 
     #[test]
