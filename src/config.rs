@@ -129,6 +129,19 @@ pub struct SecurityConfig {
     pub sasl_enabled_mechanisms: Vec<String>,
     /// The credentials file `kcoord users` manages.
     pub credentials_file: String,
+    /// The key delegation tokens' HMACs are made with; empty: no tokens
+    /// (Kafka: delegation.token.secret.key). Every node that checks the
+    /// tokens needs the same key.
+    pub delegation_token_secret_key: String,
+    /// The longest a token lives, renewals included (Kafka:
+    /// delegation.token.max.lifetime.ms).
+    pub delegation_token_max_lifetime_ms: i64,
+    /// How long a token lives after its creation or last renewal (Kafka:
+    /// delegation.token.expiry.time.ms).
+    pub delegation_token_expiry_time_ms: i64,
+    /// How often expired tokens are removed (Kafka:
+    /// delegation.token.expiry.check.interval.ms).
+    pub delegation_token_expiry_check_interval_ms: i64,
     /// Session lifetime after SASL authentication; 0 unlimited (Kafka:
     /// connections.max.reauth.ms, KIP-368).
     pub connections_max_reauth_ms: i64,
@@ -263,6 +276,10 @@ impl Default for SecurityConfig {
             ssl_cipher_suites: Vec::new(),
             sasl_enabled_mechanisms: vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into(), "PLAIN".into()],
             credentials_file: String::new(),
+            delegation_token_secret_key: String::new(),
+            delegation_token_max_lifetime_ms: 604_800_000,
+            delegation_token_expiry_time_ms: 86_400_000,
+            delegation_token_expiry_check_interval_ms: 3_600_000,
             connections_max_reauth_ms: 0,
             connection_failed_authentication_delay_ms: 100,
             authentication_timeout_ms: 10_000,
@@ -1177,6 +1194,20 @@ impl Config {
         let bad = |m: String| Err(ConfigError::Invalid(m));
         let specs = self.listener_specs().map_err(ConfigError::Invalid)?;
         let sec = &self.security;
+        for (key, value) in [
+            ("delegation_token_max_lifetime_ms", sec.delegation_token_max_lifetime_ms),
+            ("delegation_token_expiry_time_ms", sec.delegation_token_expiry_time_ms),
+            ("delegation_token_expiry_check_interval_ms", sec.delegation_token_expiry_check_interval_ms),
+        ] {
+            if value < 1 {
+                return bad(format!("security.{key} must be >= 1"));
+            }
+        }
+        if !sec.delegation_token_secret_key.is_empty() && self.sidecar.enabled() {
+            return bad("security.delegation_token_secret_key: in sidecar mode delegation tokens are the upstream's \
+                        (its token APIs are forwarded to it); leave the key empty"
+                .into());
+        }
         for name in sec.listener.keys() {
             if !specs.iter().any(|l| l.name.eq_ignore_ascii_case(name)) {
                 let names: Vec<&str> = specs.iter().map(|l| l.name.as_str()).collect();

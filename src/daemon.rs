@@ -165,13 +165,20 @@ impl Daemon {
             authorizer: authorizer(&config)?,
             quotas: crate::quota::Quotas::from_config(&config.quotas).map(Arc::new),
             credentials: security.credentials.clone(),
+            delegation_tokens: security.tokens.clone(),
             config: config.clone(),
         });
         // Finishes topic deletions a crash or a slow shard left unfinished.
         let finisher = services.clone();
         tokio::spawn(async move { crate::topic_deletion::finish_deletions(&data_plane, &finisher.coordinator).await });
         let max_connections = descriptors.max_connections(services.config.server.max_connections, 1, 0);
-        launch(services, bound, node, lock, fatal, Vec::new(), security, max_connections).await
+        let mut background: Vec<BackgroundTask> = Vec::new();
+        if let Some(tokens) = services.delegation_tokens.clone() {
+            let every =
+                Duration::from_millis(services.config.security.delegation_token_expiry_check_interval_ms as u64);
+            background.push(Box::new(move |cx| Box::pin(tokens.sweep_every(every, cx.shutdown))));
+        }
+        launch(services, bound, node, lock, fatal, background, security, max_connections).await
     }
 }
 
@@ -428,6 +435,7 @@ async fn start_sidecar(
         authorizer: authorizer(&config)?,
         quotas: crate::quota::Quotas::from_config(&config.quotas).map(Arc::new),
         credentials: security.credentials.clone(),
+        delegation_tokens: None,
         config,
     });
     tracing::info!(upstream = ?sc.upstream, fronted = ?listeners.iter().map(|(_, i, _)| i.node_id).collect::<Vec<_>>(),

@@ -227,6 +227,24 @@ fn sample_body(key: i16, version: i16) -> Option<Bytes> {
         ),
         17 => enc(SaslHandshakeRequest::default().with_mechanism(s("PLAIN")), version),
         36 => enc(SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0u\0p")), version),
+        38 => enc(
+            CreateDelegationTokenRequest::default().with_max_lifetime_ms(-1).with_renewers(vec![
+                create_delegation_token_request::CreatableRenewers::default()
+                    .with_principal_type(s("User"))
+                    .with_principal_name(s("bob")),
+            ]),
+            version,
+        ),
+        39 => enc(RenewDelegationTokenRequest::default().with_hmac(Bytes::from_static(b"hmac")), version),
+        40 => enc(ExpireDelegationTokenRequest::default().with_hmac(Bytes::from_static(b"hmac")), version),
+        41 => enc(
+            DescribeDelegationTokenRequest::default().with_owners(Some(vec![
+                describe_delegation_token_request::DescribeDelegationTokenOwner::default()
+                    .with_principal_type(s("User"))
+                    .with_principal_name(s("alice")),
+            ])),
+            version,
+        ),
         42 => enc(DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("g"))]), version),
         47 => enc(
             OffsetDeleteRequest::default().with_group_id(GroupId(s("g"))).with_topics(vec![
@@ -265,8 +283,10 @@ fn one_batch() -> Bytes {
 }
 
 /// Every API key the hostile suite knows how to build a request for.
-const COVERED: &[i16] =
-    &[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 29, 30, 31, 36, 37, 42, 47, 50, 51, 68, 69];
+const COVERED: &[i16] = &[
+    0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 29, 30, 31, 36, 37, 38, 39, 40, 41, 42, 47, 50,
+    51, 68, 69,
+];
 
 fn frame(key: i16, version: i16, body: &[u8]) -> Vec<u8> {
     let support = apis::lookup(key).unwrap();

@@ -39,7 +39,8 @@ pub struct AclArgs {
     #[arg(long = "deny-host")]
     pub deny_hosts: Vec<String>,
     /// Read, Write, Create, Delete, Alter, Describe, ClusterAction,
-    /// DescribeConfigs, AlterConfigs, IdempotentWrite, All (default All).
+    /// DescribeConfigs, AlterConfigs, IdempotentWrite, CreateTokens,
+    /// DescribeTokens, All (default All).
     #[arg(long = "operation")]
     pub operations: Vec<String>,
     #[arg(long = "topic")]
@@ -50,6 +51,13 @@ pub struct AclArgs {
     pub cluster: bool,
     #[arg(long = "transactional-id")]
     pub transactional_ids: Vec<String>,
+    /// Delegation tokens, by id (DESCRIBE lets a principal see them).
+    #[arg(long = "delegation-token")]
+    pub delegation_tokens: Vec<String>,
+    /// User resources, as `User:name` (CREATE_TOKENS lets a principal get
+    /// tokens for that user, DESCRIBE_TOKENS see the user's tokens).
+    #[arg(long = "user-principal")]
+    pub user_principals: Vec<String>,
     /// literal or prefixed (list and remove also take any and, for list,
     /// match: the ACLs that apply to the named resources).
     #[arg(long = "resource-pattern-type")]
@@ -91,6 +99,8 @@ fn resources(a: &AclArgs) -> Vec<Resource> {
     push(ResourceType::Topic, &a.topics);
     push(ResourceType::Group, &a.groups);
     push(ResourceType::TransactionalId, &a.transactional_ids);
+    push(ResourceType::DelegationToken, &a.delegation_tokens);
+    push(ResourceType::User, &a.user_principals);
     if a.cluster {
         out.push(Resource { rt: ResourceType::Cluster, name: CLUSTER_NAME.into() });
     }

@@ -125,6 +125,7 @@ fn sasl_settings() -> SaslSettings {
         max_reauth_ms: 0,
         failure_delay: Duration::ZERO,
         max_receive_bytes: 524_288,
+        tokens: None,
         // Unsigned tokens, so that inputs can log in with one.
         oauth: Some(Arc::new(crate::security::oauthbearer::OAuthSettings {
             keys: crate::security::oauthbearer::Keys::Unsecured,

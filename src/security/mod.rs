@@ -9,6 +9,7 @@
 pub mod acl;
 pub mod client;
 pub mod credentials;
+pub mod delegation_tokens;
 pub mod http_client;
 pub mod java_regex;
 pub mod jwt;
@@ -87,6 +88,9 @@ pub struct SecurityRuntime {
     pub remote_jwks: Option<std::sync::Arc<remote_jwks::RemoteJwks>>,
     /// The ACL file, when the authorizer is enabled.
     pub acls: Option<std::sync::Arc<acl::AclStore>>,
+    /// The delegation tokens, when `security.delegation_token_secret_key`
+    /// is set.
+    pub tokens: Option<std::sync::Arc<delegation_tokens::DelegationTokens>>,
 }
 
 impl SecurityRuntime {
@@ -120,6 +124,17 @@ impl SecurityRuntime {
             tls_of.push(Some(context));
         }
         let relay = config.sidecar.relays_authentication();
+        let tokens = match sec.delegation_token_secret_key.is_empty() {
+            true => None,
+            false => Some(Arc::new(delegation_tokens::DelegationTokens::open(
+                &config.storage.data_dir,
+                delegation_tokens::TokenSettings {
+                    secret_key: sec.delegation_token_secret_key.clone(),
+                    max_lifetime_ms: sec.delegation_token_max_lifetime_ms,
+                    renew_ms: sec.delegation_token_expiry_time_ms,
+                },
+            )?)),
+        };
         let sasl_mechanisms: Vec<&String> = specs
             .iter()
             .zip(&effective)
@@ -175,6 +190,7 @@ impl SecurityRuntime {
                         max_receive_bytes: sec.sasl_max_receive_bytes,
                         oauth: oauth.clone(),
                         kerberos: kerberos.clone(),
+                        tokens: tokens.clone(),
                         relay: relay
                             .then(|| sasl_relay::RelaySettings { sub_claim: sec.oauthbearer_sub_claim_name.clone() }),
                     })
@@ -188,7 +204,7 @@ impl SecurityRuntime {
                 })
             })
             .collect();
-        Ok((SecurityRuntime { tls, credentials, jwks, remote_jwks, acls: None }, per_listener))
+        Ok((SecurityRuntime { tls, credentials, jwks, remote_jwks, acls: None, tokens }, per_listener))
     }
 
     /// Reads the certificate files, the credentials file and the ACL file

@@ -39,6 +39,8 @@ pub struct SaslSettings {
     pub oauth: Option<Arc<OAuthSettings>>,
     /// The service's keytab and name rules, when GSSAPI is offered.
     pub kerberos: Option<Arc<KerberosSettings>>,
+    /// The delegation tokens SCRAM logins may use, when tokens are on.
+    pub tokens: Option<Arc<super::delegation_tokens::DelegationTokens>>,
     /// Set when the upstream authenticates clients instead (a sidecar with
     /// `sidecar.client_authentication = "upstream"`): SASL frames are
     /// relayed ([`SaslSession::relay_request`]) and `mechanisms` names what
@@ -81,6 +83,9 @@ struct Session {
     mechanism: String,
     /// When the session ends unless renewed.
     expires: Option<Instant>,
+    /// Logged in with a delegation token, which may not be used to get,
+    /// renew or expire tokens (Kafka's `tokenAuthenticated`).
+    token_authenticated: bool,
 }
 
 enum Exchange {
@@ -157,6 +162,11 @@ impl SaslSession {
 
     pub fn is_authenticated(&self) -> bool {
         self.session.is_some()
+    }
+
+    /// Whether the session logged in with a delegation token.
+    pub fn is_token_authenticated(&self) -> bool {
+        self.session.as_ref().is_some_and(|s| s.token_authenticated)
     }
 
     /// Whether the next frames are bare tokens (after a v0 handshake),
@@ -348,8 +358,11 @@ impl SaslSession {
             Err((ErrorCode::SASL_AUTHENTICATION_FAILED, message))
         };
         let credentials = self.settings.credentials.current();
-        // When the credential itself expires (an OAUTHBEARER token).
+        // When the credential itself expires (an OAUTHBEARER token, a
+        // delegation token).
         let mut credential_expires_ms = None;
+        // A delegation token's owner: the session's principal.
+        let mut token_owner: Option<String> = None;
         let (user, response) = match exchange {
             // Relayed tokens never reach the local exchange.
             Exchange::Relay { .. } => return failed(generic()),
@@ -423,9 +436,26 @@ impl SaslSession {
             }
             Exchange::Scram(m, server) => {
                 let lookup = |u: &str| credentials.scram(u, *m).cloned();
-                match server.step(&token, &lookup, &super::scram::random_nonce()) {
+                let tokens = self.settings.tokens.as_ref();
+                if let (Some(tokens), Ok((id, true))) = (tokens, super::scram::client_first_login(&token)) {
+                    // A token's credential is derived at its first login
+                    // (one PBKDF2 run): off the connection threads.
+                    tokens.prepare(&id, *m).await;
+                }
+                let now_ms = crate::wall_clock::wall_clock_ms();
+                let token_login = |id: &str| tokens?.login(id, *m, now_ms).map(|l| (l.credential, l.owner));
+                match server.step_with_tokens(&token, &lookup, &token_login, &super::scram::random_nonce()) {
                     Ok(ScramStep::Challenge(c)) => return Ok((Bytes::from(c), 0)),
-                    Ok(ScramStep::Done { username, response }) => (username, Bytes::from(response)),
+                    Ok(ScramStep::Done { username, response, token: Some(id) }) => {
+                        // The token's owner, named as its creator named it.
+                        let Some(login) = tokens.and_then(|t| t.login(&id, *m, now_ms)) else {
+                            return failed(generic());
+                        };
+                        credential_expires_ms = Some(login.expiry_ms.saturating_sub(now_ms));
+                        token_owner = Some(username);
+                        (id, Bytes::from(response))
+                    }
+                    Ok(ScramStep::Done { username, response, token: None }) => (username, Bytes::from(response)),
                     Err(ScramError::Specific(m)) => return failed(m),
                     Err(ScramError::Generic(reason)) => {
                         tracing::debug!(%reason, "SCRAM authentication failed");
@@ -434,7 +464,8 @@ impl SaslSession {
                 }
             }
         };
-        let principal: Arc<str> = Arc::from(format!("User:{user}"));
+        let token_authenticated = token_owner.is_some();
+        let principal: Arc<str> = Arc::from(token_owner.unwrap_or_else(|| format!("User:{user}")));
         if let Some(old) = &self.session {
             if old.principal != principal {
                 let strip = |p: &str| p.replacen(':', ".", 1);
@@ -456,7 +487,7 @@ impl SaslSession {
             (lifetime > 0 || credential_expires_ms.is_some()).then(|| now + Duration::from_millis(lifetime as u64));
         metrics::counter!("kcoord_authentications_total", "mechanism" => mechanism.clone(), "result" => "success")
             .increment(1);
-        self.session = Some(Session { principal, mechanism, expires });
+        self.session = Some(Session { principal, mechanism, expires, token_authenticated });
         self.phase = Phase::Done;
         Ok((response, lifetime))
     }
@@ -632,7 +663,12 @@ impl SaslSession {
             .increment(1);
         // The upstream keeps the session's lifetime: it closes the link
         // (and so this connection) when the client does not renew it.
-        self.session = Some(Session { principal: Arc::from(format!("User:{user}")), mechanism, expires: None });
+        self.session = Some(Session {
+            principal: Arc::from(format!("User:{user}")),
+            mechanism,
+            expires: None,
+            token_authenticated: false,
+        });
         self.phase = Phase::Done;
     }
 

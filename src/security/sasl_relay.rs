@@ -160,6 +160,7 @@ mod tests {
             max_receive_bytes: 524_288,
             oauth: None,
             kerberos: None,
+            tokens: None,
             relay: Some(relay()),
         }))
     }

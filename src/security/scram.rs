@@ -154,22 +154,27 @@ pub type TokenLookup<'a> = dyn Fn(&str) -> Option<(ScramCredential, String)> + '
 pub enum ScramStep {
     /// Send this challenge (server-first-message) and wait for the next token.
     Challenge(Vec<u8>),
-    /// Authenticated as `username` (a token's owner for a token login);
-    /// send the server-final-message.
-    Done { username: String, response: Vec<u8> },
+    /// Authenticated as `username` (a token's owner for a token login,
+    /// whose id is `token`); send the server-final-message.
+    Done { username: String, response: Vec<u8>, token: Option<String> },
 }
 
 enum State {
     ClientFirst,
-    ClientFinal {
-        username: String,
-        credential: ScramCredential,
-        nonce: String,
-        gs2_header: String,
-        first_bare: String,
-        server_first: String,
-    },
+    /// Boxed: the other states are empty.
+    ClientFinal(Box<AwaitingFinal>),
     Finished,
+}
+
+/// What the client-final-message is checked against.
+struct AwaitingFinal {
+    username: String,
+    token: Option<String>,
+    credential: ScramCredential,
+    nonce: String,
+    gs2_header: String,
+    first_bare: String,
+    server_first: String,
 }
 
 /// The server's side of one exchange.
@@ -245,17 +250,20 @@ impl ScramServer {
                 }
                 let nonce = format!("{}{}", first.nonce, server_nonce);
                 let server_first = format!("r={nonce},s={},i={}", B64.encode(&credential.salt), credential.iterations);
-                self.state = State::ClientFinal {
+                self.state = State::ClientFinal(Box::new(AwaitingFinal {
                     username: authenticated,
+                    token: first.token_authenticated.then(|| first.username.clone()),
                     credential,
                     nonce,
                     gs2_header: first.gs2_header,
                     first_bare: first.bare,
                     server_first: server_first.clone(),
-                };
+                }));
                 Ok(ScramStep::Challenge(server_first.into_bytes()))
             }
-            State::ClientFinal { username, credential, nonce, gs2_header, first_bare, server_first } => {
+            State::ClientFinal(awaiting) => {
+                let AwaitingFinal { username, token, credential, nonce, gs2_header, first_bare, server_first } =
+                    *awaiting;
                 let fin = parse_client_final(text)?;
                 // Kafka's ScramSaslServer checks that the nonce ends with the
                 // server's (cnonce + snonce), not equality: librdkafka before
@@ -279,7 +287,7 @@ impl ScramServer {
                 }
                 let server_signature = self.mechanism.hmac(&credential.server_key, auth_message.as_bytes());
                 let response = format!("v={}", B64.encode(server_signature)).into_bytes();
-                Ok(ScramStep::Done { username, response })
+                Ok(ScramStep::Done { username, response, token })
             }
             State::Finished => Err(ScramError::Generic("Unexpected challenge in Sasl server state COMPLETE".into())),
         }
@@ -638,7 +646,8 @@ mod tests {
             done,
             ScramStep::Done {
                 username: "user".into(),
-                response: b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=".to_vec()
+                response: b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=".to_vec(),
+                token: None,
             }
         );
     }

@@ -597,7 +597,7 @@ fn after_sasl_step<L: Future<Output = (Outcome, usize)>>(
         }
     };
     if let Some(p) = sasl.principal() {
-        *caller = Arc::new(caller.authenticated(p));
+        *caller = Arc::new(caller.authenticated(p, sasl.is_token_authenticated()));
     }
     codec.set_max(sasl.max_frame().unwrap_or(max_request).min(max_request));
     codec.set_raw_tokens(sasl.expects_raw_tokens());

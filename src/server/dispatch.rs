@@ -53,16 +53,26 @@ pub struct Caller {
     /// The address ACLs match against: Kafka's `InetAddress.getHostAddress()`,
     /// where an IPv4 client on a dual-stack socket is its IPv4 address.
     pub host: Box<str>,
+    /// Logged in with a delegation token (Kafka's
+    /// `KafkaPrincipal.tokenAuthenticated`).
+    pub token_authenticated: bool,
 }
 
 impl Caller {
     pub fn new(peer: SocketAddr, listener: ListenerInfo, principal: Arc<str>) -> Caller {
-        Caller { peer, listener, principal, host: peer.ip().to_canonical().to_string().into() }
+        Caller {
+            peer,
+            listener,
+            principal,
+            host: peer.ip().to_canonical().to_string().into(),
+            token_authenticated: false,
+        }
     }
 
-    /// The same connection under a new principal.
-    pub fn authenticated(&self, principal: Arc<str>) -> Caller {
-        Caller { principal, host: self.host.clone(), ..*self }
+    /// The same connection under a new principal, logged in with a
+    /// delegation token or not.
+    pub fn authenticated(&self, principal: Arc<str>, token_authenticated: bool) -> Caller {
+        Caller { principal, host: self.host.clone(), token_authenticated, ..*self }
     }
 }
 

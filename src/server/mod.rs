@@ -12,6 +12,7 @@ pub mod limits;
 pub mod listener;
 pub mod observe;
 pub mod throttle;
+pub mod token_admin;
 pub mod user_admin;
 
 use std::sync::Arc;
@@ -53,6 +54,8 @@ pub struct Services {
     /// AlterUserScramCredentials changes the file; `None` without a SASL
     /// listener.
     pub credentials: Option<Arc<crate::security::credentials::CredentialStore>>,
+    /// The delegation tokens (standalone, with a secret key).
+    pub delegation_tokens: Option<Arc<crate::security::delegation_tokens::DelegationTokens>>,
 }
 
 impl Services {

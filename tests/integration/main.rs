@@ -27,6 +27,7 @@ mod connection_limits;
 mod crash_recovery;
 mod create_partitions;
 mod data_plane;
+mod delegation_tokens;
 mod descriptor_limits;
 mod group_apis;
 mod keystores;

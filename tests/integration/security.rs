@@ -203,7 +203,7 @@ pub(crate) fn scram_client_final(
     (format!("{without_proof},p={}", B64.encode(proof)), server_signature)
 }
 
-fn write_users(path: &Path, users: &[(&str, &str)]) {
+pub(crate) fn write_users(path: &Path, users: &[(&str, &str)]) {
     let mut c = Credentials::default();
     for (u, p) in users {
         c.set_password(u, p, &ScramMechanism::ALL, 4096);
@@ -212,7 +212,7 @@ fn write_users(path: &Path, users: &[(&str, &str)]) {
 }
 
 /// A daemon with a SASL_PLAINTEXT listener and a PLAINTEXT one, user alice.
-async fn sasl_server(extra: &[&str]) -> (TestServer, tempfile::TempDir) {
+pub(crate) async fn sasl_server(extra: &[&str]) -> (TestServer, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let users = dir.path().join("users.json");
     write_users(&users, &[("alice", "alice-secret")]);

@@ -31,13 +31,14 @@ def serving_addresses(k, names):
 
 @pytest.fixture(scope="module")
 def sasl_ssl(make_kcoord_module, tmp_path_factory):
-    """A kcoord with a SASL_SSL listener and user alice; 10 records in TOPIC.
-    Returns {"addr", "ca"}."""
+    """A kcoord with a SASL_SSL listener, user alice and delegation tokens
+    on; 10 records in TOPIC. Returns {"addr", "ca"}."""
     tmp = tmp_path_factory.mktemp("sasl-ssl")
     pki = make_pki(tmp / "pki")
     users = tmp / "users.json"
     add_user(users, USER, PASSWORD)
-    k = make_kcoord_module(tmp, topics=[f"{TOPIC}:1"], settings=tls_listener_settings(pki, users))
+    settings = tls_listener_settings(pki, users) + ['security.delegation_token_secret_key="interop-token-key"']
+    k = make_kcoord_module(tmp, topics=[f"{TOPIC}:1"], settings=settings)
     env = {"addr": serving_addresses(k, ["SASL_SSL"])["SASL_SSL"], "ca": str(pki / "ca.pem")}
     produce({**sasl_conf(env, "PLAIN")})
     return env
@@ -243,6 +244,45 @@ def test_the_java_client_over_sasl_ssl_consumes_and_commits(sasl_ssl, mechanism,
              "sasl.jaas.config": f'{JAAS[mechanism]} required username="{USER}" password="{PASSWORD}";',
              "ssl.truststore.type": "PEM", "ssl.truststore.location": sasl_ssl["ca"]}
     assert java_consume_and_commit(java_classpath, sasl_ssl["addr"], props, f"java-{mechanism}", tmp_path) == 10
+
+
+def java_scram_props(env, user, password, extra=""):
+    """Java client settings for SCRAM-SHA-512 over SASL_SSL."""
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": f'{JAAS["SCRAM-SHA-512"]} required username="{user}" password="{password}"{extra};',
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": env["ca"]}
+
+
+@needs_java
+def test_the_java_client_gets_a_delegation_token_and_consumes_and_commits_with_it(sasl_ssl, java_classpath, tmp_path):
+    """KIP-48: alice gets a token with Admin.createDelegationToken; a consumer
+    that logs in with it (ScramLoginModule tokenauth="true") is alice, and
+    joins, consumes and commits; kcoord's admin CLI logs in with it too; the
+    token cannot get tokens; once expired it logs nobody in."""
+    alice = JavaClient(java_classpath, sasl_ssl["addr"], java_scram_props(sasl_ssl, USER, PASSWORD))
+    token = alice.admin("create-token", renewers="User:bob")
+    assert (token.get("owner"), token.get("requester")) == ("User:alice", "User:alice"), token
+    assert token["issued"] < token["expiry"] <= token["max"], token
+    described = alice.admin("describe-tokens")["tokens"]
+    assert described[token["token_id"]] == {"owner": "User:alice", "renewers": "User:bob", "hmac": token["hmac"]}
+
+    with_token = java_scram_props(sasl_ssl, token["token_id"], token["hmac"], ' tokenauth="true"')
+    assert java_consume_and_commit(java_classpath, sasl_ssl["addr"], with_token, "java-token", tmp_path) == 10
+    as_token = JavaClient(java_classpath, sasl_ssl["addr"], with_token)
+    assert as_token.admin("create-token") == {"error": "UnsupportedByAuthenticationException"}
+
+    props = tmp_path / "token.properties"
+    props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                     f"sasl.jaas.config={with_token['sasl.jaas.config']}\nssl.ca.location={sasl_ssl['ca']}\n")
+    cli = [KCOORD_BIN, "groups", "--command-config", str(props), "list", "--bootstrap", sasl_ssl["addr"]]
+    listed = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and "java-token" in listed.stdout, listed.stderr
+
+    expired = alice.admin("expire-token", hmac=token["hmac"], period=-1)
+    assert "expiry" in expired, expired
+    assert token["token_id"] not in alice.admin("describe-tokens")["tokens"]
+    refused = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "invalid credentials" in refused.stderr, refused.stderr
 
 
 @needs_kcat

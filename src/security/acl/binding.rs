@@ -56,6 +56,8 @@ kafka_enum!(
         Group = 3, "GROUP";
         Cluster = 4, "CLUSTER";
         TransactionalId = 5, "TRANSACTIONAL_ID";
+        DelegationToken = 6, "DELEGATION_TOKEN";
+        User = 7, "USER";
     }
 );
 
@@ -107,6 +109,8 @@ impl ResourceType {
                 &[Create, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite, Alter, Describe]
             }
             ResourceType::TransactionalId => &[Describe, Write],
+            ResourceType::DelegationToken => &[Describe],
+            ResourceType::User => &[CreateTokens, DescribeTokens],
         }
     }
 

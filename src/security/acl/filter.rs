@@ -29,8 +29,7 @@ pub struct AclFilter {
 
 impl AclFilter {
     /// Builds a filter from its wire codes; `Err` names what Kafka would
-    /// call an invalid filter (UNKNOWN or out-of-range codes). A resource
-    /// type kcoord does not keep (USER, DELEGATION_TOKEN) matches nothing.
+    /// call an invalid filter (UNKNOWN or out-of-range codes).
     #[allow(clippy::too_many_arguments)]
     pub fn from_wire(
         resource_type: i8,
@@ -43,7 +42,6 @@ impl AclFilter {
     ) -> Result<Option<AclFilter>, String> {
         let resource_type = match resource_type {
             ANY => None,
-            6 | 7 => return Ok(None), // DELEGATION_TOKEN, USER: none kept
             code => Some(ResourceType::from_code(code).ok_or_else(|| format!("invalid resource type {code}"))?),
         };
         let pattern = match pattern_type {

@@ -20,6 +20,7 @@ mod consumer_group_heartbeat;
 mod create_acls;
 mod create_partitions;
 mod create_topics;
+mod delegation_tokens;
 mod delete_acls;
 mod delete_groups;
 mod delete_topics;
@@ -70,6 +71,8 @@ pub enum Owner {
     Acls,
     /// The SCRAM users of the credentials file.
     Users,
+    /// The delegation tokens.
+    Tokens,
     /// The connection itself (SASL outside an exchange).
     Connection,
 }
@@ -199,6 +202,10 @@ pub static REGISTRY: &[Registered] = &[
     line::<delete_acls::DeleteAcls>(),
     line::<sasl_authenticate::SaslAuthenticate>(),
     line::<create_partitions::CreatePartitions>(),
+    line::<delegation_tokens::CreateDelegationToken>(),
+    line::<delegation_tokens::RenewDelegationToken>(),
+    line::<delegation_tokens::ExpireDelegationToken>(),
+    line::<delegation_tokens::DescribeDelegationToken>(),
     line::<delete_groups::DeleteGroups>(),
     line::<offset_delete::OffsetDelete>(),
     line::<describe_user_scram_credentials::DescribeUserScramCredentials>(),

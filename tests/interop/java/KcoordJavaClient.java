@@ -8,7 +8,8 @@
 //   transform key=value... a transactional consume-transform-produce loop
 //                          (KIP-447: offsets sent with the group's metadata)
 //   admin   op=... key=value...
-//                          one Admin call, prints one JSON line
+//                          one Admin call, prints one JSON line (groups,
+//                          offsets, delegation tokens)
 //
 // Output is JSON built by hand: the classpath holds only kafka-clients and
 // the compression libraries it loads.
@@ -20,6 +21,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -34,6 +36,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.CreateDelegationTokenOptions;
+import org.apache.kafka.clients.admin.ExpireDelegationTokenOptions;
+import org.apache.kafka.clients.admin.RenewDelegationTokenOptions;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
@@ -52,6 +57,9 @@ import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
+import org.apache.kafka.common.security.auth.KafkaPrincipal;
+import org.apache.kafka.common.security.token.delegation.DelegationToken;
+import org.apache.kafka.common.utils.SecurityUtils;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
@@ -426,6 +434,59 @@ public final class KcoordJavaClient {
                         o = new RemoveMembersFromConsumerGroupOptions();
                     }
                     j.key("result").str(outcome(admin.removeMembersFromConsumerGroup(group, o).all()));
+                }
+                case "create-token" -> {
+                    CreateDelegationTokenOptions o = new CreateDelegationTokenOptions();
+                    if (args.containsKey("renewers")) {
+                        List<KafkaPrincipal> renewers = new ArrayList<>();
+                        for (String r : args.get("renewers").split(",")) {
+                            renewers.add(SecurityUtils.parseKafkaPrincipal(r));
+                        }
+                        o = o.renewers(renewers);
+                    }
+                    if (args.containsKey("owner")) {
+                        o = o.owner(SecurityUtils.parseKafkaPrincipal(args.get("owner")));
+                    }
+                    try {
+                        DelegationToken t = admin.createDelegationToken(o).delegationToken().get();
+                        j.key("token_id").str(t.tokenInfo().tokenId())
+                            .key("hmac").str(t.hmacAsBase64String())
+                            .key("owner").str(t.tokenInfo().owner().toString())
+                            .key("requester").str(t.tokenInfo().tokenRequester().toString())
+                            .key("issued").num(t.tokenInfo().issueTimestamp())
+                            .key("expiry").num(t.tokenInfo().expiryTimestamp())
+                            .key("max").num(t.tokenInfo().maxTimestamp());
+                    } catch (ExecutionException x) {
+                        j.key("error").str(x.getCause().getClass().getSimpleName());
+                    }
+                }
+                case "describe-tokens" -> {
+                    List<DelegationToken> all = admin.describeDelegationToken().delegationTokens().get();
+                    j.key("tokens").obj();
+                    for (DelegationToken t : all) {
+                        List<String> renewers = new ArrayList<>();
+                        t.tokenInfo().renewers().forEach(r -> renewers.add(r.toString()));
+                        j.key(t.tokenInfo().tokenId()).obj()
+                            .key("owner").str(t.tokenInfo().owner().toString())
+                            .key("renewers").str(String.join(",", renewers))
+                            .key("hmac").str(t.hmacAsBase64String())
+                            .end();
+                    }
+                    j.end();
+                }
+                case "renew-token", "expire-token" -> {
+                    byte[] hmac = Base64.getDecoder().decode(args.get("hmac"));
+                    long period = Long.parseLong(args.getOrDefault("period", "-1"));
+                    KafkaFuture<Long> expiry = args.get("op").equals("renew-token")
+                        ? admin.renewDelegationToken(hmac, new RenewDelegationTokenOptions().renewTimePeriodMs(period))
+                            .expiryTimestamp()
+                        : admin.expireDelegationToken(hmac, new ExpireDelegationTokenOptions().expiryTimePeriodMs(period))
+                            .expiryTimestamp();
+                    try {
+                        j.key("expiry").num(expiry.get());
+                    } catch (ExecutionException x) {
+                        j.key("error").str(x.getCause().getClass().getSimpleName());
+                    }
                 }
                 default -> throw new IllegalArgumentException("op " + args.get("op"));
             }
