@@ -545,7 +545,7 @@ async fn with_upstream_authentication_the_upstream_logs_in_each_client_and_appli
 async fn a_relayed_delegation_token_login_is_never_taken_for_a_user_named_like_the_token() {
     // A token login (SCRAM, tokenauth=true) names the token's id; the
     // upstream authenticates its owner, or refuses it. Here the upstream
-    // (a kcoord, which issues no tokens) refuses it, and the client gets
+    // (a kcoord without a token key) refuses it, and the client gets
     // that refusal: the sidecar does not log the connection in as
     // User:<the id>. (With an upstream that accepts it, the sidecar asks
     // it for the owner: src/sidecar/token_owners.rs.)
@@ -569,180 +569,57 @@ async fn a_relayed_delegation_token_login_is_never_taken_for_a_user_named_like_t
     up.shutdown().await;
 }
 
-/// What [`token_issuing_front`] knows: SCRAM-SHA-512 users (name,
-/// password) and delegation tokens (id, HMAC, owner), and whether it
-/// describes its tokens.
-#[derive(Clone)]
-struct TokenBroker {
-    users: Vec<(&'static str, &'static str)>,
-    tokens: Vec<(&'static str, &'static str, &'static str)>,
-    describe: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
+const CAROL: (&str, &str) = ("carol", "carol-secret");
 
-/// A stand-in for a Kafka broker that issues delegation tokens, in front of
-/// a PLAINTEXT kcoord upstream (which issues none). It authenticates SASL
-/// itself, SCRAM-SHA-512 with kcoord's SCRAM server given the broker's
-/// users and tokens (a token login is its owner), refuses anything but
-/// ApiVersions before that, and passes every other request through one at
-/// a time; it adds DescribeDelegationToken to the upstream's ApiVersions
-/// and answers it with its tokens while `describe` is set.
-async fn token_issuing_front(listener: tokio::net::TcpListener, upstream: std::net::SocketAddr, broker: TokenBroker) {
-    use bytes::{BufMut, Bytes, BytesMut};
-    use kafka_protocol::messages::api_versions_response::ApiVersion;
-    use kafka_protocol::messages::describe_delegation_token_response::DescribedDelegationToken;
-    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
-    use kcoord::security::scram::{ScramCredential, ScramError, ScramServer, ScramStep};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    async fn read(s: &mut tokio::net::TcpStream) -> Option<Bytes> {
-        let len = s.read_i32().await.ok()?;
-        let mut frame = vec![0; usize::try_from(len).ok()?];
-        s.read_exact(&mut frame).await.ok()?;
-        Some(Bytes::from(frame))
+/// An upstream kcoord that issues delegation tokens: a SASL_PLAINTEXT
+/// listener with the sidecar's user and carol, and the authorizer on with
+/// every resource no ACL names open (so the sidecar's login sees carol's
+/// tokens until an ACL says otherwise); topic `t`.
+async fn token_upstream(pki: &Pki) -> TestServer {
+    let users = pki.path("token-upstream-users.json");
+    let mut c = Credentials::default();
+    for (u, p) in [SIDECAR_USER, CAROL] {
+        c.set_password(u, p, &ScramMechanism::ALL, 4096);
     }
-    async fn write(s: &mut tokio::net::TcpStream, body: &[u8]) -> Option<()> {
-        let mut out = BytesMut::with_capacity(body.len() + 4);
-        out.put_i32(body.len() as i32);
-        out.extend_from_slice(body);
-        s.write_all(&out).await.ok()
-    }
-    fn answer<R: Encodable + HeaderVersion>(correlation_id: i32, response: R, version: i16) -> BytesMut {
-        let mut out = BytesMut::new();
-        ResponseHeader::default()
-            .with_correlation_id(correlation_id)
-            .encode(&mut out, R::header_version(version))
-            .unwrap();
-        response.encode(&mut out, version).unwrap();
-        out
-    }
-    let mech = ScramMechanism::Sha512;
-    let credential = move |password: &str| ScramCredential::derive(mech, password, b"broker-salt".to_vec(), 4096);
-    while let Ok((mut client, _)) = listener.accept().await {
-        let broker = broker.clone();
-        tokio::spawn(async move {
-            let Ok(mut up) = tokio::net::TcpStream::connect(upstream).await else { return };
-            let users = |name: &str| broker.users.iter().find(|u| u.0 == name).map(|u| credential(u.1));
-            let tokens =
-                |id: &str| broker.tokens.iter().find(|t| t.0 == id).map(|t| (credential(t.1), t.2.to_string()));
-            let (mut scram, mut authenticated) = (None, false);
-            while let Some(frame) = read(&mut client).await {
-                let (key, version) =
-                    (i16::from_be_bytes([frame[0], frame[1]]), i16::from_be_bytes([frame[2], frame[3]]));
-                let api = ApiKey::try_from(key).unwrap();
-                let mut body = frame.clone();
-                let header = RequestHeader::decode(&mut body, api.request_header_version(version)).unwrap();
-                let id = header.correlation_id;
-                let reply = match api {
-                    ApiKey::SaslHandshake => {
-                        let mechanism = SaslHandshakeRequest::decode(&mut body, version).unwrap().mechanism;
-                        let known = mechanism.as_str() == mech.name();
-                        scram = known.then(|| ScramServer::new(mech));
-                        let response = SaslHandshakeResponse::default()
-                            .with_error_code(if known { 0 } else { 33 })
-                            .with_mechanisms(vec![sb(mech.name())]);
-                        answer(id, response, version)
-                    }
-                    ApiKey::SaslAuthenticate => {
-                        let auth = SaslAuthenticateRequest::decode(&mut body, version).unwrap();
-                        let Some(server) = scram.as_mut() else { return };
-                        let step = server.step_with_tokens(&auth.auth_bytes, &users, &tokens, "brokernonce");
-                        let response = match step {
-                            Ok(ScramStep::Challenge(bytes)) => {
-                                SaslAuthenticateResponse::default().with_auth_bytes(bytes.into())
-                            }
-                            Ok(ScramStep::Done { response, .. }) => {
-                                authenticated = true;
-                                SaslAuthenticateResponse::default().with_auth_bytes(response.into())
-                            }
-                            Err(e) => {
-                                let message = match e {
-                                    ScramError::Specific(m) => m,
-                                    ScramError::Generic(_) => crate::security::scram_failure(mech),
-                                };
-                                SaslAuthenticateResponse::default()
-                                    .with_error_code(58)
-                                    .with_error_message(Some(sb(&message)))
-                            }
-                        };
-                        let failed = response.error_code != 0;
-                        if write(&mut client, &answer(id, response, version)).await.is_none() || failed {
-                            return;
-                        }
-                        continue;
-                    }
-                    ApiKey::DescribeDelegationToken if authenticated => {
-                        let on = broker.describe.load(std::sync::atomic::Ordering::SeqCst);
-                        let described = broker.tokens.iter().filter(|_| on).map(|(id, _, owner)| {
-                            DescribedDelegationToken::default()
-                                .with_token_id(sb(id))
-                                .with_principal_type(sb("User"))
-                                .with_principal_name(sb(owner))
-                        });
-                        answer(id, DescribeDelegationTokenResponse::default().with_tokens(described.collect()), version)
-                    }
-                    ApiKey::ApiVersions => {
-                        if write(&mut up, &frame).await.is_none() {
-                            return;
-                        }
-                        let Some(mut upstream_answer) = read(&mut up).await else { return };
-                        ResponseHeader::decode(&mut upstream_answer, ApiVersionsResponse::header_version(version))
-                            .unwrap();
-                        let mut v = ApiVersionsResponse::decode(&mut upstream_answer, version).unwrap();
-                        v.api_keys.push(ApiVersion::default().with_api_key(41).with_min_version(0).with_max_version(3));
-                        answer(id, v, version)
-                    }
-                    _ if authenticated => {
-                        if write(&mut up, &frame).await.is_none() {
-                            return;
-                        }
-                        let Some(upstream_answer) = read(&mut up).await else { return };
-                        BytesMut::from(&upstream_answer[..])
-                    }
-                    _ => return,
-                };
-                if write(&mut client, &reply).await.is_none() {
-                    return;
-                }
-            }
-        });
-    }
-}
-
-/// A PLAINTEXT kcoord upstream that advertises `front` for itself, with
-/// topic `t`.
-async fn upstream_behind(front: std::net::SocketAddr) -> TestServer {
+    c.save(Path::new(&users)).unwrap();
     start(&[
-        "server.listeners=[\"PLAINTEXT://127.0.0.1:0\"]".into(),
-        format!("server.advertised_listeners=[\"PLAINTEXT://{front}\"]"),
+        "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\"]".into(),
+        format!("security.credentials_file=\"{users}\""),
+        "security.delegation_token_secret_key=\"upstream-token-key\"".into(),
+        "authorizer.enabled=true".into(),
+        "authorizer.allow_everyone_if_no_acl_found=true".into(),
+        format!("authorizer.acl_file=\"{}\"", pki.path("token-upstream-acls.json")),
         "topics.define=[\"t:3\"]".into(),
         "server.node_id=1".into(),
     ])
     .await
 }
 
+/// A token carol gets from `up`: its id and its HMAC in base64.
+async fn carols_token(up: &TestServer) -> (String, String) {
+    use base64::Engine as _;
+    let mut c = crate::security::tcp(up.addr).await;
+    assert_eq!(c.scram_with(ScramMechanism::Sha512, CAROL.0, CAROL.1, "").await.error_code, 0);
+    let t = c.send(&CreateDelegationTokenRequest::default().with_max_lifetime_ms(-1), 3).await.unwrap();
+    assert_eq!(t.error_code, 0);
+    (t.token_id.to_string(), base64::engine::general_purpose::STANDARD.encode(&t.hmac))
+}
+
 #[tokio::test]
 async fn a_relayed_delegation_token_login_is_the_tokens_owner_for_the_sidecars_group_acls() {
     use crate::security::tcp;
-    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use kafka_protocol::messages::create_acls_request::AclCreation;
     let pki = Pki::new();
-    // The token "t0k3n" belongs to carol.
-    let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let front_addr = front.local_addr().unwrap();
-    let up = upstream_behind(front_addr).await;
-    let describe = std::sync::Arc::new(AtomicBool::new(true));
-    let broker = TokenBroker {
-        users: vec![SIDECAR_USER],
-        tokens: vec![("t0k3n", "the-hmac", "carol")],
-        describe: describe.clone(),
-    };
-    tokio::spawn(token_issuing_front(front, up.addr, broker));
+    let up = token_upstream(&pki).await;
+    let (id, hmac) = carols_token(&up).await;
 
-    // The sidecar's group ACLs let carol in, not a user named t0k3n.
+    // The sidecar's group ACLs let carol in, not a user named like the token.
     let acls = acl_file(&pki, "sidecar-acls.json", &[("carol", "Read", "group", "g")]);
     let password = pki.write("upstream-password", &format!("{}\n", SIDECAR_USER.1));
     let empty = pki.path("sidecar-users.json");
     Credentials::default().save(Path::new(&empty)).unwrap();
     let mut sc = start(&[
-        format!("sidecar.upstream=[\"{front_addr}\"]"),
+        format!("sidecar.upstream=[\"{}\"]", up.addr),
         "sidecar.upstream_security.security_protocol=\"SASL_PLAINTEXT\"".into(),
         "sidecar.upstream_security.sasl_mechanism=\"SCRAM-SHA-512\"".into(),
         format!("sidecar.upstream_security.sasl_username=\"{}\"", SIDECAR_USER.0),
@@ -758,20 +635,37 @@ async fn a_relayed_delegation_token_login_is_the_tokens_owner_for_the_sidecars_g
 
     // A token login through the sidecar, as Kafka's Java client sends it.
     let mech = ScramMechanism::Sha512;
-    let token_login = |sidecar| async move {
-        let mut c = tcp(sidecar).await;
-        let last = c.scram_with(mech, "t0k3n", "the-hmac", ",tokenauth=true").await;
-        (c, last)
+    let token_login = |sidecar| {
+        let (id, hmac) = (id.clone(), hmac.clone());
+        async move {
+            let mut c = tcp(sidecar).await;
+            let last = c.scram_with(mech, &id, &hmac, ",tokenauth=true").await;
+            (c, last)
+        }
     };
     let (mut c, last) = token_login(sc.addr).await;
     assert_eq!(last.error_code, 0, "{:?}", last.error_message);
     let join = c.send(&join_request("g", "", &["t"]), 5).await.unwrap();
     assert_eq!(join.error_code, 79, "MEMBER_ID_REQUIRED: carol may join g");
 
-    // When the upstream does not describe the token to the sidecar's
-    // login, the login fails, saying why; a connection of the same token
-    // already named keeps its owner without asking again.
-    describe.store(false, SeqCst);
+    // When the upstream does not describe the token to the sidecar's login
+    // (its ACLs deny it both ways of seeing it), the login fails, saying
+    // why; a token already named keeps its owner without asking again.
+    let deny = |resource_type: i8, operation: i8| {
+        AclCreation::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(sb("*"))
+            .with_resource_pattern_type(3)
+            .with_principal(sb(&format!("User:{}", SIDECAR_USER.0)))
+            .with_host(sb("*"))
+            .with_operation(operation)
+            .with_permission_type(2)
+    };
+    let mut admin = tcp(up.addr).await;
+    assert_eq!(admin.scram_with(mech, CAROL.0, CAROL.1, "").await.error_code, 0);
+    let denied =
+        admin.send(&CreateAclsRequest::default().with_creations(vec![deny(6, 8), deny(7, 14)]), 3).await.unwrap();
+    assert!(denied.results.iter().all(|r| r.error_code == 0), "{denied:?}");
     let (mut c, last) = token_login(sc.addr).await;
     assert_eq!(last.error_code, 0, "a remembered owner is not asked again");
     assert_eq!(c.send(&join_request("g", "", &["t"]), 5).await.unwrap().error_code, 79);
@@ -779,7 +673,7 @@ async fn a_relayed_delegation_token_login_is_the_tokens_owner_for_the_sidecars_g
     let (mut c, last) = token_login(sc.addr).await;
     assert_eq!(last.error_code, 58, "SASL_AUTHENTICATION_FAILED");
     let message = last.error_message.unwrap_or_default();
-    assert!(message.contains("owner of delegation token t0k3n is not known"), "{message}");
+    assert!(message.contains(&format!("owner of delegation token {id} is not known")), "{message}");
     assert!(c.closed().await);
     sc.shutdown().await;
     up.shutdown().await;
@@ -787,30 +681,22 @@ async fn a_relayed_delegation_token_login_is_the_tokens_owner_for_the_sidecars_g
 
 #[tokio::test]
 async fn kcoord_logs_in_to_its_upstream_and_the_admin_cli_to_a_broker_with_a_delegation_token() {
-    use std::sync::atomic::AtomicBool;
     let pki = Pki::new();
-    let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let front_addr = front.local_addr().unwrap();
-    let up = upstream_behind(front_addr).await;
-    // The token's HMAC is not the password of the user named like it, so
-    // only a login that says it is a token gets in.
-    let broker = TokenBroker {
-        users: vec![("t0k3n", "a-users-password")],
-        tokens: vec![("t0k3n", "the-hmac", "carol")],
-        describe: std::sync::Arc::new(AtomicBool::new(false)),
-    };
-    tokio::spawn(token_issuing_front(front, up.addr, broker));
+    let up = token_upstream(&pki).await;
+    let (id, hmac) = carols_token(&up).await;
 
-    // The admin CLI, with a Java client's properties file.
+    // The admin CLI, with a Java client's properties file; without
+    // tokenauth the token is taken for a user of its id's name, who does
+    // not exist.
     let java = |tokenauth: &str| {
         format!(
             "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n\
              sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n    \
-             username=\"t0k3n\" password=\"the-hmac\" {tokenauth};\n"
+             username=\"{id}\" password=\"{hmac}\" {tokenauth};\n"
         )
     };
     let list = |props: String| {
-        let bootstrap = front_addr.to_string();
+        let bootstrap = up.addr.to_string();
         tokio::task::spawn_blocking(move || {
             std::process::Command::new(env!("CARGO_BIN_EXE_kcoord"))
                 .args(["groups", "--command-config", &props, "list", "--bootstrap", &bootstrap])
@@ -829,13 +715,13 @@ async fn kcoord_logs_in_to_its_upstream_and_the_admin_cli_to_a_broker_with_a_del
     );
 
     // A sidecar whose own upstream login is the token.
-    let password = pki.write("token-hmac", "the-hmac\n");
+    let password = pki.write("token-hmac", &format!("{hmac}\n"));
     let sidecar_login = |tokenauth: bool| {
         vec![
-            format!("sidecar.upstream=[\"{front_addr}\"]"),
+            format!("sidecar.upstream=[\"{}\"]", up.addr),
             "sidecar.upstream_security.security_protocol=\"SASL_PLAINTEXT\"".into(),
             "sidecar.upstream_security.sasl_mechanism=\"SCRAM-SHA-512\"".into(),
-            "sidecar.upstream_security.sasl_username=\"t0k3n\"".into(),
+            format!("sidecar.upstream_security.sasl_username=\"{id}\""),
             format!("sidecar.upstream_security.sasl_password_file=\"{password}\""),
             format!("sidecar.upstream_security.sasl_tokenauth={tokenauth}"),
         ]
