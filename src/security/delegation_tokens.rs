@@ -132,16 +132,17 @@ impl TokenFile {
         Ok(token)
     }
 
-    /// RenewDelegationToken by `principal`: the new expiry.
+    /// RenewDelegationToken of token `token_id` (the one whose HMAC the
+    /// request carries) by `principal`: the new expiry.
     pub fn renew(
         &mut self,
         s: &TokenSettings,
         principal: &str,
-        hmac: &[u8],
+        token_id: &str,
         renew_period_ms: i64,
         now: i64,
     ) -> Result<i64, ErrorCode> {
-        let token = self.by_hmac(s, hmac).ok_or(ErrorCode::DELEGATION_TOKEN_NOT_FOUND)?;
+        let token = self.tokens.get_mut(token_id).ok_or(ErrorCode::DELEGATION_TOKEN_NOT_FOUND)?;
         if token.expired(now) {
             return Err(ErrorCode::DELEGATION_TOKEN_EXPIRED);
         }
@@ -159,15 +160,8 @@ impl TokenFile {
     /// ExpireDelegationToken by `principal`: a negative period removes the
     /// token now; otherwise it expires that long from now (never later
     /// than its maximum). The new expiry.
-    pub fn expire(
-        &mut self,
-        s: &TokenSettings,
-        principal: &str,
-        hmac: &[u8],
-        period_ms: i64,
-        now: i64,
-    ) -> Result<i64, ErrorCode> {
-        let token = self.by_hmac(s, hmac).ok_or(ErrorCode::DELEGATION_TOKEN_NOT_FOUND)?;
+    pub fn expire(&mut self, principal: &str, token_id: &str, period_ms: i64, now: i64) -> Result<i64, ErrorCode> {
+        let token = self.tokens.get_mut(token_id).ok_or(ErrorCode::DELEGATION_TOKEN_NOT_FOUND)?;
         if !token.owner_or_renewer(principal) {
             return Err(ErrorCode::DELEGATION_TOKEN_OWNER_MISMATCH);
         }
@@ -195,12 +189,6 @@ impl TokenFile {
         });
         before - self.tokens.len()
     }
-
-    /// The token whose HMAC this is. Each id's HMAC is computed: at most
-    /// [`MAX_TOKENS`] of them, for the rare renewal or expiry.
-    fn by_hmac(&mut self, s: &TokenSettings, hmac: &[u8]) -> Option<&mut TokenInfo> {
-        self.tokens.values_mut().find(|t| s.hmac(&t.token_id) == hmac)
-    }
 }
 
 /// A token login's credential, and who it makes the client.
@@ -211,12 +199,37 @@ pub struct TokenLogin {
     pub expiry_ms: i64,
 }
 
+/// Each token's HMAC, both ways: Renew and Expire name a token by its HMAC,
+/// and Describe answers with it; computing them per request would cost up
+/// to [`MAX_TOKENS`] HMACs each.
+#[derive(Default)]
+struct HmacIndex {
+    by_hmac: HashMap<Vec<u8>, String>,
+    by_id: HashMap<String, Vec<u8>>,
+}
+
+impl HmacIndex {
+    /// Brings the index in line with `file`'s tokens.
+    fn follow(&mut self, s: &TokenSettings, file: &TokenFile) {
+        self.by_id.retain(|id, _| file.tokens.contains_key(id));
+        self.by_hmac.retain(|_, id| file.tokens.contains_key(id));
+        for id in file.tokens.keys() {
+            if !self.by_id.contains_key(id) {
+                let hmac = s.hmac(id);
+                self.by_hmac.insert(hmac.clone(), id.clone());
+                self.by_id.insert(id.clone(), hmac);
+            }
+        }
+    }
+}
+
 /// The daemon's tokens: a snapshot read by logins and Describe, changed by
 /// one writer at a time, each change durable before it is in force.
 pub struct DelegationTokens {
     settings: TokenSettings,
     path: PathBuf,
     current: RwLock<Arc<TokenFile>>,
+    hmacs: RwLock<HmacIndex>,
     writer: tokio::sync::Mutex<()>,
     /// Token credentials derived so far (one PBKDF2 run each), by token
     /// and mechanism; dropped with their token.
@@ -238,10 +251,13 @@ impl DelegationTokens {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => TokenFile::default(),
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
+        let mut hmacs = HmacIndex::default();
+        hmacs.follow(&settings, &file);
         Ok(DelegationTokens {
             settings,
             path,
             current: RwLock::new(Arc::new(file)),
+            hmacs: RwLock::new(hmacs),
             writer: tokio::sync::Mutex::new(()),
             credentials: Mutex::new(HashMap::new()),
         })
@@ -277,6 +293,7 @@ impl DelegationTokens {
                 return Err(ErrorCode::UNKNOWN_SERVER_ERROR);
             }
             let after = Arc::new(after);
+            self.hmacs.write().unwrap_or_else(|e| e.into_inner()).follow(&self.settings, &after);
             *self.current.write().unwrap_or_else(|e| e.into_inner()) = after.clone();
             self.credentials
                 .lock()
@@ -284,6 +301,16 @@ impl DelegationTokens {
                 .retain(|(id, _), _| after.tokens.contains_key(id));
         }
         Ok(result)
+    }
+
+    /// The id of the token with this HMAC.
+    pub fn token_id(&self, hmac: &[u8]) -> Option<String> {
+        self.hmacs.read().unwrap_or_else(|e| e.into_inner()).by_hmac.get(hmac).cloned()
+    }
+
+    /// The HMAC of token `token_id`, if it exists.
+    pub fn hmac(&self, token_id: &str) -> Option<Vec<u8>> {
+        self.hmacs.read().unwrap_or_else(|e| e.into_inner()).by_id.get(token_id).cloned()
     }
 
     /// The login of token `token_id` with `mechanism`, unless it is unknown
@@ -371,18 +398,17 @@ mod tests {
         let (s, mut f) = (settings(), TokenFile::default());
         let t = create(&mut f, "t1", &["User:dave"], 0, 1_000);
         assert_eq!((t.issue_ms, t.expiry_ms, t.max_ms), (1_000, 1_000 + DAY, 1_000 + 7 * DAY));
-        let hmac = s.hmac("t1");
         // The owner or a renewer; the asked period is capped by the server's.
-        assert_eq!(f.renew(&s, "User:dave", &hmac, 3_600_000, 2_000), Ok(2_000 + 3_600_000));
-        assert_eq!(f.renew(&s, "User:carol", &hmac, 30 * DAY, 3_000), Ok(3_000 + DAY));
+        assert_eq!(f.renew(&s, "User:dave", "t1", 3_600_000, 2_000), Ok(2_000 + 3_600_000));
+        assert_eq!(f.renew(&s, "User:carol", "t1", 30 * DAY, 3_000), Ok(3_000 + DAY));
         // Renewed every day, it lives to its maximum and no longer.
         for day in 1..6 {
-            assert_eq!(f.renew(&s, "User:carol", &hmac, -1, day * DAY + 1_500), Ok((day + 1) * DAY + 1_500));
+            assert_eq!(f.renew(&s, "User:carol", "t1", -1, day * DAY + 1_500), Ok((day + 1) * DAY + 1_500));
         }
-        assert_eq!(f.renew(&s, "User:carol", &hmac, -1, 6 * DAY + 1_500), Ok(7 * DAY + 1_000));
-        assert_eq!(f.renew(&s, "User:mallory", &hmac, 0, 4_000), Err(ErrorCode::DELEGATION_TOKEN_OWNER_MISMATCH));
-        assert_eq!(f.renew(&s, "User:carol", b"not-an-hmac", 0, 4_000), Err(ErrorCode::DELEGATION_TOKEN_NOT_FOUND));
-        assert_eq!(f.renew(&s, "User:carol", &hmac, 0, 7 * DAY + 1_001), Err(ErrorCode::DELEGATION_TOKEN_EXPIRED));
+        assert_eq!(f.renew(&s, "User:carol", "t1", -1, 6 * DAY + 1_500), Ok(7 * DAY + 1_000));
+        assert_eq!(f.renew(&s, "User:mallory", "t1", 0, 4_000), Err(ErrorCode::DELEGATION_TOKEN_OWNER_MISMATCH));
+        assert_eq!(f.renew(&s, "User:carol", "t9", 0, 4_000), Err(ErrorCode::DELEGATION_TOKEN_NOT_FOUND));
+        assert_eq!(f.renew(&s, "User:carol", "t1", 0, 7 * DAY + 1_001), Err(ErrorCode::DELEGATION_TOKEN_EXPIRED));
         // A shorter maximum lifetime asked for at creation.
         let short = create(&mut f, "t2", &[], 60_000, 0);
         assert_eq!((short.expiry_ms, short.max_ms), (60_000, 60_000));
@@ -390,17 +416,14 @@ mod tests {
 
     #[test]
     fn expiring_with_a_negative_period_removes_the_token_and_a_positive_one_shortens_it() {
-        let (s, mut f) = (settings(), TokenFile::default());
+        let mut f = TokenFile::default();
         create(&mut f, "t1", &["User:dave"], 0, 0);
-        assert_eq!(
-            f.expire(&s, "User:mallory", &s.hmac("t1"), -1, 10),
-            Err(ErrorCode::DELEGATION_TOKEN_OWNER_MISMATCH)
-        );
-        assert_eq!(f.expire(&s, "User:dave", &s.hmac("t1"), 5_000, 10), Ok(5_010));
-        assert_eq!(f.expire(&s, "User:carol", &s.hmac("t1"), 0, 6_000), Err(ErrorCode::DELEGATION_TOKEN_EXPIRED));
-        assert_eq!(f.expire(&s, "User:carol", &s.hmac("t1"), -1, 6_000), Ok(6_000));
+        assert_eq!(f.expire("User:mallory", "t1", -1, 10), Err(ErrorCode::DELEGATION_TOKEN_OWNER_MISMATCH));
+        assert_eq!(f.expire("User:dave", "t1", 5_000, 10), Ok(5_010));
+        assert_eq!(f.expire("User:carol", "t1", 0, 6_000), Err(ErrorCode::DELEGATION_TOKEN_EXPIRED));
+        assert_eq!(f.expire("User:carol", "t1", -1, 6_000), Ok(6_000));
         assert!(f.tokens.is_empty());
-        assert_eq!(f.expire(&s, "User:carol", &s.hmac("t1"), -1, 6_000), Err(ErrorCode::DELEGATION_TOKEN_NOT_FOUND));
+        assert_eq!(f.expire("User:carol", "t1", -1, 6_000), Err(ErrorCode::DELEGATION_TOKEN_NOT_FOUND));
     }
 
     #[test]
@@ -440,6 +463,11 @@ mod tests {
         let t = tokens.change(|f, s| f.create(s, "t1".into(), req, 1_000)).await.unwrap();
         let reopened = DelegationTokens::open(dir.path(), settings()).unwrap();
         assert_eq!(reopened.snapshot().tokens.get("t1"), Some(&t));
+        // Renew and Expire find the token by its HMAC, after a restart too.
+        let hmac = settings().hmac("t1");
+        assert_eq!((tokens.token_id(&hmac), reopened.token_id(&hmac)), (Some("t1".into()), Some("t1".into())));
+        assert_eq!(reopened.hmac("t1"), Some(hmac.clone()));
+        assert_eq!(tokens.token_id(b"another"), None);
         let text = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
         assert!(!text.contains(&B64.encode(settings().hmac("t1"))), "no HMAC in the file");
         let login = tokens.login("t1", ScramMechanism::Sha256, 2_000).unwrap();
@@ -453,6 +481,9 @@ mod tests {
         let moved = DelegationTokens::open(dir.path(), other).unwrap();
         let login = moved.login("t1", ScramMechanism::Sha256, 2_000).unwrap();
         assert!(!login.credential.matches_password(ScramMechanism::Sha256, &password));
+        // A removed token leaves the index.
+        tokens.change(|f, _| f.expire("User:carol", "t1", -1, 3_000)).await.unwrap();
+        assert_eq!((tokens.token_id(&hmac), tokens.hmac("t1")), (None, None));
     }
 
     #[test]

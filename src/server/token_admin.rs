@@ -100,12 +100,14 @@ pub async fn renew_or_expire(
         return Err((ErrorCode::DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, BROKER_REFUSED));
     }
     let store = tokens(svc).map_err(|e| (e, CONTROLLER_REFUSED))?;
-    let (principal, hmac) = (ctx.caller.principal.to_string(), hmac.to_vec());
+    let principal = ctx.caller.principal.to_string();
+    // An HMAC of no token names no id: the change then finds nothing.
+    let id = store.token_id(hmac).unwrap_or_default();
     let now = crate::wall_clock::wall_clock_ms();
     store
         .change(move |file, settings| match change {
-            Change::Renew => file.renew(settings, &principal, &hmac, period_ms, now),
-            Change::Expire => file.expire(settings, &principal, &hmac, period_ms, now),
+            Change::Renew => file.renew(settings, &principal, &id, period_ms, now),
+            Change::Expire => file.expire(&principal, &id, period_ms, now),
         })
         .await
         .map_err(|e| (e, CONTROLLER_REFUSED))
@@ -143,7 +145,7 @@ pub fn describe(
         .tokens
         .values()
         .filter(|t| visible(t))
-        .map(|t| (t.clone(), store.settings().hmac(&t.token_id)))
+        .map(|t| (t.clone(), store.hmac(&t.token_id).unwrap_or_else(|| store.settings().hmac(&t.token_id))))
         .collect();
     (ErrorCode::NONE, tokens)
 }

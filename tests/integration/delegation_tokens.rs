@@ -197,7 +197,8 @@ async fn without_a_secret_key_every_token_request_is_refused_as_disabled() {
 #[tokio::test]
 async fn an_expired_token_logs_nobody_in_its_renewal_is_refused_and_the_sweep_removes_it() {
     let (s, _dir) = token_server(&[
-        "security.delegation_token_expiry_time_ms=400",
+        // Long enough for a login on a busy machine, short for the test.
+        "security.delegation_token_expiry_time_ms=3000",
         "security.delegation_token_expiry_check_interval_ms=200",
     ])
     .await;
