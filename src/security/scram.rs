@@ -190,8 +190,9 @@ impl ScramServer {
 
     /// Feeds the next client message. `lookup` finds a user's credential;
     /// `server_nonce` is used for the first message. Any error ends the
-    /// exchange. kcoord issues no delegation tokens, so every token login
-    /// fails here as Kafka fails a token it does not know.
+    /// exchange. No delegation token is known here, so every token login
+    /// fails as Kafka fails a token it does not know
+    /// ([`Self::step_with_tokens`] knows tokens).
     pub fn step(
         &mut self,
         message: &[u8],
@@ -544,7 +545,7 @@ mod tests {
 
     #[test]
     fn a_delegation_token_login_fails_at_the_first_message_as_kafka_fails_an_unknown_token() {
-        // kcoord issues no tokens: even a user's right password does not
+        // A server that knows no tokens: even a user's right password does not
         // log in when the client says it is a token.
         let cred = ScramCredential::derive(ScramMechanism::Sha512, "pw", b"s".to_vec(), 4096);
         for first in [

@@ -283,9 +283,10 @@ async fn scram_sha_256_and_512_logins_succeed_with_the_right_password_only() {
 
 #[tokio::test]
 async fn a_delegation_token_login_fails_like_a_wrong_password_as_kafka_fails_a_token_it_does_not_know() {
-    // kcoord issues no delegation tokens, so a SCRAM login that says it is
-    // one (tokenauth=true) names an unknown token, even with a user's name
-    // and password; Kafka answers that with its invalid-credentials error.
+    // Without a token key kcoord knows no delegation tokens, so a SCRAM
+    // login that says it is one (tokenauth=true) names an unknown token, even
+    // with a user's name and password; Kafka answers that with its
+    // invalid-credentials error.
     let (s, _dir) = sasl_server(&[]).await;
     for mech in ScramMechanism::ALL {
         let mut c = tcp(s.addr).await;
