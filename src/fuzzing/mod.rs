@@ -113,7 +113,9 @@ fn daemon() -> Option<&'static InProcess> {
     static D: OnceLock<Option<InProcess>> = OnceLock::new();
     D.get_or_init(|| {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().ok()?;
-        let daemon = runtime.block_on(start_daemon(&[]))?;
+        // Delegation tokens on, so that the session target's authenticated
+        // inputs reach the token APIs' rules and token logins.
+        let daemon = runtime.block_on(start_daemon(&["security.delegation_token_secret_key=\"fuzz-key\"".into()]))?;
         Some(InProcess::serving(runtime, daemon, None, 0))
     })
     .as_ref()
@@ -191,11 +193,12 @@ impl InProcess {
     ) -> InProcess {
         let services = served.services().clone();
         runtime.block_on(services.coordinator.wait_until_loaded());
+        let sasl = session::sasl_listener(services.delegation_tokens.clone());
         InProcess {
             runtime,
             services,
             listener: crate::server::ListenerInfo { node_id, index: 0 },
-            sasl: session::sasl_listener(),
+            sasl,
             _served: served,
             _upstream: upstream,
         }

@@ -105,8 +105,11 @@ pub(super) fn relaying_sasl_listener() -> Arc<ListenerSecurity> {
     })
 }
 
-pub(super) fn sasl_listener() -> Arc<ListenerSecurity> {
-    sasl_plaintext(sasl_settings())
+/// The SASL listener, knowing the daemon's delegation tokens if it has any.
+pub(super) fn sasl_listener(
+    tokens: Option<Arc<crate::security::delegation_tokens::DelegationTokens>>,
+) -> Arc<ListenerSecurity> {
+    sasl_plaintext(SaslSettings { tokens, ..sasl_settings() })
 }
 
 /// PLAIN, both SCRAMs, unsigned OAUTHBEARER tokens and, where the system

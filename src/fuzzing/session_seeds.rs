@@ -6,6 +6,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use indexmap::IndexMap;
+use kafka_protocol::messages::create_delegation_token_request::CreatableRenewers;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -301,8 +302,29 @@ pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
             .send(SaslHandshakeRequest::default().with_mechanism(s("GSSAPI")), 1)?
             .send(SaslAuthenticateRequest::default().with_auth_bytes(ap_req), 2)
     };
+    // Delegation tokens (the harness's daemon has a token key): asked for,
+    // described, renewed and expired by an authenticated user, and a SCRAM
+    // login that names a token.
+    let sasl_delegation_tokens = || {
+        let renewer = CreatableRenewers::default().with_principal_type(s("User")).with_principal_name(s("bob"));
+        Conversation::sasl()
+            .send(SaslHandshakeRequest::default().with_mechanism(s("PLAIN")), 1)?
+            .send(SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(PLAIN_TOKEN)), 2)?
+            .send(CreateDelegationTokenRequest::default().with_renewers(vec![renewer]).with_max_lifetime_ms(-1), 3)?
+            .send(DescribeDelegationTokenRequest::default().with_owners(None), 3)?
+            .send(RenewDelegationTokenRequest::default().with_hmac(Bytes::from_static(b"hmac")), 2)?
+            .send(ExpireDelegationTokenRequest::default().with_hmac(Bytes::from_static(b"hmac")), 2)?
+            .send(CreateDelegationTokenRequest::default(), 1)
+    };
+    let sasl_scram_token_first = || {
+        Conversation::sasl().send(SaslHandshakeRequest::default().with_mechanism(s("SCRAM-SHA-512")), 1)?.send(
+            SaslAuthenticateRequest::default()
+                .with_auth_bytes(Bytes::from_static(b"n,,n=AAAAAAAAAAAAAAAAAAAAAA,r=abcdefghijklmnop,tokenauth=true")),
+            2,
+        )
+    };
     let bad_frame_after_answers = || Some(Conversation::plaintext().send(api_versions(), 0)?.raw(&[0xff; 4]));
-    let candidates: [(&'static str, &dyn Fn() -> Option<Conversation>); 14] = [
+    let candidates: [(&'static str, &dyn Fn() -> Option<Conversation>); 16] = [
         ("classic_group", &classic),
         ("offsets", &offsets),
         ("offsets_by_topic_id", &offsets_by_topic_id),
@@ -317,6 +339,8 @@ pub fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ("bad_frame_after_answers", &bad_frame_after_answers),
         ("relayed_sasl_plain", &relayed_sasl_plain),
         ("relayed_sasl_scram_first_message", &relayed_sasl_scram_first),
+        ("sasl_delegation_tokens", &sasl_delegation_tokens),
+        ("sasl_scram_token_first_message", &sasl_scram_token_first),
     ];
     candidates.into_iter().filter_map(|(name, make)| Some((name, make()?.bytes))).collect()
 }
