@@ -29,6 +29,11 @@ pub const FILE_NAME: &str = "delegation-tokens.json";
 /// so its size bounds what one CreateDelegationToken costs.
 pub const MAX_TOKENS: usize = 10_000;
 
+/// Most bytes of principal names (owner, requester, renewers) one token may
+/// hold: with [`MAX_TOKENS`], what bounds the file and the memory tokens
+/// take (Kafka sets no limit; its principals are short).
+pub const MAX_TOKEN_NAME_BYTES: usize = 4096;
+
 /// Kafka's SCRAM iterations for token credentials
 /// (`ScramMechanism.minIterations`, `DelegationTokenCache`).
 const TOKEN_ITERATIONS: u32 = 4096;
@@ -111,7 +116,8 @@ impl TokenFile {
         req: CreateToken,
         now: i64,
     ) -> Result<TokenInfo, ErrorCode> {
-        if self.tokens.len() >= MAX_TOKENS {
+        let names = req.owner.len() + req.requester.len() + req.renewers.iter().map(String::len).sum::<usize>();
+        if self.tokens.len() >= MAX_TOKENS || names > MAX_TOKEN_NAME_BYTES {
             return Err(ErrorCode::POLICY_VIOLATION);
         }
         let max_lifetime = match req.max_lifetime_ms > 0 {
@@ -439,6 +445,16 @@ mod tests {
         let req =
             CreateToken { owner: "User:a".into(), requester: "User:a".into(), renewers: vec![], max_lifetime_ms: 0 };
         assert_eq!(f.create(&settings(), "one-more".into(), req, 0), Err(ErrorCode::POLICY_VIOLATION));
+        // A token's names are bounded too, whatever the request may carry.
+        let mut f = TokenFile::default();
+        let many = CreateToken {
+            owner: "User:a".into(),
+            requester: "User:a".into(),
+            renewers: (0..1_000).map(|i| format!("User:renewer-{i}")).collect(),
+            max_lifetime_ms: 0,
+        };
+        assert_eq!(f.create(&settings(), "t".into(), many, 0), Err(ErrorCode::POLICY_VIOLATION));
+        assert!(f.tokens.is_empty());
     }
 
     #[test]

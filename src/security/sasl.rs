@@ -437,10 +437,12 @@ impl SaslSession {
             Exchange::Scram(m, server) => {
                 let lookup = |u: &str| credentials.scram(u, *m).cloned();
                 let tokens = self.settings.tokens.as_ref();
-                if let (Some(tokens), Ok((id, true))) = (tokens, super::scram::client_first_login(&token)) {
-                    // A token's credential is derived at its first login
-                    // (one PBKDF2 run): off the connection threads.
-                    tokens.prepare(&id, *m).await;
+                if let Some(tokens) = tokens {
+                    if let Ok((id, true)) = super::scram::client_first_login(&token) {
+                        // A token's credential is derived at its first
+                        // login (one PBKDF2 run): off the connection threads.
+                        tokens.prepare(&id, *m).await;
+                    }
                 }
                 let now_ms = crate::wall_clock::wall_clock_ms();
                 let token_login = |id: &str| tokens?.login(id, *m, now_ms).map(|l| (l.credential, l.owner));
