@@ -6,7 +6,7 @@
 
 use crate::common::consumer::join_request;
 use crate::common::{sb, TestServer};
-use crate::security::{tcp, write_users, Conn};
+use crate::security::{sasl_server_in, tcp, Conn};
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
@@ -26,8 +26,6 @@ const USERS: &[(&str, &str)] = &[("alice", "a-pw"), ("bob", "b-pw"), ("mallory",
 /// see alice's tokens and get tokens for carol.
 async fn token_server(extra: &[&str]) -> (TestServer, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let users = dir.path().join("users.json");
-    write_users(&users, USERS);
     let acl_file = dir.path().join("acls.json");
     let grant = |principal: &str, op: &str, set: &dyn Fn(&mut AclArgs)| {
         let mut a = AclArgs {
@@ -42,17 +40,11 @@ async fn token_server(extra: &[&str]) -> (TestServer, tempfile::TempDir) {
     grant("User:alice", "Read", &|a| a.groups = vec!["g".into()]);
     grant("User:auditor", "DescribeTokens", &|a| a.user_principals = vec!["User:alice".into()]);
     grant("User:auditor", "CreateTokens", &|a| a.user_principals = vec!["User:carol".into()]);
-    let mut settings = vec![
-        "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\", \"PLAINTEXT://127.0.0.1:0\"]".to_string(),
-        format!("security.credentials_file=\"{}\"", users.display()),
-        "security.connection_failed_authentication_delay_ms=10".to_string(),
-        "authorizer.enabled=true".to_string(),
-        format!("authorizer.acl_file=\"{}\"", acl_file.display()),
-        "security.delegation_token_secret_key=\"test-token-key\"".to_string(),
-    ];
-    settings.extend(extra.iter().map(|s| s.to_string()));
-    let refs: Vec<&str> = settings.iter().map(String::as_str).collect();
-    (TestServer::start_with(&refs).await, dir)
+    let acls = format!("authorizer.acl_file=\"{}\"", acl_file.display());
+    let mut settings =
+        vec!["authorizer.enabled=true", &acls, "security.delegation_token_secret_key=\"test-token-key\""];
+    settings.extend(extra);
+    sasl_server_in(dir, USERS, &settings).await
 }
 
 async fn login(s: &TestServer, user: &str) -> Conn<TcpStream> {

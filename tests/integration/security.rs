@@ -213,12 +213,21 @@ pub(crate) fn write_users(path: &Path, users: &[(&str, &str)]) {
 
 /// A daemon with a SASL_PLAINTEXT listener and a PLAINTEXT one, user alice.
 pub(crate) async fn sasl_server(extra: &[&str]) -> (TestServer, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let users = dir.path().join("users.json");
-    write_users(&users, &[("alice", "alice-secret")]);
+    sasl_server_in(tempfile::tempdir().unwrap(), &[("alice", "alice-secret")], extra).await
+}
+
+/// [`sasl_server`] with `users`, its credentials file in `dir` (which may
+/// hold other files the settings name).
+pub(crate) async fn sasl_server_in(
+    dir: tempfile::TempDir,
+    users: &[(&str, &str)],
+    extra: &[&str],
+) -> (TestServer, tempfile::TempDir) {
+    let credentials = dir.path().join("users.json");
+    write_users(&credentials, users);
     let mut settings = vec![
         "server.listeners=[\"SASL_PLAINTEXT://127.0.0.1:0\", \"PLAINTEXT://127.0.0.1:0\"]".to_string(),
-        format!("security.credentials_file=\"{}\"", users.display()),
+        format!("security.credentials_file=\"{}\"", credentials.display()),
         "security.connection_failed_authentication_delay_ms=10".to_string(),
     ];
     settings.extend(extra.iter().map(|s| s.to_string()));
